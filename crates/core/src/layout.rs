@@ -1,0 +1,426 @@
+//! File layouts: where a file's bytes live.
+//!
+//! Every layout is a list of [`Component`]s with half-open extents `[start, end)`. A plain
+//! Lustre layout (`lov_mds_md_v1`) is one component covering `[0, EOF)` with `composite` unset;
+//! a composite (PFL) layout (`lov_comp_md_v1`) has several. A component's pattern is `raid0`
+//! (stripes over OST objects) or `mdt` (Data-on-MDT: the bytes live with the inode). See
+//! `lustre-reference.md` §2 for the on-disk fields this mirrors.
+
+use crate::fid::Fid;
+use serde::{Deserialize, Serialize};
+
+pub const LOV_MAGIC_V1: u32 = 0x0BD1_0BD0;
+pub const LOV_MAGIC_V3: u32 = 0x0BD3_0BD0;
+pub const LOV_MAGIC_COMP_V1: u32 = 0x0BD6_0BD0;
+
+/// `lmm_pattern` values.
+pub const LOV_PATTERN_RAID0: u32 = 0x1;
+pub const LOV_PATTERN_MDT: u32 = 0x100;
+pub const LOV_PATTERN_OVERSTRIPING: u32 = 0x200;
+
+/// Component flags (`lcme_flags`), with the names `lfs` prints.
+pub const LCME_FL_STALE: u32 = 0x1;
+pub const LCME_FL_PREF_RD: u32 = 0x2;
+pub const LCME_FL_PREF_WR: u32 = 0x4;
+pub const LCME_FL_OFFLINE: u32 = 0x8;
+pub const LCME_FL_INIT: u32 = 0x10;
+pub const LCME_FL_NOSYNC: u32 = 0x20;
+pub const LCME_FL_EXTENSION: u32 = 0x40;
+pub const LCME_FL_PARITY: u32 = 0x80;
+pub const LCME_FL_COMPRESS: u32 = 0x100;
+pub const LCME_FL_PARTIAL: u32 = 0x200;
+pub const LCME_FL_NOCOMPR: u32 = 0x400;
+pub const LCME_FL_IS_LINK_ID: u32 = 0x4000_0000;
+/// `prefer`: both preferred-for-read and preferred-for-write.
+pub const LCME_FL_PREF_RW: u32 = LCME_FL_PREF_RD | LCME_FL_PREF_WR;
+/// In the order of liblustreapi's `comp_flags_table`; a name matches only when all of its
+/// bits are set, so `prefer` (0x6) is printed instead of `prefrd,prefwr`.
+pub const COMPONENT_FLAG_NAMES: &[(u32, &str)] = &[
+    (LCME_FL_INIT, "init"),
+    (LCME_FL_STALE, "stale"),
+    (LCME_FL_PREF_RW, "prefer"),
+    (LCME_FL_PREF_RD, "prefrd"),
+    (LCME_FL_PREF_WR, "prefwr"),
+    (LCME_FL_OFFLINE, "offline"),
+    (LCME_FL_NOSYNC, "nosync"),
+    (LCME_FL_EXTENSION, "extension"),
+    (LCME_FL_PARITY, "parity"),
+    (LCME_FL_COMPRESS, "compress"),
+    (LCME_FL_PARTIAL, "partial"),
+    (LCME_FL_NOCOMPR, "nocompr"),
+    (LCME_FL_IS_LINK_ID, "link_id"),
+];
+
+/// End of file, as a component end.
+pub const EOF: u64 = u64::MAX;
+/// Every stripe size and component end is a multiple of this (`LOV_MIN_STRIPE_SIZE`).
+pub const MIN_STRIPE_SIZE: u32 = 64 * 1024;
+/// `LOV_MAX_STRIPE_COUNT`.
+pub const MAX_STRIPE_COUNT: u32 = 2000;
+/// Lustre master's default stripe size (`LOV_DESC_STRIPE_SIZE_DEFAULT`).
+pub const DEFAULT_STRIPE_SIZE: u32 = 4 << 20;
+/// Lustre's default stripe count.
+pub const DEFAULT_STRIPE_COUNT: i32 = 1;
+/// `lfs` refuses a Data-on-MDT component larger than this.
+pub const MAX_DOM_SIZE: u64 = 1 << 30;
+/// Default `lod.*.dom_stripesize`.
+pub const DEFAULT_DOM_STRIPESIZE: u64 = 1 << 20;
+/// Stripe count meaning "every OST".
+pub const STRIPE_COUNT_ALL: i32 = -1;
+/// Stripe offset meaning "the MDS chooses".
+pub const STRIPE_OFFSET_ANY: i32 = -1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Pattern {
+    /// Striped over OST objects.
+    Raid0,
+    /// Data-on-MDT: one "stripe", on the file's MDT.
+    Mdt,
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Raid0 => "raid0",
+            Pattern::Mdt => "mdt",
+        }
+    }
+
+    pub fn bits(self) -> u32 {
+        match self {
+            Pattern::Raid0 => LOV_PATTERN_RAID0,
+            Pattern::Mdt => LOV_PATTERN_MDT,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Pattern> {
+        match s {
+            "raid0" => Some(Pattern::Raid0),
+            "mdt" => Some(Pattern::Mdt),
+            _ => None,
+        }
+    }
+}
+
+/// One OST object of a component: which OST and the object's own FID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StripeObject {
+    pub ost_idx: u32,
+    pub fid: Fid,
+}
+
+/// One component of a layout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Component {
+    /// `lcme_id`: unique in the file, never reused; 0 in plain layouts and templates.
+    pub id: u32,
+    /// `lcme_flags` (`LCME_FL_*`).
+    pub flags: u32,
+    pub start: u64,
+    /// Exclusive end; [`EOF`] for "to the end of the file".
+    pub end: u64,
+    pub pattern: Pattern,
+    /// Bytes per stripe; for `mdt` equal to the component end.
+    pub stripe_size: u32,
+    /// Requested stripes: `-1` every OST, `0` the default. Once instantiated,
+    /// `objects.len()` is the real count.
+    pub stripe_count: i32,
+    /// First OST, or `-1` for "the MDS chooses".
+    pub stripe_offset: i32,
+    /// An explicit OST list (`lfs setstripe -o`), in stripe order.
+    pub ost_list: Vec<u32>,
+    pub pool: String,
+    /// The stripe objects, in stripe order; empty until instantiated.
+    pub objects: Vec<StripeObject>,
+}
+
+impl Component {
+    /// A raid0 component template, not yet instantiated.
+    pub fn raid0(start: u64, end: u64, stripe_count: i32, stripe_size: u32, stripe_offset: i32) -> Component {
+        Component {
+            id: 0,
+            flags: 0,
+            start,
+            end,
+            pattern: Pattern::Raid0,
+            stripe_size,
+            stripe_count,
+            stripe_offset,
+            ost_list: Vec::new(),
+            pool: String::new(),
+            objects: Vec::new(),
+        }
+    }
+
+    /// A Data-on-MDT component `[0, end)`.
+    pub fn dom(end: u64) -> Component {
+        Component {
+            id: 0,
+            flags: 0,
+            start: 0,
+            end,
+            pattern: Pattern::Mdt,
+            stripe_size: u32::try_from(end).unwrap_or(u32::MAX),
+            stripe_count: 0,
+            stripe_offset: -1,
+            ost_list: Vec::new(),
+            pool: String::new(),
+            objects: Vec::new(),
+        }
+    }
+
+    pub fn is_init(&self) -> bool {
+        self.flags & LCME_FL_INIT != 0
+    }
+
+    pub fn contains(&self, off: u64) -> bool {
+        off >= self.start && off < self.end
+    }
+
+    /// Where file offset `off` lives: (stripe index, offset in that stripe's object).
+    ///
+    /// RAID0 over the absolute file offset, as Lustre maps composite files, so objects of a
+    /// later component start sparse.
+    pub fn map(&self, off: u64) -> (usize, u64) {
+        debug_assert_eq!(self.pattern, Pattern::Raid0);
+        let s = u64::from(self.stripe_size.max(1));
+        let c = self.objects.len().max(1) as u64;
+        let stripe_no = off / s;
+        let idx = (stripe_no % c) as usize;
+        let obj_off = (stripe_no / c) * s + off % s;
+        (idx, obj_off)
+    }
+
+    /// The file offset of byte `obj_off` of stripe `idx`: the inverse of [`Component::map`].
+    pub fn unmap(&self, idx: usize, obj_off: u64) -> u64 {
+        let s = u64::from(self.stripe_size.max(1));
+        let c = self.objects.len().max(1) as u64;
+        let stripe_in_obj = obj_off / s;
+        (stripe_in_obj * c + idx as u64) * s + obj_off % s
+    }
+
+    /// The file size an object of `obj_size` bytes at stripe `idx` implies (0 if empty),
+    /// clipped to this component's extent.
+    pub fn file_size_from_object(&self, idx: usize, obj_size: u64) -> u64 {
+        if obj_size == 0 {
+            return 0;
+        }
+        let last = self.unmap(idx, obj_size - 1);
+        if last < self.start {
+            return 0;
+        }
+        (last + 1).min(self.end)
+    }
+
+    /// The object size stripe `idx` must have so the file is exactly `size` bytes long
+    /// (for truncate): bytes of this stripe that lie below `size`.
+    pub fn object_size_for_file_size(&self, idx: usize, size: u64) -> u64 {
+        if size <= self.start {
+            // Nothing of this component remains, but the object may still hold bytes
+            // mapped below the component start (it never does: objects start sparse).
+            return 0;
+        }
+        let size = size.min(self.end);
+        let s = u64::from(self.stripe_size.max(1));
+        let c = self.objects.len().max(1) as u64;
+        // Number of full stripe rows below `size`, and the partial stripe.
+        let stripe_no = size / s;
+        let within = size % s;
+        let rows = stripe_no / c;
+        let col = (stripe_no % c) as usize;
+        let mut obj = rows * s;
+        match idx.cmp(&col) {
+            std::cmp::Ordering::Less => obj += s,
+            std::cmp::Ordering::Equal => obj += within,
+            std::cmp::Ordering::Greater => {}
+        }
+        obj
+    }
+
+    /// Printed flags, as `lfs getstripe` shows `lcme_flags`.
+    pub fn flags_string(&self) -> String {
+        flags_to_string(self.flags)
+    }
+}
+
+/// `init,stale`, `0` when empty, unknown bits in hex.
+pub fn flags_to_string(flags: u32) -> String {
+    if flags == 0 {
+        return "0".to_string();
+    }
+    let mut parts = Vec::new();
+    let mut rest = flags;
+    for (bits, name) in COMPONENT_FLAG_NAMES {
+        if rest & bits == *bits {
+            parts.push((*name).to_string());
+            rest &= !bits;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    parts.join(",")
+}
+
+/// A file's layout (or a directory's default layout template).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Composite (`lov_comp_md_v1`) rather than plain (`lov_mds_md_v1`).
+    pub composite: bool,
+    /// `lcm_layout_gen`: bumped on every change.
+    pub layout_gen: u32,
+    /// `lcm_flags`.
+    pub flags: u16,
+    pub components: Vec<Component>,
+}
+
+impl Layout {
+    /// A plain RAID0 layout.
+    pub fn plain(stripe_count: i32, stripe_size: u32, stripe_offset: i32) -> Layout {
+        Layout {
+            composite: false,
+            layout_gen: 0,
+            flags: 0,
+            components: vec![Component::raid0(0, EOF, stripe_count, stripe_size, stripe_offset)],
+        }
+    }
+
+    /// A composite layout from component templates; ids are assigned 1, 2, ...
+    pub fn composite(mut components: Vec<Component>) -> Layout {
+        for (i, c) in components.iter_mut().enumerate() {
+            c.id = i as u32 + 1;
+        }
+        Layout {
+            composite: true,
+            layout_gen: 0,
+            flags: 0,
+            components,
+        }
+    }
+
+    /// The component holding file offset `off`.
+    pub fn component_at(&self, off: u64) -> Option<&Component> {
+        self.components.iter().find(|c| c.contains(off))
+    }
+
+    pub fn component_index_at(&self, off: u64) -> Option<usize> {
+        self.components.iter().position(|c| c.contains(off))
+    }
+
+    /// Largest size a file with this layout can reach (end of its last component).
+    pub fn max_size(&self) -> u64 {
+        self.components.last().map_or(0, |c| c.end)
+    }
+
+    /// The Data-on-MDT component, if the layout has one.
+    pub fn dom(&self) -> Option<&Component> {
+        self.components.first().filter(|c| c.pattern == Pattern::Mdt)
+    }
+
+    /// The size of the Data-on-MDT extent (0 when there is none).
+    pub fn dom_size(&self) -> u64 {
+        self.dom().map_or(0, |c| c.end)
+    }
+
+    /// Next unused component id.
+    pub fn next_component_id(&self) -> u32 {
+        self.components.iter().map(|c| c.id).max().unwrap_or(0) + 1
+    }
+
+    /// Every OST object of every instantiated component.
+    pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
+        self.components.iter().flat_map(|c| c.objects.iter())
+    }
+
+    /// The last instantiated component (what single-field `getstripe` options report).
+    pub fn last_init(&self) -> Option<&Component> {
+        self.components.iter().rev().find(|c| c.is_init())
+    }
+
+    /// Whether every component below `end` has been instantiated.
+    pub fn instantiated_to(&self, end: u64) -> bool {
+        self.components
+            .iter()
+            .filter(|c| c.start < end)
+            .all(|c| c.is_init())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn striped(count: usize, size: u32) -> Component {
+        let mut c = Component::raid0(0, EOF, count as i32, size, 0);
+        c.objects = (0..count)
+            .map(|i| StripeObject {
+                ost_idx: i as u32,
+                fid: Fid::new(0x300000400, i as u32 + 1, 0),
+            })
+            .collect();
+        c.flags = LCME_FL_INIT;
+        c
+    }
+
+    #[test]
+    fn raid0_map_matches_reference_formula() {
+        let c = striped(4, 1 << 20);
+        assert_eq!(c.map(0), (0, 0));
+        assert_eq!(c.map((1 << 20) + 5), (1, 5));
+        assert_eq!(c.map(4 << 20), (0, 1 << 20));
+        assert_eq!(c.map((9 << 20) + 7), (1, (2 << 20) + 7));
+    }
+
+    #[test]
+    fn unmap_inverts_map() {
+        let c = striped(3, 65536);
+        for off in [0u64, 1, 65535, 65536, 200_000, 10_000_000, 123_456_789] {
+            let (idx, obj) = c.map(off);
+            assert_eq!(c.unmap(idx, obj), off);
+        }
+    }
+
+    #[test]
+    fn sizes_from_objects() {
+        let c = striped(2, 65536);
+        // 100000 bytes: stripe 0 holds [0,64K), stripe 1 holds [64K,100000).
+        let size = 100_000u64;
+        let o0 = c.object_size_for_file_size(0, size);
+        let o1 = c.object_size_for_file_size(1, size);
+        assert_eq!(o0, 65536);
+        assert_eq!(o1, 100_000 - 65536);
+        assert_eq!(c.file_size_from_object(0, o0).max(c.file_size_from_object(1, o1)), size);
+        assert_eq!(c.file_size_from_object(1, 0), 0);
+        // Truncate into the second row.
+        let size = 3 * 65536 + 10;
+        assert_eq!(c.object_size_for_file_size(0, size), 65536 + 65536);
+        assert_eq!(c.object_size_for_file_size(1, size), 65536 + 10);
+    }
+
+    #[test]
+    fn composite_lookup() {
+        let mut l = Layout::composite(vec![
+            Component::dom(1 << 20),
+            Component::raid0(1 << 20, EOF, -1, 4 << 20, -1),
+        ]);
+        assert_eq!(l.components[1].id, 2);
+        assert_eq!(l.component_at(5).map(|c| c.pattern), Some(Pattern::Mdt));
+        assert_eq!(l.component_at(1 << 20).map(|c| c.id), Some(2));
+        assert_eq!(l.dom_size(), 1 << 20);
+        assert!(!l.instantiated_to(1));
+        l.components[0].flags |= LCME_FL_INIT;
+        assert!(l.instantiated_to(1 << 20));
+        assert!(!l.instantiated_to((1 << 20) + 1));
+        assert_eq!(l.next_component_id(), 3);
+    }
+
+    #[test]
+    fn flag_names() {
+        assert_eq!(flags_to_string(0), "0");
+        assert_eq!(flags_to_string(LCME_FL_INIT | LCME_FL_STALE), "init,stale");
+        assert_eq!(flags_to_string(0x1000), "0x1000");
+        assert_eq!(flags_to_string(LCME_FL_PREF_RD | LCME_FL_PREF_WR), "prefer");
+        assert_eq!(flags_to_string(LCME_FL_INIT | LCME_FL_PREF_WR), "init,prefwr");
+        assert_eq!(flags_to_string(LCME_FL_STALE | 0x1000), "stale,0x1000");
+    }
+}

@@ -1,0 +1,21 @@
+//! nacre's data model, shared by every other crate: FIDs and sequences, file layouts (plain and
+//! composite, with Data-on-MDT), directory stripe layouts (LMV) and their name hashes, inode
+//! attributes, errno values and the size syntax Lustre's tools accept.
+//!
+//! This crate owns pure data and the algorithms over it. It must not do I/O, spawn tasks or know
+//! about the wire: anything here can be unit-tested without a server.
+
+pub mod attr;
+pub mod errno;
+pub mod fid;
+pub mod layout;
+pub mod lmv;
+pub mod size;
+pub mod target;
+
+pub use attr::{Attr, FileKind, SetAttr, Timespec};
+pub use errno::{Errno, Result};
+pub use fid::Fid;
+pub use layout::{Component, Layout, Pattern, StripeObject};
+pub use lmv::{HashType, Lmv};
+pub use target::{TargetKind, TargetName};

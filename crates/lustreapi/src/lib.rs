@@ -1,0 +1,1 @@
+//! Lustre's user-space formats, as liblustreapi and lfs define them.

@@ -1,0 +1,17 @@
+//! Object storage devices (Lustre's osd layer): where targets keep their bytes.
+//!
+//! - [`mdstore`]: the MDT's store. A redb B-tree holds the tables; a journal of physical
+//!   changes makes every committed transaction survive a killed process, and group commit
+//!   lets concurrent requests share one journal write.
+//! - [`objstore`]: the OST's store. Each object is a file under `O/<seq>/d<oid % 32>/<oid>`
+//!   (ldiskfs's O/ tree), with its filter fid (parent FID and stripe index) in an xattr.
+//!
+//! Nothing here knows about the namespace or the wire: the MDT and OST crates give meaning to
+//! keys and objects.
+
+pub mod journal;
+pub mod mdstore;
+pub mod objstore;
+
+pub use mdstore::{MdStore, MdStoreConfig, ReadView, Table, Tx};
+pub use objstore::{ObjStore, ObjStoreConfig};

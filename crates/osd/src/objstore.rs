@@ -1,0 +1,343 @@
+//! The OST's object store: one file per object in ldiskfs's `O/` tree.
+//!
+//! Object `[seq:oid:0]` lives at `O/<seq hex>/d<oid % 32>/<oid>`; its filter fid (the file's
+//! FID with the stripe index in `ver`) is kept in the `user.nacre.fid` xattr, and the highest
+//! object id created in each sequence in `O/<seq hex>/LAST_ID`. Data is written in place, so
+//! sparse objects stay sparse and the kernel's page cache serves reads. Every path is built
+//! from numbers, never from names that came off the wire, so nothing escapes the target.
+
+use nacre_core::{Errno, Fid};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Subdirectories per sequence (ldiskfs uses 32).
+pub const OBJ_SUBDIRS: u32 = 32;
+/// Open object files kept cached; beyond this the least recently used are closed.
+pub const DEFAULT_FD_CACHE: usize = 1024;
+const FILTER_FID_XATTR: &str = "user.nacre.fid";
+
+#[derive(Clone, Debug)]
+pub struct ObjStoreConfig {
+    pub fd_cache: usize,
+}
+
+impl Default for ObjStoreConfig {
+    fn default() -> Self {
+        ObjStoreConfig {
+            fd_cache: DEFAULT_FD_CACHE,
+        }
+    }
+}
+
+struct FdCache {
+    map: HashMap<Fid, (Arc<File>, u64)>,
+    tick: u64,
+    cap: usize,
+}
+
+impl FdCache {
+    fn get(&mut self, fid: &Fid) -> Option<Arc<File>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(fid).map(|(f, t)| {
+            *t = tick;
+            f.clone()
+        })
+    }
+
+    fn insert(&mut self, fid: Fid, f: Arc<File>) {
+        if self.map.len() >= self.cap {
+            // Evict the oldest eighth in one pass, so eviction is amortised.
+            let mut ages: Vec<(u64, Fid)> = self.map.iter().map(|(k, (_, t))| (*t, *k)).collect();
+            ages.sort_unstable();
+            for (_, k) in ages.into_iter().take((self.cap / 8).max(1)) {
+                self.map.remove(&k);
+            }
+        }
+        self.tick += 1;
+        self.map.insert(fid, (f, self.tick));
+    }
+
+    fn remove(&mut self, fid: &Fid) {
+        self.map.remove(fid);
+    }
+}
+
+/// Handle to one OST's objects.
+pub struct ObjStore {
+    root: PathBuf,
+    fds: Mutex<FdCache>,
+    /// Objects known to carry their filter fid, so writes skip the xattr check.
+    tagged: Mutex<HashMap<Fid, Fid>>,
+    /// Serialises precreation per sequence.
+    create_lock: Mutex<()>,
+}
+
+impl ObjStore {
+    /// Opens the store under `dir` (the target directory), creating `O/` if needed.
+    pub fn open(dir: &Path, cfg: ObjStoreConfig) -> std::io::Result<ObjStore> {
+        let root = dir.join("O");
+        std::fs::create_dir_all(&root)?;
+        Ok(ObjStore {
+            root,
+            fds: Mutex::new(FdCache {
+                map: HashMap::new(),
+                tick: 0,
+                cap: cfg.fd_cache.max(16),
+            }),
+            tagged: Mutex::new(HashMap::new()),
+            create_lock: Mutex::new(()),
+        })
+    }
+
+    fn seq_dir(&self, seq: u64) -> PathBuf {
+        self.root.join(format!("{seq:x}"))
+    }
+
+    /// Path of an object file; only numbers go into it.
+    pub fn object_path(&self, fid: &Fid) -> PathBuf {
+        self.seq_dir(fid.seq)
+            .join(format!("d{}", fid.oid % OBJ_SUBDIRS))
+            .join(fid.oid.to_string())
+    }
+
+    fn check(fid: &Fid) -> Result<(), Errno> {
+        if fid.oid == 0 || fid.ver != 0 {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
+
+    fn open_obj(&self, fid: &Fid) -> Result<Arc<File>, Errno> {
+        Self::check(fid)?;
+        if let Some(f) = self.fds.lock().get(fid) {
+            return Ok(f);
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.object_path(fid))
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Errno::ENOENT
+                } else {
+                    Errno::from(e)
+                }
+            })?;
+        let f = Arc::new(f);
+        self.fds.lock().insert(*fid, f.clone());
+        Ok(f)
+    }
+
+    /// The highest object id created in `seq` (0 when none).
+    pub fn last_id(&self, seq: u64) -> Result<u32, Errno> {
+        match std::fs::read_to_string(self.seq_dir(seq).join("LAST_ID")) {
+            Ok(s) => s.trim().parse().map_err(|_| Errno::EIO),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates objects in `seq` up to `last` (inclusive); returns the new last id. Objects
+    /// are created before LAST_ID moves, so LAST_ID never names a missing object.
+    pub fn precreate(&self, seq: u64, last: u32) -> Result<u32, Errno> {
+        let _g = self.create_lock.lock();
+        let cur = self.last_id(seq)?;
+        if last <= cur {
+            return Ok(cur);
+        }
+        let sd = self.seq_dir(seq);
+        for i in 0..OBJ_SUBDIRS {
+            let d = sd.join(format!("d{i}"));
+            if !d.exists() {
+                std::fs::create_dir_all(&d)?;
+            }
+        }
+        for oid in cur + 1..=last {
+            let p = self.object_path(&Fid::new(seq, oid, 0));
+            match OpenOptions::new().write(true).create_new(true).open(&p) {
+                Ok(_) => {}
+                // Left by a precreate interrupted before LAST_ID moved: reuse it.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let tmp = sd.join("LAST_ID.tmp");
+        std::fs::write(&tmp, format!("{last}\n"))?;
+        std::fs::rename(&tmp, sd.join("LAST_ID"))?;
+        Ok(last)
+    }
+
+    /// Writes `data` at `offset`; records the filter fid on the first write.
+    pub fn write(&self, fid: &Fid, parent: &Fid, offset: u64, data: &[u8]) -> Result<u64, Errno> {
+        let f = self.open_obj(fid)?;
+        if !parent.is_zero() && self.tagged.lock().get(fid) != Some(parent) {
+            set_filter_fid(&self.object_path(fid), parent)?;
+            let mut t = self.tagged.lock();
+            if t.len() > 65536 {
+                t.clear();
+            }
+            t.insert(*fid, *parent);
+        }
+        f.write_all_at(data, offset)?;
+        Ok(data.len() as u64)
+    }
+
+    /// Reads up to `len` bytes at `offset` (short at end of object; holes read as zeros).
+    pub fn read(&self, fid: &Fid, offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let f = self.open_obj(fid)?;
+        let size = f.metadata()?.len();
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let n = (size - offset).min(len as u64) as usize;
+        let mut buf = vec![0u8; n];
+        let mut done = 0;
+        while done < n {
+            let r = f.read_at(&mut buf[done..], offset + done as u64)?;
+            if r == 0 {
+                break;
+            }
+            done += r;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    /// Size and 512-byte blocks of an object.
+    pub fn getattr(&self, fid: &Fid) -> Result<(u64, u64), Errno> {
+        use std::os::unix::fs::MetadataExt;
+        let f = self.open_obj(fid)?;
+        let m = f.metadata()?;
+        Ok((m.len(), m.blocks()))
+    }
+
+    pub fn punch(&self, fid: &Fid, size: u64) -> Result<(), Errno> {
+        let f = self.open_obj(fid)?;
+        f.set_len(size)?;
+        Ok(())
+    }
+
+    pub fn destroy(&self, fid: &Fid) -> Result<(), Errno> {
+        Self::check(fid)?;
+        self.fds.lock().remove(fid);
+        self.tagged.lock().remove(fid);
+        match std::fs::remove_file(self.object_path(fid)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn sync(&self, fid: &Fid) -> Result<(), Errno> {
+        let f = self.open_obj(fid)?;
+        f.sync_data()?;
+        Ok(())
+    }
+
+    /// The filter fid of an object, if it has been written.
+    pub fn filter_fid(&self, fid: &Fid) -> Result<Option<Fid>, Errno> {
+        Self::check(fid)?;
+        get_filter_fid(&self.object_path(fid))
+    }
+
+    /// Space of the backing file system.
+    pub fn statfs(&self) -> Result<libc::statvfs, Errno> {
+        statvfs(&self.root)
+    }
+}
+
+/// `statvfs(3)` of a path.
+pub fn statvfs(p: &Path) -> Result<libc::statvfs, Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a valid out-pointer.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if r != 0 {
+        return Err(Errno::from(std::io::Error::last_os_error()));
+    }
+    Ok(st)
+}
+
+fn xattr_call(p: &Path) -> Result<std::ffi::CString, Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
+}
+
+fn set_filter_fid(p: &Path, parent: &Fid) -> Result<(), Errno> {
+    let c = xattr_call(p)?;
+    let name = std::ffi::CString::new(FILTER_FID_XATTR).map_err(|_| Errno::EINVAL)?;
+    let v = parent.to_bytes();
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe { libc::setxattr(c.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    if r != 0 {
+        return Err(Errno::from(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
+    let c = xattr_call(p)?;
+    let name = std::ffi::CString::new(FILTER_FID_XATTR).map_err(|_| Errno::EINVAL)?;
+    let mut v = [0u8; 16];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) => Ok(None),
+            _ => Err(Errno::from(e)),
+        };
+    }
+    Ok(Fid::from_bytes(&v[..r as usize]))
+}
+
+/// Checks that the backing file system keeps user xattrs (filter fids need them).
+pub fn check_xattr_support(dir: &Path) -> Result<(), String> {
+    let probe = dir.join(".xattr-probe");
+    std::fs::write(&probe, b"").map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    let res = set_filter_fid(&probe, &Fid::ROOT).and_then(|_| get_filter_fid(&probe));
+    let _ = std::fs::remove_file(&probe);
+    match res {
+        Ok(Some(f)) if f == Fid::ROOT => Ok(()),
+        Ok(_) => Err(format!("{}: user xattrs do not round-trip", dir.display())),
+        Err(e) => Err(format!(
+            "the file system holding {} does not support user xattrs ({e}); OSTs need them",
+            dir.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precreate_write_read_punch_destroy() {
+        let d = tempfile::tempdir().expect("tmp");
+        check_xattr_support(d.path()).expect("xattrs");
+        let s = ObjStore::open(d.path(), ObjStoreConfig::default()).expect("open");
+        let seq = 0x240000400;
+        assert_eq!(s.last_id(seq), Ok(0));
+        assert_eq!(s.precreate(seq, 40), Ok(40));
+        assert_eq!(s.precreate(seq, 10), Ok(40));
+        let o = Fid::new(seq, 7, 0);
+        let parent = Fid::new(0x200000401, 3, 1);
+        s.write(&o, &parent, 1 << 20, b"hello").expect("write");
+        assert_eq!(s.filter_fid(&o), Ok(Some(parent)));
+        assert_eq!(s.read(&o, 1 << 20, 100).expect("read"), b"hello");
+        assert_eq!(s.read(&o, 0, 4).expect("hole"), vec![0; 4]);
+        assert_eq!(s.getattr(&o).expect("attr").0, (1 << 20) + 5);
+        s.punch(&o, 3).expect("punch");
+        assert_eq!(s.read(&o, 0, 100).expect("read"), vec![0; 3]);
+        s.destroy(&o).expect("destroy");
+        assert_eq!(s.read(&o, 0, 1), Err(Errno::ENOENT));
+        assert_eq!(s.write(&Fid::new(seq, 99, 0), &parent, 0, b"x"), Err(Errno::ENOENT));
+        assert_eq!(s.read(&Fid::new(seq, 0, 0), 0, 1), Err(Errno::EINVAL));
+    }
+}

@@ -1,0 +1,186 @@
+//! The file system's shared key and the handshake that proves a peer holds it.
+//!
+//! The key is 32 random bytes made at format time (as Lustre's shared-key security). Every
+//! connection starts with a challenge-response in both directions: the server sends a nonce,
+//! the client answers with its own nonce and an HMAC-SHA256 over both; the server checks it
+//! and answers with its own HMAC, which the client checks. The key never crosses the wire,
+//! and a peer without it is refused with a message saying so on both sides.
+
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use std::fmt;
+use std::path::Path;
+
+pub const KEY_LEN: usize = 32;
+pub const NONCE_LEN: usize = 32;
+const CLIENT_LABEL: &[u8] = b"nacre-client-v1";
+const SERVER_LABEL: &[u8] = b"nacre-server-v1";
+
+/// The shared key of one file system.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key([u8; KEY_LEN]);
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key(<secret>)")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot read key file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot write key file {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("key file {path} is malformed: expected {} hex digits", KEY_LEN * 2)]
+    Malformed { path: String },
+}
+
+impl Key {
+    pub fn generate() -> Key {
+        let mut k = [0u8; KEY_LEN];
+        rand::rngs::OsRng.fill_bytes(&mut k);
+        Key(k)
+    }
+
+    pub fn from_bytes(b: [u8; KEY_LEN]) -> Key {
+        Key(b)
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(s: &str) -> Option<Key> {
+        let s = s.trim();
+        if s.len() != KEY_LEN * 2 || !s.is_ascii() {
+            return None;
+        }
+        let mut k = [0u8; KEY_LEN];
+        for (i, byte) in k.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16).ok()?;
+        }
+        Some(Key(k))
+    }
+
+    pub fn load(path: &Path) -> Result<Key, KeyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Key::from_hex(&text).ok_or_else(|| KeyError::Malformed {
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Writes the key readable by its owner only.
+    pub fn save(&self, path: &Path) -> Result<(), KeyError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = |source| KeyError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(err)?;
+        writeln!(f, "{}", self.to_hex()).map_err(err)?;
+        f.sync_all().map_err(err)
+    }
+
+    fn mac(&self, label: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+        // HMAC accepts keys of any length; ours is fixed.
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        m.update(label);
+        for p in parts {
+            m.update(&(p.len() as u32).to_le_bytes());
+            m.update(p);
+        }
+        m.finalize().into_bytes().into()
+    }
+
+    pub(crate) fn client_proof(&self, server_nonce: &[u8], client_nonce: &[u8], fsname: &str) -> [u8; 32] {
+        self.mac(CLIENT_LABEL, &[server_nonce, client_nonce, fsname.as_bytes()])
+    }
+
+    pub(crate) fn server_proof(&self, server_nonce: &[u8], client_nonce: &[u8], fsname: &str) -> [u8; 32] {
+        self.mac(SERVER_LABEL, &[server_nonce, client_nonce, fsname.as_bytes()])
+    }
+}
+
+/// Compares MACs in constant time.
+pub(crate) fn mac_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(crate) fn nonce() -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    rand::rngs::OsRng.fill_bytes(&mut n);
+    n
+}
+
+/// First frame, server to client.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ServerHello {
+    pub fsname: String,
+    pub target: String,
+    pub nonce: Vec<u8>,
+}
+
+/// Client's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ClientHello {
+    pub fsname: String,
+    pub client: String,
+    pub nonce: Vec<u8>,
+    pub proof: Vec<u8>,
+}
+
+/// Server's verdict: accepted with its own proof, or refused with a reason.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ServerVerdict {
+    Accepted { proof: Vec<u8> },
+    Refused { reason: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip_and_files() {
+        let k = Key::generate();
+        assert_eq!(Key::from_hex(&k.to_hex()), Some(k.clone()));
+        assert_eq!(Key::from_hex("abc"), None);
+        assert_eq!(Key::from_hex(&"zz".repeat(32)), None);
+        let dir = std::env::temp_dir().join(format!("nacre-key-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        k.save(&dir).expect("save");
+        assert_eq!(Key::load(&dir).expect("load"), k);
+        // Never overwrites an existing key.
+        assert!(k.save(&dir).is_err());
+        std::fs::remove_file(&dir).expect("cleanup");
+        assert!(matches!(Key::load(&dir), Err(KeyError::Read { .. })));
+    }
+
+    #[test]
+    fn proofs_depend_on_key_and_nonces() {
+        let a = Key::generate();
+        let b = Key::generate();
+        assert!(mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.client_proof(b"s", b"c", "fs")));
+        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &b.client_proof(b"s", b"c", "fs")));
+        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.client_proof(b"s", b"d", "fs")));
+        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.server_proof(b"s", b"c", "fs")));
+    }
+}

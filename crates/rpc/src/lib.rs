@@ -1,0 +1,21 @@
+//! nacre's wire, the room Lustre calls ptlrpc: the only place where bytes become messages.
+//!
+//! - [`frame`]: the fixed, versioned frame header and its checksum;
+//! - [`msg`]: every request and reply the services exchange, serde-encoded with postcard;
+//! - [`auth`]: the file system's shared key and the handshake that proves a peer holds it;
+//! - [`conn`]: a client connection with many requests in flight and bounded queues;
+//! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`].
+//!
+//! Nothing outside this crate reads or writes a socket's bytes.
+
+pub mod auth;
+pub mod conn;
+pub mod error;
+pub mod frame;
+pub mod msg;
+pub mod server;
+
+pub use auth::Key;
+pub use conn::Conn;
+pub use error::RpcError;
+pub use msg::{Reply, Request};

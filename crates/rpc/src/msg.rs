@@ -1,0 +1,322 @@
+//! Every request and reply exchanged between clients and targets.
+//!
+//! One enum per direction, so a connection needs no per-service codec and a handler matches
+//! exhaustively. Bulk data (file contents) never goes in these bodies: it rides after the
+//! body in the frame (see [`crate::frame`]).
+
+use nacre_core::attr::SetAttr;
+use nacre_core::lmv::{Lmv, LmvTemplate};
+use nacre_core::{Attr, Errno, Fid, FileKind, Layout, TargetName};
+use serde::{Deserialize, Serialize};
+
+/// Who is asking: the caller's identity, for ownership of new files and permission checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+impl Cred {
+    pub fn root() -> Cred {
+        Cred::default()
+    }
+
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// A target's address as the MGS records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub name: TargetName,
+    /// `host:port`.
+    pub addr: String,
+    /// Registered and not marked down.
+    pub active: bool,
+}
+
+/// What a client needs to mount: the file system's targets and persistent parameters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsConfig {
+    pub fsname: String,
+    pub mdts: Vec<TargetInfo>,
+    pub osts: Vec<TargetInfo>,
+    /// `set_param -P` settings, in the order they were made.
+    pub params: Vec<(String, String)>,
+    /// Bumped on every change, so clients can tell they are current.
+    pub generation: u64,
+}
+
+/// Space and inode counts of one target (`statfs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatFs {
+    /// Bytes per block for the counts below.
+    pub bsize: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u32,
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dirent {
+    pub name: Vec<u8>,
+    pub fid: Fid,
+    pub kind: FileKind,
+    /// Where to resume after this entry (stable across concurrent changes).
+    pub cookie: u64,
+}
+
+/// An inode as the MDT reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InodeInfo {
+    pub attr: Attr,
+    pub layout: Option<Layout>,
+    pub lmv: Option<Lmv>,
+    /// The MDT's size is exact: no client holds the file open for writing and the last
+    /// writer reported its size at close. Otherwise the client asks the OSTs (glimpse).
+    pub size_authoritative: bool,
+}
+
+/// `open(2)` flags the MDT cares about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFlags {
+    pub write: bool,
+    pub read: bool,
+    pub truncate: bool,
+    pub append: bool,
+}
+
+/// The layout the client asks for when creating a file or setting a default.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LayoutRequest {
+    /// Inherit from the parent directory or the file system default.
+    Inherit,
+    /// Use this layout template.
+    Explicit(Layout),
+}
+
+/// Requests. Opcode numbers are the variant order and appear in logs and traces only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Ping,
+
+    // --- MGS ---
+    /// A target announces where it serves.
+    MgsRegister { target: TargetName, addr: String },
+    MgsGetConfig,
+    /// `lctl set_param -P NAME=VALUE` (or `-d` to delete).
+    MgsSetParam { name: String, value: Option<String> },
+
+    // --- MDT: namespace ---
+    Statfs,
+    Lookup { parent: Fid, name: Vec<u8> },
+    Getattr { fid: Fid },
+    Setattr { fid: Fid, attr: SetAttr, cred: Cred },
+    Create {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        rdev: u32,
+        cred: Cred,
+        /// Target of a symlink.
+        symlink: Option<Vec<u8>>,
+        layout: LayoutRequest,
+        /// Also open the new file (FUSE `create`).
+        open: Option<OpenFlags>,
+        /// `O_EXCL`: fail with EEXIST rather than open an existing file.
+        exclusive: bool,
+    },
+    Open { fid: Fid, flags: OpenFlags, cred: Cred },
+    /// Close an open handle; a writer reports the size and blocks it saw.
+    Close { handle: u64, size: Option<(u64, u64)> },
+    Unlink { parent: Fid, name: Vec<u8>, dir: bool, cred: Cred },
+    Rename {
+        src_parent: Fid,
+        src_name: Vec<u8>,
+        dst_parent: Fid,
+        dst_name: Vec<u8>,
+        /// `RENAME_NOREPLACE` (1) / `RENAME_EXCHANGE` (2).
+        flags: u32,
+        cred: Cred,
+    },
+    Link { fid: Fid, parent: Fid, name: Vec<u8>, cred: Cred },
+    Readdir { fid: Fid, cookie: u64, max: u32 },
+    Readlink { fid: Fid },
+    GetXattr { fid: Fid, name: Vec<u8> },
+    ListXattr { fid: Fid },
+    SetXattr { fid: Fid, name: Vec<u8>, value: Vec<u8>, flags: i32, cred: Cred },
+    RemoveXattr { fid: Fid, name: Vec<u8>, cred: Cred },
+    /// Set a file's layout (empty files only) or a directory's default (`None` deletes it).
+    SetLayout { fid: Fid, layout: Option<Layout> },
+    /// A directory's default layout.
+    GetDefaultLayout { fid: Fid },
+    /// Make sure every component of `fid` below `end` has objects (a write reaches them).
+    LayoutIntent { fid: Fid, end: u64 },
+    /// The path of `fid` relative to the root, from its link back-pointers.
+    Fid2Path { fid: Fid },
+    SetDefaultLmv { fid: Fid, lmv: Option<LmvTemplate> },
+
+    // --- OST: objects ---
+    /// Write the bulk at `offset` of object `obj`; `parent` is the file FID with the stripe
+    /// index in `ver` (the object's filter fid, set on first write).
+    OstWrite { obj: Fid, parent: Fid, offset: u64 },
+    OstRead { obj: Fid, offset: u64, len: u32 },
+    /// Sizes and blocks of objects (Lustre's glimpse).
+    OstGetattr { objs: Vec<Fid> },
+    /// Truncate an object to `size`.
+    OstPunch { obj: Fid, size: u64 },
+    OstDestroy { objs: Vec<Fid> },
+    OstSync { objs: Vec<Fid> },
+    OstStatfs,
+    /// Create objects in `seq` up to and including `last`; replies with the new last id.
+    OstPrecreate { seq: u64, last: u32 },
+    /// The highest object id created in `seq`.
+    OstGetLastId { seq: u64 },
+}
+
+/// Replies. Every request has exactly one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    Ok,
+    Error(Errno),
+    Pong { target: String },
+    Config(FsConfig),
+    Statfs(StatFs),
+    Inode(InodeInfo),
+    Created { inode: InodeInfo, handle: Option<u64> },
+    Opened { inode: InodeInfo, handle: u64 },
+    Dirents { entries: Vec<Dirent>, eof: bool },
+    Data(Vec<u8>),
+    Names(Vec<Vec<u8>>),
+    Layout(Option<Layout>),
+    Path(Vec<u8>),
+    /// Sizes and 512-byte blocks of objects, in request order (`None`: object missing).
+    ObjAttrs(Vec<Option<(u64, u64)>>),
+    /// Bytes written.
+    Written(u64),
+    LastId(u32),
+}
+
+impl Request {
+    pub fn opcode(&self) -> u16 {
+        match self {
+            Request::Ping => 0,
+            Request::MgsRegister { .. } => 1,
+            Request::MgsGetConfig => 2,
+            Request::MgsSetParam { .. } => 3,
+            Request::Statfs => 10,
+            Request::Lookup { .. } => 11,
+            Request::Getattr { .. } => 12,
+            Request::Setattr { .. } => 13,
+            Request::Create { .. } => 14,
+            Request::Open { .. } => 15,
+            Request::Close { .. } => 16,
+            Request::Unlink { .. } => 17,
+            Request::Rename { .. } => 18,
+            Request::Link { .. } => 19,
+            Request::Readdir { .. } => 20,
+            Request::Readlink { .. } => 21,
+            Request::GetXattr { .. } => 22,
+            Request::ListXattr { .. } => 23,
+            Request::SetXattr { .. } => 24,
+            Request::RemoveXattr { .. } => 25,
+            Request::SetLayout { .. } => 26,
+            Request::GetDefaultLayout { .. } => 27,
+            Request::LayoutIntent { .. } => 28,
+            Request::Fid2Path { .. } => 29,
+            Request::SetDefaultLmv { .. } => 30,
+            Request::OstWrite { .. } => 40,
+            Request::OstRead { .. } => 41,
+            Request::OstGetattr { .. } => 42,
+            Request::OstPunch { .. } => 43,
+            Request::OstDestroy { .. } => 44,
+            Request::OstSync { .. } => 45,
+            Request::OstStatfs => 46,
+            Request::OstPrecreate { .. } => 47,
+            Request::OstGetLastId { .. } => 48,
+        }
+    }
+
+    /// Safe to send again after a lost connection: running it twice has the effect of once.
+    pub fn is_idempotent(&self) -> bool {
+        !matches!(
+            self,
+            Request::Create { .. }
+                | Request::Open { .. }
+                | Request::Close { .. }
+                | Request::Unlink { .. }
+                | Request::Rename { .. }
+                | Request::Link { .. }
+                | Request::SetXattr { .. }
+                | Request::RemoveXattr { .. }
+        )
+    }
+}
+
+/// Body encoding: postcard.
+pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    // Encoding our own types into a Vec cannot fail.
+    postcard::to_allocvec(v).unwrap_or_default()
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, postcard::Error> {
+    postcard::from_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        let reqs = vec![
+            Request::Ping,
+            Request::Lookup {
+                parent: Fid::ROOT,
+                name: b"hello".to_vec(),
+            },
+            Request::Create {
+                parent: Fid::ROOT,
+                name: b"f".to_vec(),
+                mode: 0o100644,
+                rdev: 0,
+                cred: Cred {
+                    uid: 1,
+                    gid: 2,
+                    groups: vec![3],
+                },
+                symlink: None,
+                layout: LayoutRequest::Explicit(Layout::plain(2, 1 << 20, -1)),
+                open: Some(OpenFlags::default()),
+                exclusive: true,
+            },
+            Request::OstWrite {
+                obj: Fid::new(0x240000400, 5, 0),
+                parent: Fid::ROOT,
+                offset: 1 << 40,
+            },
+        ];
+        for r in reqs {
+            let b = encode(&r);
+            assert_eq!(decode::<Request>(&b).ok(), Some(r));
+        }
+    }
+
+    #[test]
+    fn garbage_bodies_are_errors_not_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..20_000 {
+            let n = rng.gen_range(0..64);
+            let v: Vec<u8> = (0..n).map(|_| rng.r#gen()).collect();
+            let _ = decode::<Request>(&v);
+            let _ = decode::<Reply>(&v);
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The server side: accept, authenticate, dispatch to a [`Service`], reply.
+//!
+//! Each connection gets a reader that decodes frames and runs each request in its own task
+//! (bounded per connection, so one client cannot queue unbounded work), and a writer task
+//! that sends replies in completion order. A peer that fails the handshake is told why and
+//! logged, and never reaches the service.
+
+use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
+use crate::conn::{Outgoing, write_frame, write_loop};
+use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
+use crate::msg::{self, Reply, Request};
+use bytes::Bytes;
+use nacre_core::Errno;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+/// Requests of one connection that may run at once; the reader stops reading beyond this,
+/// which pushes back on the client through TCP.
+pub const MAX_REQUESTS_PER_CONN: usize = 256;
+/// A peer must finish the handshake within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a handler knows about the caller.
+#[derive(Clone, Debug)]
+pub struct RequestCtx {
+    pub peer: SocketAddr,
+    /// The name the client gave at the handshake.
+    pub client: String,
+    /// Unique per connection for the life of the server.
+    pub conn_id: u64,
+}
+
+/// A target's request handler.
+pub trait Service: Send + Sync + 'static {
+    fn handle(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> impl Future<Output = Result<(Reply, Bytes), Errno>> + Send;
+
+    /// The connection is gone: release what it held (open handles, ...).
+    fn disconnected(self: Arc<Self>, _ctx: RequestCtx) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// Identity of the target being served.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub fsname: String,
+    /// `testfs-MDT0000`, announced to peers.
+    pub target: String,
+    pub key: Key,
+}
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// Serves until `shutdown` turns true.
+pub async fn serve<S: Service>(
+    listener: TcpListener,
+    cfg: Arc<ServerConfig>,
+    svc: Arc<S>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            res = listener.accept() => {
+                match res {
+                    Ok((stream, peer)) => {
+                        let cfg = cfg.clone();
+                        let svc = svc.clone();
+                        let sd = shutdown.clone();
+                        tokio::spawn(async move {
+                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd).await {
+                                tracing::warn!(target: "rpc", "{}: refused {peer}: {reason}", cfg.target);
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "rpc", "{}: accept failed: {e}", cfg.target);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn handshake(stream: &mut TcpStream, cfg: &ServerConfig) -> Result<String, String> {
+    let nonce = auth::nonce();
+    let hello = ServerHello {
+        fsname: cfg.fsname.clone(),
+        target: cfg.target.clone(),
+        nonce: nonce.to_vec(),
+    };
+    write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&hello), &[])
+        .await
+        .map_err(|e| format!("handshake write failed: {e}"))?;
+    let f = frame::read_frame(stream)
+        .await
+        .map_err(|e| format!("handshake read failed: {e}"))?;
+    let answer: ClientHello =
+        msg::decode(&f.body).map_err(|e| format!("malformed client hello: {e}"))?;
+    let refuse = |reason: String| ServerVerdict::Refused { reason };
+    let verdict = if answer.fsname != cfg.fsname {
+        refuse(format!(
+            "this server serves '{}', not '{}'",
+            cfg.fsname, answer.fsname
+        ))
+    } else if !auth::mac_eq(
+        &answer.proof,
+        &cfg.key.client_proof(&nonce, &answer.nonce, &cfg.fsname),
+    ) {
+        refuse(format!(
+            "client does not hold the key of file system '{}'",
+            cfg.fsname
+        ))
+    } else {
+        ServerVerdict::Accepted {
+            proof: cfg
+                .key
+                .server_proof(&nonce, &answer.nonce, &cfg.fsname)
+                .to_vec(),
+        }
+    };
+    write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&verdict), &[])
+        .await
+        .map_err(|e| format!("handshake write failed: {e}"))?;
+    match verdict {
+        ServerVerdict::Accepted { .. } => Ok(answer.client),
+        ServerVerdict::Refused { reason } => Err(format!("{reason} (client '{}')", answer.client)),
+    }
+}
+
+async fn serve_conn<S: Service>(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    cfg: Arc<ServerConfig>,
+    svc: Arc<S>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
+        Ok(r) => r?,
+        Err(_) => return Err("handshake timed out".to_string()),
+    };
+    let ctx = RequestCtx {
+        peer,
+        client,
+        conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+    };
+    tracing::debug!(target: "rpc", "{}: connected {} ({})", cfg.target, ctx.client, peer);
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Outgoing>(crate::conn::OUTGOING_QUEUE);
+    let writer = tokio::spawn(write_loop(wr, rx));
+    let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
+    loop {
+        let permit = match limit.clone().acquire_owned().await {
+            Ok(p) => p,
+            Err(_) => break,
+        };
+        let frame = tokio::select! {
+            f = frame::read_frame(&mut rd) => f,
+            _ = shutdown.changed() => break,
+        };
+        let frame = match frame {
+            Ok(f) => f,
+            Err(frame::FrameError::Closed) => break,
+            Err(e) => {
+                tracing::warn!(target: "rpc", "{}: dropping {}: {e}", cfg.target, peer);
+                break;
+            }
+        };
+        let xid = frame.header.xid;
+        let opcode = frame.header.opcode;
+        let tx = tx.clone();
+        let svc = svc.clone();
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let (reply, bulk) = match msg::decode::<Request>(&frame.body) {
+                Ok(req) => match svc.handle(ctx, req, frame.bulk).await {
+                    Ok(r) => r,
+                    Err(e) => (Reply::Error(e), Bytes::new()),
+                },
+                Err(e) => {
+                    tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
+                    (Reply::Error(Errno::EPROTO), Bytes::new())
+                }
+            };
+            let body = msg::encode(&reply);
+            let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
+            let _ = tx.send(Outgoing { header, body, bulk }).await;
+        });
+    }
+    drop(tx);
+    let _ = writer.await;
+    svc.disconnected(ctx).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::{Conn, ConnConfig};
+    use crate::error::RpcError;
+
+    struct Echo;
+
+    impl Service for Echo {
+        async fn handle(
+            self: Arc<Self>,
+            ctx: RequestCtx,
+            req: Request,
+            bulk: Bytes,
+        ) -> Result<(Reply, Bytes), Errno> {
+            match req {
+                Request::Ping => Ok((Reply::Pong { target: ctx.client }, bulk)),
+                Request::OstRead { len, .. } => {
+                    // Slow replies must not block fast ones on the same connection.
+                    if len == 1 {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    Ok((Reply::Ok, Bytes::from(vec![7u8; len as usize])))
+                }
+                _ => Err(Errno::ENOSYS),
+            }
+        }
+    }
+
+    async fn start(key: Key) -> (String, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let cfg = Arc::new(ServerConfig {
+            fsname: "testfs".into(),
+            target: "testfs-OST0000".into(),
+            key,
+        });
+        let (sd_tx, sd_rx) = watch::channel(false);
+        tokio::spawn(serve(listener, cfg, Arc::new(Echo), sd_rx));
+        (addr, sd_tx)
+    }
+
+    fn cfg(key: Key) -> ConnConfig {
+        ConnConfig {
+            fsname: "testfs".into(),
+            client: "client-a".into(),
+            key,
+            max_in_flight: 8,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[tokio::test]
+    async fn echo_with_bulk_and_errors() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        assert_eq!(c.target(), "testfs-OST0000");
+        let (r, b) = c.call(&Request::Ping, Bytes::from_static(b"xyz")).await.expect("ping");
+        assert_eq!(r, Reply::Pong { target: "client-a".into() });
+        assert_eq!(&b[..], b"xyz");
+        let e = c.call(&Request::Statfs, Bytes::new()).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::ENOSYS)));
+        // A 4 MiB bulk reply.
+        let (_, b) = c
+            .call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 4 << 20 }, Bytes::new())
+            .await
+            .expect("read");
+        assert_eq!(b.len(), 4 << 20);
+    }
+
+    #[tokio::test]
+    async fn requests_overlap_on_one_connection() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        let slow = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                c.call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 1 }, Bytes::new())
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = std::time::Instant::now();
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert!(t.elapsed() < Duration::from_millis(250), "fast call waited for slow one");
+        slow.await.expect("join").expect("slow call");
+    }
+
+    #[tokio::test]
+    async fn wrong_key_is_refused_clearly() {
+        let (addr, _sd) = start(Key::generate()).await;
+        let e = Conn::connect(&addr, &cfg(Key::generate())).await.err().expect("must fail");
+        let msg = e.to_string();
+        assert!(matches!(e, RpcError::Auth { .. }), "{msg}");
+        assert!(msg.contains("does not hold the key"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn wrong_fsname_is_refused() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let mut c = cfg(key);
+        c.fsname = "other".into();
+        let e = Conn::connect(&addr, &c).await.err().expect("must fail");
+        assert!(e.to_string().contains("'testfs', not 'other'"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn server_going_away_fails_calls_instead_of_hanging() {
+        let key = Key::generate();
+        let (addr, sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        let slow = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                c.call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 1 }, Bytes::new())
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        sd.send(true).expect("shutdown");
+        let r = tokio::time::timeout(Duration::from_secs(3), slow).await.expect("no hang").expect("join");
+        // Either the reply made it before shutdown or the call failed as a transport error.
+        if let Err(e) = r {
+            assert!(e.is_transport(), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn garbage_peer_does_not_crash_server() {
+        use tokio::io::AsyncWriteExt;
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let mut s = TcpStream::connect(&addr).await.expect("connect");
+        let _ = s.write_all(&[0xAB; 200]).await;
+        drop(s);
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("server still serves");
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+}
