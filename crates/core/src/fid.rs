@@ -22,6 +22,23 @@ pub const METADATA_SEQ_WIDTH: u32 = 0x20000;
 /// Objects per data (OST) sequence (`LUSTRE_DATA_SEQ_MAX_WIDTH`).
 pub const DATA_SEQ_WIDTH: u32 = 0x1FF_FFFF;
 
+/// First sequence of MDT `idx`'s super-sequence. Each MDT owns one super-sequence, so the
+/// MDT of any metadata FID follows from its sequence (the FLD for metadata).
+pub fn super_seq_start(mdt_idx: u32) -> u64 {
+    FID_SEQ_NORMAL + u64::from(mdt_idx) * SUPER_SEQ_WIDTH
+}
+
+/// The MDT whose super-sequence holds metadata sequence `seq`.
+pub fn mdt_of_seq(seq: u64) -> Option<u32> {
+    if seq < FID_SEQ_NORMAL {
+        return match seq {
+            FID_SEQ_ROOT | FID_SEQ_DOT_LUSTRE => Some(0),
+            _ => None,
+        };
+    }
+    u32::try_from((seq - FID_SEQ_NORMAL) / SUPER_SEQ_WIDTH).ok()
+}
+
 /// A file identifier.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
 pub struct Fid {
@@ -89,13 +106,26 @@ impl Fid {
 
     /// Printed without brackets, as in YAML output.
     pub fn bare(&self) -> String {
-        format!("{:#x}:{:#x}:{:#x}", self.seq, self.oid, self.ver)
+        format!("{}:{:#x}:{:#x}", SeqHex(self.seq), self.oid, self.ver)
+    }
+}
+
+/// The sequence as C's `%#llx` prints it: `0` rather than `0x0` for zero.
+struct SeqHex(u64);
+
+impl fmt::Display for SeqHex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            f.write_str("0")
+        } else {
+            write!(f, "{:#x}", self.0)
+        }
     }
 }
 
 impl fmt::Display for Fid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{:#x}:{:#x}:{:#x}]", self.seq, self.oid, self.ver)
+        write!(f, "[{}:{:#x}:{:#x}]", SeqHex(self.seq), self.oid, self.ver)
     }
 }
 
@@ -159,6 +189,9 @@ mod tests {
         assert_eq!(Fid::ROOT.to_string(), "[0x200000007:0x1:0x0]");
         assert_eq!(Fid::new(0x200000401, 0x1, 0).to_string(), "[0x200000401:0x1:0x0]");
         assert_eq!(Fid::new(0x200000401, 0x1a, 2).bare(), "0x200000401:0x1a:0x2");
+        // DFID is "[%#llx:0x%x:0x%x]": '#' prints a zero sequence as plain 0.
+        assert_eq!(Fid::ZERO.to_string(), "[0:0x0:0x0]");
+        assert_eq!(Fid::ZERO.bare(), "0:0x0:0x0");
     }
 
     #[test]
@@ -179,6 +212,15 @@ mod tests {
         assert_eq!(Fid::from_bytes(&a.to_bytes()), Some(a));
         assert!(a.to_bytes() < b.to_bytes());
         assert_eq!(Fid::from_bytes(&[0; 3]), None);
+    }
+
+    #[test]
+    fn sequences_route_to_their_mdt() {
+        assert_eq!(super_seq_start(0), 0x200000400);
+        assert_eq!(super_seq_start(1), 0x240000400);
+        assert_eq!(mdt_of_seq(0x240000401), Some(1));
+        assert_eq!(mdt_of_seq(FID_SEQ_ROOT), Some(0));
+        assert_eq!(mdt_of_seq(5), None);
     }
 
     #[test]

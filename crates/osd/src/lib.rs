@@ -13,5 +13,5 @@ pub mod journal;
 pub mod mdstore;
 pub mod objstore;
 
-pub use mdstore::{MdStore, MdStoreConfig, ReadView, Table, Tx};
+pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
 pub use objstore::{ObjStore, ObjStoreConfig};

@@ -147,6 +147,32 @@ pub struct MdStore {
     shared: Arc<Shared>,
 }
 
+/// Reads shared by transactions and read views, so lookups are written once.
+pub trait KvRead {
+    fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno>;
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno>;
+}
+
+impl KvRead for Tx<'_, '_> {
+    fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+        Tx::get(self, t, key)
+    }
+
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+        Tx::range(self, t, start, end, limit)
+    }
+}
+
+impl KvRead for ReadView {
+    fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+        ReadView::get(self, t, key)
+    }
+
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+        ReadView::range(self, t, start, end, limit)
+    }
+}
+
 /// One transaction's view of the store: reads see the batch's earlier changes.
 pub struct Tx<'a, 't> {
     tables: &'a mut [redb::Table<'t, &'static [u8], &'static [u8]>],

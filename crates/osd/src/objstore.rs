@@ -208,12 +208,16 @@ impl ObjStore {
         Ok(buf)
     }
 
-    /// Size and 512-byte blocks of an object.
-    pub fn getattr(&self, fid: &Fid) -> Result<(u64, u64), Errno> {
+    /// Size, 512-byte blocks and modification time of an object.
+    pub fn getattr(&self, fid: &Fid) -> Result<(u64, u64, nacre_core::Timespec), Errno> {
         use std::os::unix::fs::MetadataExt;
         let f = self.open_obj(fid)?;
         let m = f.metadata()?;
-        Ok((m.len(), m.blocks()))
+        let mtime = nacre_core::Timespec {
+            sec: m.mtime(),
+            nsec: m.mtime_nsec() as u32,
+        };
+        Ok((m.len(), m.blocks(), mtime))
     }
 
     pub fn punch(&self, fid: &Fid, size: u64) -> Result<(), Errno> {

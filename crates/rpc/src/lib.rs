@@ -12,10 +12,13 @@ pub mod auth;
 pub mod conn;
 pub mod error;
 pub mod frame;
+pub mod import;
+pub mod mgc;
 pub mod msg;
 pub mod server;
 
 pub use auth::Key;
 pub use conn::Conn;
 pub use error::RpcError;
+pub use import::Import;
 pub use msg::{Reply, Request};

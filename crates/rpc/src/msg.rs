@@ -83,6 +83,16 @@ pub struct InodeInfo {
     pub size_authoritative: bool,
 }
 
+/// What an OST knows of one object (Lustre's glimpse answer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjAttr {
+    pub size: u64,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+    /// Last data change.
+    pub mtime: nacre_core::Timespec,
+}
+
 /// `open(2)` flags the MDT cares about.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenFlags {
@@ -109,7 +119,9 @@ pub enum Request {
     // --- MGS ---
     /// A target announces where it serves.
     MgsRegister { target: TargetName, addr: String },
-    MgsGetConfig,
+    /// The configuration; with `newer_than`, waits (up to the MGS's poll time) until the
+    /// generation passes it, so clients and servers learn of changes at once.
+    MgsGetConfig { newer_than: Option<u64> },
     /// `lctl set_param -P NAME=VALUE` (or `-d` to delete).
     MgsSetParam { name: String, value: Option<String> },
 
@@ -196,8 +208,8 @@ pub enum Reply {
     Names(Vec<Vec<u8>>),
     Layout(Option<Layout>),
     Path(Vec<u8>),
-    /// Sizes and 512-byte blocks of objects, in request order (`None`: object missing).
-    ObjAttrs(Vec<Option<(u64, u64)>>),
+    /// Attributes of objects, in request order (`None`: object missing).
+    ObjAttrs(Vec<Option<ObjAttr>>),
     /// Bytes written.
     Written(u64),
     LastId(u32),
@@ -208,7 +220,7 @@ impl Request {
         match self {
             Request::Ping => 0,
             Request::MgsRegister { .. } => 1,
-            Request::MgsGetConfig => 2,
+            Request::MgsGetConfig { .. } => 2,
             Request::MgsSetParam { .. } => 3,
             Request::Statfs => 10,
             Request::Lookup { .. } => 11,

@@ -1,0 +1,148 @@
+//! Open files: the handle the MDT gave, the layout as last seen, and whether this handle
+//! wrote, which decides what the close reports (a writer's close glimpses the objects and
+//! gives the MDT the exact size).
+
+use crate::Client;
+use bytes::Bytes;
+use nacre_core::{Errno, Fid, Layout};
+use nacre_rpc::msg::{InodeInfo, OpenFlags, Reply, Request};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub struct OpenFile {
+    pub fid: Fid,
+    /// The MDT's open handle.
+    pub handle: u64,
+    pub flags: OpenFlags,
+    layout: RwLock<Option<Layout>>,
+    wrote: AtomicBool,
+}
+
+impl OpenFile {
+    pub fn new(fid: Fid, handle: u64, flags: OpenFlags, layout: Option<Layout>) -> OpenFile {
+        OpenFile {
+            fid,
+            handle,
+            flags,
+            layout: RwLock::new(layout),
+            wrote: AtomicBool::new(false),
+        }
+    }
+
+    pub fn layout(&self) -> Option<Layout> {
+        self.layout.read().clone()
+    }
+
+    pub fn wrote(&self) -> bool {
+        self.wrote.load(Ordering::Acquire)
+    }
+}
+
+impl Client {
+    pub async fn open(&self, fid: Fid, flags: OpenFlags) -> Result<(OpenFile, InodeInfo), Errno> {
+        let req = Request::Open {
+            fid,
+            flags,
+            cred: Default::default(),
+        };
+        match self.md_call(self.mdt_of(&fid), req).await? {
+            Reply::Opened { inode, handle } => {
+                let f = OpenFile::new(fid, handle, flags, inode.layout.clone());
+                let inode = self.complete(inode).await?;
+                Ok((f, inode))
+            }
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Reads up to `len` bytes at `off`; short only at end of file.
+    pub async fn read(&self, f: &OpenFile, off: u64, len: u64) -> Result<Bytes, Errno> {
+        let Some(layout) = f.layout() else {
+            return Ok(Bytes::new());
+        };
+        let max = layout.max_size();
+        if off >= max || len == 0 {
+            return Ok(Bytes::new());
+        }
+        let len = len.min(max - off);
+        let (data, found) = self.read_objects(&layout, off, len).await?;
+        if found == len {
+            return Ok(data);
+        }
+        // Short: a hole or the end of the file. The file size decides.
+        let info = self.getattr(f.fid).await?;
+        let size = info.attr.size;
+        if off >= size {
+            return Ok(Bytes::new());
+        }
+        let n = (size - off).min(len) as usize;
+        if data.len() >= n {
+            Ok(data.slice(..n))
+        } else {
+            let mut v = data.to_vec();
+            v.resize(n, 0);
+            Ok(Bytes::from(v))
+        }
+    }
+
+    /// Writes `data` at `off`, instantiating components the write reaches.
+    pub async fn write(&self, f: &OpenFile, off: u64, data: Bytes) -> Result<usize, Errno> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        let mut layout = f.layout().ok_or(Errno::EBADF)?;
+        if end > layout.max_size() {
+            return Err(Errno::EFBIG);
+        }
+        if !layout.instantiated_to(end) {
+            layout = self.layout_intent(f.fid, end).await?;
+            *f.layout.write() = Some(layout.clone());
+        }
+        f.wrote.store(true, Ordering::Release);
+        let n = data.len();
+        self.write_objects(f.fid, &layout, off, data).await?;
+        Ok(n)
+    }
+
+    /// Makes the file's data durable.
+    pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
+        match f.layout() {
+            Some(l) => self.sync_objects(&l).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Closes the handle; a writer reports the size its objects now imply.
+    pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
+        let size = if f.flags.write && f.wrote() {
+            let info = self.getattr_uncached(f.fid).await?;
+            Some((info.attr.size, info.attr.blocks))
+        } else {
+            None
+        };
+        self.md_call(
+            self.mdt_of(&f.fid),
+            Request::Close {
+                handle: f.handle,
+                size,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Attributes with the size taken from the objects whatever the MDT says.
+    async fn getattr_uncached(&self, fid: Fid) -> Result<InodeInfo, Errno> {
+        let mut info = match self.md_call(self.mdt_of(&fid), Request::Getattr { fid }).await? {
+            Reply::Inode(i) => i,
+            _ => return Err(Errno::EPROTO),
+        };
+        if let Some(l) = &info.layout {
+            if l.objects().next().is_some() {
+                self.glimpse(l, &mut info.attr).await?;
+            }
+        }
+        Ok(info)
+    }
+}

@@ -1,0 +1,331 @@
+//! File data (Lustre's lov + osc): a byte range becomes per-object requests by the layout,
+//! sent to the OSTs in parallel, each no larger than `max_pages_per_rpc`.
+//!
+//! The size of a file whose MDT size is not exact is the largest size its objects imply
+//! (a glimpse), and its modification time is the objects' if data changed after the last
+//! metadata change.
+
+use crate::{Client, rpc_errno};
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use nacre_core::layout::Pattern;
+use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, Timespec};
+use nacre_rpc::msg::{ObjAttr, Reply, Request};
+use std::collections::BTreeMap;
+
+/// One piece of an I/O: a contiguous range of one object and where it sits in the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub obj: StripeObject,
+    /// Stripe index in its component (the filter fid's `ver`).
+    pub stripe: u32,
+    pub obj_off: u64,
+    pub len: u64,
+    pub buf_off: u64,
+}
+
+/// A planned I/O: object chunks, and ranges with no object (uninstantiated components).
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub chunks: Vec<Chunk>,
+    /// Buffer ranges in components without objects (read as zeros).
+    pub holes: Vec<(u64, u64)>,
+    /// Buffer ranges in Data-on-MDT components.
+    pub dom: Vec<(u64, u64)>,
+}
+
+/// Splits `[off, off + len)` by `layout` into object chunks of at most `max_rpc` bytes.
+pub fn plan(layout: &Layout, off: u64, len: u64, max_rpc: u64) -> Plan {
+    let mut p = Plan::default();
+    let end = off.saturating_add(len);
+    let mut pos = off;
+    while pos < end {
+        let Some(c) = layout.component_at(pos) else {
+            break;
+        };
+        let comp_end = c.end.min(end);
+        match c.pattern {
+            Pattern::Mdt => {
+                p.dom.push((pos - off, comp_end - pos));
+                pos = comp_end;
+            }
+            Pattern::Raid0 if c.objects.is_empty() => {
+                p.holes.push((pos - off, comp_end - pos));
+                pos = comp_end;
+            }
+            Pattern::Raid0 => {
+                while pos < comp_end {
+                    let s = u64::from(c.stripe_size.max(1));
+                    let stripe_end = (pos / s + 1) * s;
+                    let piece_end = stripe_end.min(comp_end);
+                    let (idx, obj_off) = c.map(pos);
+                    let n = piece_end - pos;
+                    let chunk = Chunk {
+                        obj: c.objects[idx],
+                        stripe: idx as u32,
+                        obj_off,
+                        len: n,
+                        buf_off: pos - off,
+                    };
+                    // A one-stripe component maps a range to one contiguous object range.
+                    match p.chunks.last_mut() {
+                        Some(last)
+                            if last.obj == chunk.obj
+                                && last.obj_off + last.len == chunk.obj_off
+                                && last.buf_off + last.len == chunk.buf_off
+                                && last.len + chunk.len <= max_rpc =>
+                        {
+                            last.len += chunk.len;
+                        }
+                        _ => p.chunks.push(chunk),
+                    }
+                    pos = piece_end;
+                }
+            }
+        }
+    }
+    // Split anything still larger than one RPC.
+    let mut out = Vec::with_capacity(p.chunks.len());
+    for c in p.chunks {
+        let mut done = 0;
+        while done < c.len {
+            let n = (c.len - done).min(max_rpc.max(1));
+            out.push(Chunk {
+                obj_off: c.obj_off + done,
+                len: n,
+                buf_off: c.buf_off + done,
+                ..c
+            });
+            done += n;
+        }
+    }
+    p.chunks = out;
+    p
+}
+
+impl Client {
+    fn max_rpc(&self) -> u64 {
+        self.tunables.max_rpc_bytes()
+    }
+
+    /// Writes `data` at `off` through `layout` (which must cover the range with objects).
+    pub async fn write_objects(&self, fid: Fid, layout: &Layout, off: u64, data: Bytes) -> Result<(), Errno> {
+        let p = plan(layout, off, data.len() as u64, self.max_rpc());
+        if !p.holes.is_empty() || !p.dom.is_empty() {
+            return Err(Errno::EIO);
+        }
+        let calls = p.chunks.iter().map(|c| {
+            let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
+            let req = Request::OstWrite {
+                obj: c.obj.fid,
+                parent: fid.with_ver(c.stripe),
+                offset: c.obj_off,
+            };
+            let ost = c.obj.ost_idx;
+            async move {
+                let imp = self.osc(ost)?;
+                imp.call(&req, bulk).await.map(|_| ()).map_err(rpc_errno)
+            }
+        });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Reads `[off, off + len)` of the objects. Returns the buffer and the end (relative to
+    /// `off`) of the data actually found; bytes past it are zeros, and the caller decides
+    /// with the file size whether they are holes or beyond EOF.
+    pub async fn read_objects(&self, layout: &Layout, off: u64, len: u64) -> Result<(Bytes, u64), Errno> {
+        let p = plan(layout, off, len, self.max_rpc());
+        if p.chunks.len() == 1 && p.holes.is_empty() && p.dom.is_empty() {
+            let c = p.chunks[0];
+            let data = self.read_chunk(&c).await?;
+            let n = data.len() as u64;
+            return Ok((data, n));
+        }
+        let calls = p.chunks.iter().map(|c| async move { (c, self.read_chunk(c).await) });
+        let mut buf = BytesMut::zeroed(len as usize);
+        let mut found = 0u64;
+        for (c, r) in join_all(calls).await {
+            let data = r?;
+            let s = c.buf_off as usize;
+            buf[s..s + data.len()].copy_from_slice(&data);
+            if !data.is_empty() {
+                found = found.max(c.buf_off + data.len() as u64);
+            }
+        }
+        Ok((buf.freeze(), found))
+    }
+
+    async fn read_chunk(&self, c: &Chunk) -> Result<Bytes, Errno> {
+        let imp = self.osc(c.obj.ost_idx)?;
+        let req = Request::OstRead {
+            obj: c.obj.fid,
+            offset: c.obj_off,
+            len: c.len as u32,
+        };
+        match imp.call(&req, Bytes::new()).await {
+            Ok((_, bulk)) => Ok(bulk),
+            // An object not created yet (lost precreate) reads as a hole.
+            Err(nacre_rpc::RpcError::Errno(Errno::ENOENT)) => Ok(Bytes::new()),
+            Err(e) => Err(rpc_errno(e)),
+        }
+    }
+
+    /// Attributes of every object of `layout`, by object.
+    async fn object_attrs(&self, layout: &Layout) -> Result<Vec<(StripeObject, Option<ObjAttr>)>, Errno> {
+        let mut by_ost: BTreeMap<u32, Vec<StripeObject>> = BTreeMap::new();
+        for o in layout.objects() {
+            by_ost.entry(o.ost_idx).or_default().push(*o);
+        }
+        let calls = by_ost.into_iter().map(|(ost, objs)| async move {
+            let imp = self.osc(ost)?;
+            let req = Request::OstGetattr {
+                objs: objs.iter().map(|o| o.fid).collect(),
+            };
+            match imp.call(&req, Bytes::new()).await.map_err(rpc_errno)? {
+                (Reply::ObjAttrs(a), _) if a.len() == objs.len() => Ok(objs.into_iter().zip(a).collect::<Vec<_>>()),
+                _ => Err(Errno::EPROTO),
+            }
+        });
+        let mut out = Vec::new();
+        for r in join_all(calls).await {
+            out.extend(r?);
+        }
+        Ok(out)
+    }
+
+    /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
+    pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
+        let attrs = self.object_attrs(layout).await?;
+        let mut size = 0u64;
+        let mut blocks = 0u64;
+        let mut mtime = Timespec::default();
+        for c in &layout.components {
+            for (idx, o) in c.objects.iter().enumerate() {
+                let Some((_, Some(a))) = attrs.iter().find(|(so, _)| so == o) else {
+                    continue;
+                };
+                size = size.max(c.file_size_from_object(idx, a.size));
+                blocks += a.blocks;
+                mtime = mtime.max(a.mtime);
+            }
+        }
+        // The MDT's size still counts for a Data-on-MDT part.
+        attr.size = if layout.dom_size() > 0 { size.max(attr.size.min(layout.dom_size())) } else { size };
+        attr.blocks = blocks;
+        if mtime > attr.ctime {
+            attr.mtime = mtime;
+            attr.ctime = mtime;
+        }
+        Ok(())
+    }
+
+    /// Makes the objects describe a file of exactly `size` bytes (truncate or extend).
+    pub async fn truncate_objects(&self, fid: Fid, layout: &Layout, size: u64) -> Result<(), Errno> {
+        let layout = if size > 0 && !layout.instantiated_to(size) && layout.component_at(size - 1).is_some_and(|c| c.pattern == Pattern::Raid0) {
+            self.layout_intent(fid, size).await?
+        } else {
+            layout.clone()
+        };
+        let mut punches = Vec::new();
+        for c in &layout.components {
+            for (idx, o) in c.objects.iter().enumerate() {
+                punches.push((*o, c.object_size_for_file_size(idx, size)));
+            }
+        }
+        let calls = punches.into_iter().map(|(o, s)| async move {
+            let imp = self.osc(o.ost_idx)?;
+            imp.call(&Request::OstPunch { obj: o.fid, size: s }, Bytes::new())
+                .await
+                .map(|_| ())
+                .map_err(rpc_errno)
+        });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Flushes every object of `layout` to stable storage.
+    pub async fn sync_objects(&self, layout: &Layout) -> Result<(), Errno> {
+        let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
+        for o in layout.objects() {
+            by_ost.entry(o.ost_idx).or_default().push(o.fid);
+        }
+        let calls = by_ost.into_iter().map(|(ost, objs)| async move {
+            let imp = self.osc(ost)?;
+            imp.call(&Request::OstSync { objs }, Bytes::new())
+                .await
+                .map(|_| ())
+                .map_err(rpc_errno)
+        });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_core::layout::{Component, EOF, LCME_FL_INIT};
+
+    fn layout(count: usize, size: u32) -> Layout {
+        let mut l = Layout::plain(count as i32, size, 0);
+        l.components[0].objects = (0..count)
+            .map(|i| StripeObject {
+                ost_idx: i as u32,
+                fid: Fid::new(0x240000400, i as u32 + 1, 0),
+            })
+            .collect();
+        l.components[0].flags = LCME_FL_INIT;
+        l
+    }
+
+    #[test]
+    fn plan_covers_the_range_exactly_once() {
+        let l = layout(3, 65536);
+        for (off, len) in [(0u64, 1u64), (65535, 2), (10, 500_000), (1 << 20, 4 << 20)] {
+            let p = plan(&l, off, len, 1 << 20);
+            let mut covered: Vec<(u64, u64)> = p.chunks.iter().map(|c| (c.buf_off, c.len)).collect();
+            covered.sort();
+            let mut pos = 0;
+            for (b, n) in covered {
+                assert_eq!(b, pos);
+                pos += n;
+            }
+            assert_eq!(pos, len);
+            for c in &p.chunks {
+                let (idx, obj_off) = l.components[0].map(off + c.buf_off);
+                assert_eq!((idx as u32, obj_off), (c.stripe, c.obj_off));
+            }
+        }
+    }
+
+    #[test]
+    fn one_stripe_merges_and_respects_rpc_size() {
+        let l = layout(1, 65536);
+        let p = plan(&l, 0, 4 << 20, 1 << 20);
+        assert_eq!(p.chunks.len(), 4);
+        assert!(p.chunks.iter().all(|c| c.len == 1 << 20));
+    }
+
+    #[test]
+    fn uninstantiated_components_are_holes() {
+        let mut l = Layout::composite(vec![
+            Component::raid0(0, 1 << 20, 1, 65536, 0),
+            Component::raid0(1 << 20, EOF, 1, 65536, 0),
+        ]);
+        l.components[0].objects = vec![StripeObject {
+            ost_idx: 0,
+            fid: Fid::new(0x240000400, 1, 0),
+        }];
+        l.components[0].flags = LCME_FL_INIT;
+        let p = plan(&l, (1 << 20) - 10, 20, 1 << 20);
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(p.holes, vec![(10, 10)]);
+    }
+}

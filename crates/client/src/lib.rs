@@ -1,0 +1,211 @@
+//! The client library: what Lustre splits into llite's engine, lmv/mdc and lov/osc.
+//!
+//! - mount: connect to the MGS, fetch the configuration, follow its changes;
+//! - [`md`] (lmv + mdc): namespace requests, each sent to the MDT that owns the FID;
+//! - [`io`] (lov + osc): a file's bytes, split by its layout into per-object requests issued
+//!   in parallel (bounded by `max_rpcs_in_flight`), and file size from the objects;
+//! - [`file`]: open files and what a writer must report at close.
+//!
+//! The FUSE mount and the benchmarks' native backend are both thin layers over [`Client`].
+
+pub mod file;
+pub mod io;
+pub mod md;
+pub mod tunables;
+
+use nacre_core::{Errno, Fid, TargetName};
+use nacre_rpc::conn::{ConnConfig, DEFAULT_TIMEOUT};
+use nacre_rpc::mgc::Mgc;
+use nacre_rpc::msg::FsConfig;
+use nacre_rpc::{Import, Key, RpcError};
+use parking_lot::RwLock;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+pub use tunables::Tunables;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountSpec {
+    /// MGS address, `host:port`.
+    pub mgs: String,
+    pub fsname: String,
+    pub key: Key,
+    /// This client's name in servers' logs.
+    pub client_name: String,
+}
+
+impl MountSpec {
+    /// Parses `HOST:PORT:/fsname` (Lustre's `mgsnid:/fsname`).
+    pub fn parse(spec: &str, key: Key, client_name: &str) -> Result<MountSpec, String> {
+        let (addr, fs) = spec
+            .rsplit_once(":/")
+            .ok_or_else(|| format!("mount spec '{spec}' is not HOST:PORT:/FSNAME"))?;
+        if fs.is_empty() || fs.contains('/') {
+            return Err(format!("mount spec '{spec}': bad file system name '{fs}'"));
+        }
+        if !addr.contains(':') {
+            return Err(format!("mount spec '{spec}': the MGS address needs a port (HOST:PORT)"));
+        }
+        Ok(MountSpec {
+            mgs: addr.to_string(),
+            fsname: fs.to_string(),
+            key,
+            client_name: client_name.to_string(),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("cannot reach the MGS at {addr}: {source}")]
+    Mgs { addr: String, source: RpcError },
+    #[error("the MGS at {addr} answered unexpectedly")]
+    Protocol { addr: String },
+    #[error("file system '{0}' has no MDT registered yet")]
+    NoMdt(String),
+}
+
+/// A mounted file system.
+pub struct Client {
+    pub fsname: String,
+    spec: MountSpec,
+    config: watch::Receiver<FsConfig>,
+    mgc: Arc<Mgc>,
+    mdcs: RwLock<Vec<Arc<Import>>>,
+    oscs: RwLock<Vec<Arc<Import>>>,
+    pub tunables: Arc<Tunables>,
+}
+
+impl Client {
+    /// Mounts: fetches the configuration from the MGS and prepares imports for every target.
+    pub async fn mount(spec: MountSpec) -> Result<Arc<Client>, MountError> {
+        let cc = ConnConfig {
+            fsname: spec.fsname.clone(),
+            client: spec.client_name.clone(),
+            key: spec.key.clone(),
+            max_in_flight: 8,
+            timeout: Duration::from_secs(60),
+        };
+        let mgc = Mgc::connect(&spec.mgs, cc).await.map_err(|source| MountError::Mgs {
+            addr: spec.mgs.clone(),
+            source,
+        })?;
+        let config = mgc.config();
+        let cfg = config.borrow().clone();
+        if cfg.mdts.is_empty() {
+            return Err(MountError::NoMdt(spec.fsname.clone()));
+        }
+        let client = Arc::new(Client {
+            fsname: spec.fsname.clone(),
+            spec: spec.clone(),
+            config: config.clone(),
+            mgc,
+            mdcs: RwLock::new(Vec::new()),
+            oscs: RwLock::new(Vec::new()),
+            tunables: Arc::new(Tunables::default()),
+        });
+        client.apply_config(&cfg);
+        tokio::spawn(apply_changes(Arc::downgrade(&client), config));
+        Ok(client)
+    }
+
+    /// Makes imports for targets that appeared and applies persistent parameters.
+    fn apply_config(&self, cfg: &FsConfig) {
+        let make = |t: TargetName| {
+            let cc = ConnConfig {
+                fsname: self.spec.fsname.clone(),
+                client: self.spec.client_name.clone(),
+                key: self.spec.key.clone(),
+                max_in_flight: self.tunables.max_rpcs_in_flight(),
+                timeout: DEFAULT_TIMEOUT,
+            };
+            let imp = Arc::new(Import::new(t, cc, self.config.clone()));
+            imp.set_recovery_timeout(self.tunables.recovery_timeout());
+            imp
+        };
+        {
+            let mut m = self.mdcs.write();
+            while m.len() < cfg.mdts.len() {
+                let idx = m.len() as u32;
+                m.push(make(TargetName::mdt(idx)));
+            }
+        }
+        {
+            let mut o = self.oscs.write();
+            while o.len() < cfg.osts.len() {
+                let idx = o.len() as u32;
+                o.push(make(TargetName::ost(idx)));
+            }
+        }
+        for (name, value) in &cfg.params {
+            self.tunables.apply_persistent(name, value, &self.fsname);
+        }
+    }
+
+    pub fn config(&self) -> FsConfig {
+        self.config.borrow().clone()
+    }
+
+    pub fn root(&self) -> Fid {
+        Fid::ROOT
+    }
+
+    pub fn mdt_count(&self) -> usize {
+        self.mdcs.read().len()
+    }
+
+    pub fn ost_count(&self) -> usize {
+        self.oscs.read().len()
+    }
+
+    pub(crate) fn mdc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
+        self.mdcs.read().get(idx as usize).cloned().ok_or(Errno::EIO)
+    }
+
+    pub(crate) fn osc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
+        self.oscs.read().get(idx as usize).cloned().ok_or(Errno::EIO)
+    }
+
+    /// The imports of all OSTs, for statfs and tunables.
+    pub fn oscs(&self) -> Vec<Arc<Import>> {
+        self.oscs.read().clone()
+    }
+
+    pub fn mdcs(&self) -> Vec<Arc<Import>> {
+        self.mdcs.read().clone()
+    }
+
+    /// `lctl set_param -P`: records a parameter on the MGS for every node.
+    pub async fn set_param_persistent(&self, name: &str, value: Option<&str>) -> Result<(), Errno> {
+        self.mgc.set_param(name, value).await.map_err(|e| e.errno())
+    }
+
+    /// Applies a changed recovery timeout to every import.
+    pub fn refresh_imports(&self) {
+        let t = self.tunables.recovery_timeout();
+        for i in self.mdcs().iter().chain(self.oscs().iter()) {
+            i.set_recovery_timeout(t);
+        }
+    }
+
+    pub fn unmount(&self) {
+        self.mgc.stop();
+    }
+}
+
+/// Applies each new configuration (new targets, persistent parameters).
+async fn apply_changes(client: std::sync::Weak<Client>, mut config: watch::Receiver<FsConfig>) {
+    while config.changed().await.is_ok() {
+        let c = config.borrow_and_update().clone();
+        let Some(cl) = client.upgrade() else { return };
+        cl.apply_config(&c);
+    }
+}
+
+pub(crate) fn rpc_errno(e: RpcError) -> Errno {
+    if let RpcError::Disconnected { .. } | RpcError::Timeout { .. } = &e {
+        tracing::warn!(target: "client", "{e}");
+    }
+    e.errno()
+}

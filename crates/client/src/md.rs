@@ -1,0 +1,324 @@
+//! Namespace operations (Lustre's lmv + mdc): each request goes to the MDT that owns the
+//! FID it names; the reply's attributes get their size from the OSTs when the MDT's size is
+//! not exact.
+
+use crate::{Client, rpc_errno};
+use bytes::Bytes;
+use nacre_core::attr::SetAttr;
+use nacre_core::fid::mdt_of_seq;
+use nacre_core::{Errno, Fid, Layout, TargetName};
+use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
+
+impl Client {
+    /// The MDT holding `fid`.
+    pub fn mdt_of(&self, fid: &Fid) -> u32 {
+        mdt_of_seq(fid.seq).unwrap_or(0)
+    }
+
+    pub(crate) async fn md_call(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
+        let imp = self.mdc(mdt)?;
+        imp.call(&req, Bytes::new()).await.map(|(r, _)| r).map_err(rpc_errno)
+    }
+
+    async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {
+        match self.md_call(mdt, req).await? {
+            Reply::Inode(i) => self.complete(i).await,
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Fills in the size from the OSTs when the MDT's is not exact.
+    pub async fn complete(&self, mut info: InodeInfo) -> Result<InodeInfo, Errno> {
+        if !info.size_authoritative {
+            if let Some(l) = &info.layout {
+                self.glimpse(l, &mut info.attr).await?;
+            }
+        }
+        Ok(info)
+    }
+
+    pub async fn lookup(&self, parent: Fid, name: &[u8]) -> Result<InodeInfo, Errno> {
+        self.md_inode(
+            self.mdt_of(&parent),
+            Request::Lookup {
+                parent,
+                name: name.to_vec(),
+            },
+        )
+        .await
+    }
+
+    pub async fn getattr(&self, fid: Fid) -> Result<InodeInfo, Errno> {
+        self.md_inode(self.mdt_of(&fid), Request::Getattr { fid }).await
+    }
+
+    /// Changes attributes; a size change truncates or extends the OST objects first.
+    pub async fn setattr(&self, fid: Fid, attr: SetAttr, cred: &Cred) -> Result<InodeInfo, Errno> {
+        if let Some(size) = attr.size {
+            let info = self.getattr(fid).await?;
+            if info.attr.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            if let Some(l) = &info.layout {
+                if size > l.max_size() {
+                    return Err(Errno::EFBIG);
+                }
+                self.truncate_objects(fid, l, size).await?;
+            }
+        }
+        self.md_inode(
+            self.mdt_of(&fid),
+            Request::Setattr {
+                fid,
+                attr,
+                cred: cred.clone(),
+            },
+        )
+        .await
+    }
+
+    /// Creates a file, directory, device, fifo, socket or symlink; opens it when `open`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        cred: &Cred,
+        symlink: Option<&[u8]>,
+        layout: LayoutRequest,
+        open: Option<OpenFlags>,
+        exclusive: bool,
+    ) -> Result<(InodeInfo, Option<u64>), Errno> {
+        let req = Request::Create {
+            parent,
+            name: name.to_vec(),
+            mode,
+            rdev,
+            cred: cred.clone(),
+            symlink: symlink.map(<[u8]>::to_vec),
+            layout,
+            open,
+            exclusive,
+        };
+        match self.md_call(self.mdt_of(&parent), req).await? {
+            Reply::Created { inode, handle } => Ok((inode, handle)),
+            Reply::Opened { inode, handle } => Ok((self.complete(inode).await?, Some(handle))),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn unlink(&self, parent: Fid, name: &[u8], cred: &Cred) -> Result<(), Errno> {
+        self.remove(parent, name, false, cred).await
+    }
+
+    pub async fn rmdir(&self, parent: Fid, name: &[u8], cred: &Cred) -> Result<(), Errno> {
+        self.remove(parent, name, true, cred).await
+    }
+
+    async fn remove(&self, parent: Fid, name: &[u8], dir: bool, cred: &Cred) -> Result<(), Errno> {
+        self.md_call(
+            self.mdt_of(&parent),
+            Request::Unlink {
+                parent,
+                name: name.to_vec(),
+                dir,
+                cred: cred.clone(),
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn rename(&self, sp: Fid, sn: &[u8], dp: Fid, dn: &[u8], flags: u32, cred: &Cred) -> Result<(), Errno> {
+        if self.mdt_of(&sp) != self.mdt_of(&dp) {
+            // Cross-MDT renames need the distributed protocol.
+            return Err(Errno::EXDEV);
+        }
+        self.md_call(
+            self.mdt_of(&sp),
+            Request::Rename {
+                src_parent: sp,
+                src_name: sn.to_vec(),
+                dst_parent: dp,
+                dst_name: dn.to_vec(),
+                flags,
+                cred: cred.clone(),
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn link(&self, fid: Fid, parent: Fid, name: &[u8], cred: &Cred) -> Result<InodeInfo, Errno> {
+        self.md_inode(
+            self.mdt_of(&parent),
+            Request::Link {
+                fid,
+                parent,
+                name: name.to_vec(),
+                cred: cred.clone(),
+            },
+        )
+        .await
+    }
+
+    /// One batch of directory entries after `cookie`, and whether it was the last.
+    pub async fn readdir(&self, fid: Fid, cookie: u64, max: u32) -> Result<(Vec<Dirent>, bool), Errno> {
+        match self.md_call(self.mdt_of(&fid), Request::Readdir { fid, cookie, max }).await? {
+            Reply::Dirents { entries, eof } => Ok((entries, eof)),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn readlink(&self, fid: Fid) -> Result<Vec<u8>, Errno> {
+        match self.md_call(self.mdt_of(&fid), Request::Readlink { fid }).await? {
+            Reply::Data(d) => Ok(d),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn getxattr(&self, fid: Fid, name: &[u8]) -> Result<Vec<u8>, Errno> {
+        match self
+            .md_call(self.mdt_of(&fid), Request::GetXattr { fid, name: name.to_vec() })
+            .await?
+        {
+            Reply::Data(d) => Ok(d),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn listxattr(&self, fid: Fid) -> Result<Vec<Vec<u8>>, Errno> {
+        match self.md_call(self.mdt_of(&fid), Request::ListXattr { fid }).await? {
+            Reply::Names(n) => Ok(n),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn setxattr(&self, fid: Fid, name: &[u8], value: &[u8], flags: i32, cred: &Cred) -> Result<(), Errno> {
+        self.md_call(
+            self.mdt_of(&fid),
+            Request::SetXattr {
+                fid,
+                name: name.to_vec(),
+                value: value.to_vec(),
+                flags,
+                cred: cred.clone(),
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn removexattr(&self, fid: Fid, name: &[u8], cred: &Cred) -> Result<(), Errno> {
+        self.md_call(
+            self.mdt_of(&fid),
+            Request::RemoveXattr {
+                fid,
+                name: name.to_vec(),
+                cred: cred.clone(),
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Sets a directory's default layout (`None` removes it).
+    pub async fn set_default_layout(&self, dir: Fid, layout: Option<Layout>) -> Result<(), Errno> {
+        self.md_call(self.mdt_of(&dir), Request::SetLayout { fid: dir, layout })
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn get_default_layout(&self, dir: Fid) -> Result<Option<Layout>, Errno> {
+        match self.md_call(self.mdt_of(&dir), Request::GetDefaultLayout { fid: dir }).await? {
+            Reply::Layout(l) => Ok(l),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Asks the MDT to instantiate every component of `fid` below `end`.
+    pub async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Layout, Errno> {
+        match self.md_call(self.mdt_of(&fid), Request::LayoutIntent { fid, end }).await? {
+            Reply::Layout(Some(l)) => Ok(l),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    pub async fn fid2path(&self, fid: Fid) -> Result<Vec<u8>, Errno> {
+        match self.md_call(self.mdt_of(&fid), Request::Fid2Path { fid }).await? {
+            Reply::Path(p) => Ok(p),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// statfs of every target, MDTs first (for `lfs df`).
+    pub async fn target_statfs(&self) -> Vec<(TargetName, Result<StatFs, Errno>)> {
+        let mut out = Vec::new();
+        let mdcs = self.mdcs();
+        let oscs = self.oscs();
+        let md = mdcs.iter().map(|i| async move {
+            (i.target(), match i.call(&Request::Statfs, Bytes::new()).await {
+                Ok((Reply::Statfs(s), _)) => Ok(s),
+                Ok(_) => Err(Errno::EPROTO),
+                Err(e) => Err(e.errno()),
+            })
+        });
+        let os = oscs.iter().map(|i| async move {
+            (i.target(), match i.call(&Request::OstStatfs, Bytes::new()).await {
+                Ok((Reply::Statfs(s), _)) => Ok(s),
+                Ok(_) => Err(Errno::EPROTO),
+                Err(e) => Err(e.errno()),
+            })
+        });
+        for f in md {
+            out.push(f.await);
+        }
+        let os: Vec<_> = os.collect();
+        for f in os {
+            out.push(f.await);
+        }
+        out
+    }
+
+    /// The file system's statfs: space from the OSTs, inodes from the MDTs.
+    pub async fn statfs(&self) -> Result<StatFs, Errno> {
+        let all = self.target_statfs().await;
+        let mut s = StatFs {
+            bsize: 4096,
+            namelen: 255,
+            ..StatFs::default()
+        };
+        let mut any_ost = false;
+        for (t, r) in &all {
+            let Ok(st) = r else { continue };
+            match t.kind {
+                nacre_core::TargetKind::Ost => {
+                    any_ost = true;
+                    s.blocks += st.blocks;
+                    s.bfree += st.bfree;
+                    s.bavail += st.bavail;
+                }
+                nacre_core::TargetKind::Mdt => {
+                    s.files += st.files;
+                    s.ffree += st.ffree;
+                }
+                nacre_core::TargetKind::Mgs => {}
+            }
+        }
+        if !any_ost {
+            for (t, r) in &all {
+                if let (nacre_core::TargetKind::Mdt, Ok(st)) = (t.kind, r) {
+                    s.blocks += st.blocks;
+                    s.bfree += st.bfree;
+                    s.bavail += st.bavail;
+                }
+            }
+        }
+        if all.iter().all(|(_, r)| r.is_err()) {
+            return Err(Errno::EIO);
+        }
+        Ok(s)
+    }
+}

@@ -1,0 +1,160 @@
+//! Client tunables, named as Lustre names them (`osc.*.max_rpcs_in_flight`, ...).
+//!
+//! Each one changes behaviour: the in-flight bound of new RPCs, the dirty data a client
+//! may hold, the RPC size, the readahead window, attribute cache time and the recovery
+//! deadline. They are set with `lctl set_param` (local) or `-P` (through the MGS).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Lustre's default `osc.*.max_rpcs_in_flight`.
+pub const DEFAULT_MAX_RPCS_IN_FLIGHT: u64 = 8;
+/// Default `osc.*.max_dirty_mb`.
+pub const DEFAULT_MAX_DIRTY_MB: u64 = 256;
+/// Default `osc.*.max_pages_per_rpc` (4 MiB of 4 KiB pages, an ldiskfs OST's brw_size).
+pub const DEFAULT_MAX_PAGES_PER_RPC: u64 = 1024;
+/// Default `llite.*.max_read_ahead_mb`.
+pub const DEFAULT_MAX_READ_AHEAD_MB: u64 = 64;
+/// Default `llite.*.max_read_ahead_per_file_mb`.
+pub const DEFAULT_MAX_READ_AHEAD_PER_FILE_MB: u64 = 16;
+/// Seconds an import keeps trying a target before failing requests with EIO.
+pub const DEFAULT_RECOVERY_SECS: u64 = 30;
+pub const PAGE_SIZE: u64 = 4096;
+
+#[derive(Debug)]
+pub struct Tunables {
+    max_rpcs_in_flight: AtomicU64,
+    max_dirty_mb: AtomicU64,
+    max_pages_per_rpc: AtomicU64,
+    max_read_ahead_mb: AtomicU64,
+    max_read_ahead_per_file_mb: AtomicU64,
+    recovery_secs: AtomicU64,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            max_rpcs_in_flight: AtomicU64::new(DEFAULT_MAX_RPCS_IN_FLIGHT),
+            max_dirty_mb: AtomicU64::new(DEFAULT_MAX_DIRTY_MB),
+            max_pages_per_rpc: AtomicU64::new(DEFAULT_MAX_PAGES_PER_RPC),
+            max_read_ahead_mb: AtomicU64::new(DEFAULT_MAX_READ_AHEAD_MB),
+            max_read_ahead_per_file_mb: AtomicU64::new(DEFAULT_MAX_READ_AHEAD_PER_FILE_MB),
+            recovery_secs: AtomicU64::new(DEFAULT_RECOVERY_SECS),
+        }
+    }
+}
+
+/// A tunable's name, class (`osc`, `llite`) and bounds.
+pub struct TunableDef {
+    pub class: &'static str,
+    pub name: &'static str,
+    pub min: u64,
+    pub max: u64,
+}
+
+pub const TUNABLES: &[TunableDef] = &[
+    TunableDef { class: "osc", name: "max_rpcs_in_flight", min: 1, max: 256 },
+    TunableDef { class: "osc", name: "max_dirty_mb", min: 1, max: 2048 },
+    TunableDef { class: "osc", name: "max_pages_per_rpc", min: 16, max: 16384 },
+    TunableDef { class: "llite", name: "max_read_ahead_mb", min: 0, max: 1024 },
+    TunableDef { class: "llite", name: "max_read_ahead_per_file_mb", min: 0, max: 256 },
+    TunableDef { class: "llite", name: "recovery_timeout", min: 1, max: 3600 },
+];
+
+impl Tunables {
+    fn slot(&self, name: &str) -> Option<&AtomicU64> {
+        Some(match name {
+            "max_rpcs_in_flight" => &self.max_rpcs_in_flight,
+            "max_dirty_mb" => &self.max_dirty_mb,
+            "max_pages_per_rpc" => &self.max_pages_per_rpc,
+            "max_read_ahead_mb" => &self.max_read_ahead_mb,
+            "max_read_ahead_per_file_mb" => &self.max_read_ahead_per_file_mb,
+            "recovery_timeout" => &self.recovery_secs,
+            _ => return None,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.slot(name).map(|a| a.load(Ordering::Relaxed))
+    }
+
+    /// Sets a tunable, checking its bounds.
+    pub fn set(&self, name: &str, value: u64) -> Result<(), String> {
+        let def = TUNABLES
+            .iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| format!("unknown parameter '{name}'"))?;
+        if value < def.min || value > def.max {
+            return Err(format!(
+                "{}.{name}: {value} is out of range [{}, {}]",
+                def.class, def.min, def.max
+            ));
+        }
+        if let Some(a) = self.slot(name) {
+            a.store(value, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Applies a `set_param -P` record if it names a client tunable of this file system.
+    pub fn apply_persistent(&self, pattern: &str, value: &str, fsname: &str) {
+        let mut parts = pattern.splitn(3, '.');
+        let (Some(class), Some(dev), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            return;
+        };
+        let Some(def) = TUNABLES.iter().find(|d| d.class == class && d.name == name) else {
+            return;
+        };
+        if dev != "*" && !dev.starts_with(fsname) {
+            return;
+        }
+        if let Ok(v) = value.trim().parse::<u64>() {
+            let _ = self.set(def.name, v);
+        }
+    }
+
+    pub fn max_rpcs_in_flight(&self) -> usize {
+        self.max_rpcs_in_flight.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn max_dirty_bytes(&self) -> u64 {
+        self.max_dirty_mb.load(Ordering::Relaxed) << 20
+    }
+
+    /// Largest bulk of one RPC.
+    pub fn max_rpc_bytes(&self) -> u64 {
+        self.max_pages_per_rpc.load(Ordering::Relaxed) * PAGE_SIZE
+    }
+
+    pub fn read_ahead_bytes(&self) -> u64 {
+        self.max_read_ahead_mb.load(Ordering::Relaxed) << 20
+    }
+
+    pub fn read_ahead_per_file_bytes(&self) -> u64 {
+        self.max_read_ahead_per_file_mb.load(Ordering::Relaxed) << 20
+    }
+
+    pub fn recovery_timeout(&self) -> Duration {
+        Duration::from_secs(self.recovery_secs.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_and_persistent_records() {
+        let t = Tunables::default();
+        assert!(t.set("max_rpcs_in_flight", 0).is_err());
+        assert!(t.set("no_such", 1).is_err());
+        t.set("max_rpcs_in_flight", 16).expect("set");
+        assert_eq!(t.max_rpcs_in_flight(), 16);
+        t.apply_persistent("osc.*.max_dirty_mb", "64", "testfs");
+        assert_eq!(t.max_dirty_bytes(), 64 << 20);
+        t.apply_persistent("osc.otherfs-OST0000-osc-*.max_dirty_mb", "32", "testfs");
+        assert_eq!(t.max_dirty_bytes(), 64 << 20);
+        t.apply_persistent("llite.*.max_read_ahead_mb", "bogus", "testfs");
+        assert_eq!(t.read_ahead_bytes(), DEFAULT_MAX_READ_AHEAD_MB << 20);
+    }
+}

@@ -1,0 +1,761 @@
+//! The metadata target: Lustre's mdt (request handling), mdd (namespace logic), lod (layout
+//! policy) and osp (OST proxies), over the store in [`nacre_osd::MdStore`].
+//!
+//! - [`mdd`]: every namespace change as one transaction;
+//! - [`lod`]: which layout and which OST objects a new file gets;
+//! - [`osp`]: precreated object pools and object destruction on each OST;
+//! - [`open`]: open handles, for open-unlinked files and exact sizes;
+//! - [`records`]: how inodes and entries are encoded in the store.
+//!
+//! This module turns requests into those operations and owns the MDT's background work
+//! (precreation, the unlink log, cleaning up after clients that went away).
+
+pub mod lod;
+pub mod mdd;
+pub mod open;
+pub mod osp;
+pub mod records;
+
+use bytes::Bytes;
+use lod::Lod;
+use mdd::{CreateArgs, Created, Removed};
+use nacre_core::layout::{LCME_FL_INIT, Pattern};
+use nacre_core::{Errno, Fid, FileKind, Layout, TargetName, Timespec};
+use nacre_osd::{MdStore, MdStoreConfig, ReadView, Table};
+use nacre_rpc::conn::ConnConfig;
+use nacre_rpc::msg::{Dirent, FsConfig, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
+use nacre_rpc::server::{RequestCtx, Service};
+use nacre_rpc::Import;
+use open::{OpenHandle, OpenTable};
+use osp::Osp;
+use records::Inode;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+
+/// Entries one readdir reply carries at most.
+pub const READDIR_MAX: u32 = 1024;
+/// Unlink-log records destroyed per pass.
+const LLOG_BATCH: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct MdtConfig {
+    pub fsname: String,
+    pub index: u32,
+    /// The target directory (the store lives in `<dir>/mdstore`).
+    pub dir: PathBuf,
+    pub store: MdStoreConfig,
+    /// How this MDT authenticates to OSTs.
+    pub conn: ConnConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MdtError {
+    #[error(transparent)]
+    Store(#[from] nacre_osd::mdstore::StoreError),
+    #[error("MDT{index:04x}: {reason}")]
+    Setup { index: u32, reason: String },
+}
+
+pub struct Mdt {
+    pub index: u32,
+    pub fsname: String,
+    dir: PathBuf,
+    store: MdStore,
+    lod: Lod,
+    opens: OpenTable,
+    llog_kick: Notify,
+    shutdown: watch::Sender<bool>,
+}
+
+fn now() -> Timespec {
+    Timespec::now()
+}
+
+impl Mdt {
+    /// Opens the MDT's store (formatting the root on MDT0 the first time), connects to the
+    /// OSTs named in `config`, and starts the background tasks.
+    pub async fn start(cfg: MdtConfig, config: watch::Receiver<FsConfig>) -> Result<Arc<Mdt>, MdtError> {
+        let store = MdStore::open(&cfg.dir.join("mdstore"), cfg.store.clone())?;
+        let setup = |reason: String| MdtError::Setup {
+            index: cfg.index,
+            reason,
+        };
+        if cfg.index == 0 {
+            store
+                .write(|tx| mdd::format_root(tx, now()))
+                .await
+                .map_err(|e| setup(format!("cannot create the root directory: {e}")))?;
+        }
+        // One pool per OST known now; each in this MDT's own data sequence.
+        let osts: Vec<TargetName> = config.borrow().osts.iter().map(|t| t.name).collect();
+        let mut osps = Vec::new();
+        for (i, t) in osts.iter().enumerate() {
+            if t.index as usize != i {
+                return Err(setup(format!("OST indices must be contiguous from 0 (found {})", t.short())));
+            }
+            let idx = t.index;
+            let mdt_idx = cfg.index;
+            let (seq, next) = store
+                .write(move |tx| {
+                    let kseq = format!("osp.{idx}.seq").into_bytes();
+                    let knext = format!("osp.{idx}.next").into_bytes();
+                    let seq = match tx.get(Table::Meta, &kseq)? {
+                        Some(v) => u64::from_le_bytes(v.try_into().map_err(|_| Errno::EIO)?),
+                        None => {
+                            let s = mdd::alloc_seq(tx, mdt_idx)?;
+                            tx.put(Table::Meta, &kseq, &s.to_le_bytes())?;
+                            tx.put(Table::Fld, &s.to_be_bytes(), format!("OST{idx:04x}").as_bytes())?;
+                            s
+                        }
+                    };
+                    let next = match tx.get(Table::Meta, &knext)? {
+                        Some(v) => u32::from_le_bytes(v.try_into().map_err(|_| Errno::EIO)?),
+                        None => 1,
+                    };
+                    Ok((seq, next))
+                })
+                .await
+                .map_err(|e| setup(format!("cannot set up the pool of OST{idx:04x}: {e}")))?;
+            let import = Arc::new(Import::new(*t, cfg.conn.clone(), config.clone()));
+            osps.push(Osp::new(idx, import, seq, next));
+        }
+        let (shutdown, sd_rx) = watch::channel(false);
+        let mdt = Arc::new(Mdt {
+            index: cfg.index,
+            fsname: cfg.fsname.clone(),
+            dir: cfg.dir.clone(),
+            store,
+            lod: Lod::new(osps.clone()),
+            opens: OpenTable::new(),
+            llog_kick: Notify::new(),
+            shutdown,
+        });
+        for osp in osps {
+            tokio::spawn(osp.run(sd_rx.clone()));
+        }
+        mdt.clean_orphans().await;
+        tokio::spawn(mdt.clone().llog_loop(sd_rx));
+        Ok(mdt)
+    }
+
+    pub fn store(&self) -> &MdStore {
+        &self.store
+    }
+
+    pub fn lod(&self) -> &Lod {
+        &self.lod
+    }
+
+    pub fn target(&self) -> TargetName {
+        TargetName::mdt(self.index)
+    }
+
+    /// Stops background work and checkpoints the store.
+    pub async fn stop(&self) {
+        let _ = self.shutdown.send(true);
+        self.store.close().await;
+    }
+
+    fn view(&self) -> Result<ReadView, Errno> {
+        self.store.read()
+    }
+
+    fn info(&self, ino: Inode) -> InodeInfo {
+        let has_objects = ino.layout.as_ref().is_some_and(|l| l.objects().next().is_some());
+        let fid = ino.fid();
+        let size_authoritative = !has_objects
+            || (ino.lsom_valid && self.opens.writers(&fid) == 0 && !self.opens.has_lost_writer(&fid));
+        InodeInfo {
+            attr: ino.attr,
+            layout: ino.layout,
+            lmv: ino.lmv,
+            size_authoritative,
+        }
+    }
+
+    /// Orphans of a previous run: nobody can hold them open any more.
+    async fn clean_orphans(&self) {
+        let res = self
+            .store
+            .write(|tx| {
+                let orphans = tx.range(Table::Orphans, &[], &[0xff; 17], usize::MAX)?;
+                let mut n = 0;
+                for (k, _) in orphans {
+                    let fid = Fid::from_bytes(&k).ok_or(Errno::EIO)?;
+                    match mdd::get_inode(tx, &fid) {
+                        Ok(ino) => {
+                            mdd::destroy_inode(tx, &ino)?;
+                        }
+                        Err(_) => {
+                            tx.delete(Table::Orphans, &k)?;
+                        }
+                    }
+                    n += 1;
+                }
+                Ok(n)
+            })
+            .await;
+        match res {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(target: "mdt", "MDT{:04x}: removed {n} open-unlinked files of the previous run", self.index),
+            Err(e) => tracing::warn!(target: "mdt", "MDT{:04x}: orphan cleanup failed: {e}", self.index),
+        }
+        self.llog_kick.notify_one();
+    }
+
+    /// Destroys OST objects of removed files, then drops their log records.
+    async fn llog_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = self.llog_kick.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                _ = shutdown.changed() => return,
+            }
+            loop {
+                let recs = match self.view().and_then(|v| v.range(Table::Llog, &[], &[0xff; 9], LLOG_BATCH)) {
+                    Ok(r) => r,
+                    Err(_) => break,
+                };
+                if recs.is_empty() {
+                    break;
+                }
+                let mut by_ost: std::collections::BTreeMap<u32, Vec<Fid>> = Default::default();
+                let mut done_keys = Vec::new();
+                for (k, v) in &recs {
+                    let Some((owner, objs)) = mdd::decode_llog(v) else {
+                        done_keys.push(k.clone());
+                        continue;
+                    };
+                    // A file reopened by FID in the window of its unlink keeps its data.
+                    if self.opens.is_open(&owner) {
+                        continue;
+                    }
+                    for o in objs {
+                        by_ost.entry(o.ost_idx).or_default().push(o.fid);
+                    }
+                    done_keys.push(k.clone());
+                }
+                let mut failed = false;
+                for (ost, fids) in by_ost {
+                    let Some(osp) = self.lod.osps.get(ost as usize) else { continue };
+                    if let Err(e) = osp.destroy(fids).await {
+                        tracing::debug!(target: "mdt", "destroy on OST{ost:04x} deferred: {e}");
+                        failed = true;
+                    }
+                }
+                if failed {
+                    // Keep the records; a later pass retries the whole batch (destroy is idempotent).
+                    break;
+                }
+                let n = done_keys.len();
+                if self
+                    .store
+                    .write(move |tx| {
+                        for k in done_keys {
+                            tx.delete(Table::Llog, &k)?;
+                        }
+                        Ok(())
+                    })
+                    .await
+                    .is_err()
+                    || n < LLOG_BATCH
+                {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn statfs(&self) -> Result<StatFs, Errno> {
+        let st = nacre_osd::objstore::statvfs(&self.dir)?;
+        let frsize = st.f_frsize as u64;
+        let used = self.view()?.count(Table::Inodes)?;
+        Ok(StatFs {
+            bsize: 4096,
+            blocks: st.f_blocks as u64 * frsize / 4096,
+            bfree: st.f_bfree as u64 * frsize / 4096,
+            bavail: st.f_bavail as u64 * frsize / 4096,
+            files: used + st.f_ffree as u64,
+            ffree: st.f_ffree as u64,
+            namelen: mdd::NAME_MAX as u32,
+        })
+    }
+
+    async fn create(&self, ctx: &RequestCtx, req: Request) -> Result<Reply, Errno> {
+        let Request::Create { parent, name, mode, rdev, cred, symlink, layout, open, exclusive } = req else {
+            return Err(Errno::EPROTO);
+        };
+        mdd::check_name(&name)?;
+        let kind = FileKind::from_mode(mode).ok_or(Errno::EINVAL)?;
+        if symlink.is_some() != (kind == FileKind::Symlink) {
+            return Err(Errno::EINVAL);
+        }
+        let mut v = self.view()?;
+        let pino = mdd::get_inode(&mut v, &parent)?;
+        if !pino.attr.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        // Opening an existing file needs no new layout.
+        if open.is_some() && !exclusive {
+            if let Some((fid, _)) = mdd::lookup(&mut v, &parent, &name)? {
+                drop(v);
+                return self.open(ctx, fid, open.unwrap_or_default()).await;
+            }
+        }
+        let mut file_layout = None;
+        if kind == FileKind::Regular {
+            let root_default = if parent == Fid::ROOT {
+                pino.default_layout.clone()
+            } else {
+                mdd::get_inode(&mut v, &Fid::ROOT).ok().and_then(|r| r.default_layout)
+            };
+            let explicit = match &layout {
+                LayoutRequest::Explicit(l) => Some(l),
+                LayoutRequest::Inherit => None,
+            };
+            let mut l = self.lod.resolve(explicit, pino.default_layout.as_ref(), root_default.as_ref());
+            if let Some(first) = l.components.first_mut() {
+                self.lod.instantiate(first).await?;
+            }
+            file_layout = Some(l);
+        }
+        drop(v);
+        let objs: Vec<_> = file_layout.iter().flat_map(|l| l.objects().copied()).collect();
+        let want_write = open.is_some_and(|o| o.write);
+        let args = CreateArgs {
+            parent,
+            name,
+            mode,
+            rdev,
+            uid: cred.uid,
+            gid: cred.gid,
+            symlink,
+            layout: file_layout,
+            fid: None,
+            now: now(),
+            open_for_write: want_write,
+        };
+        let idx = self.index;
+        let persist: Vec<(u32, u32)> = objs.iter().map(|o| (o.ost_idx, o.fid.oid)).collect();
+        let res = self
+            .store
+            .write(move |tx| {
+                let c = mdd::create(tx, idx, args, open.is_some() && !exclusive)?;
+                // Objects handed out must never be handed out again, even after a crash.
+                for (ost, oid) in persist {
+                    let k = format!("osp.{ost}.next").into_bytes();
+                    let cur = tx
+                        .get(Table::Meta, &k)?
+                        .and_then(|v| v.try_into().ok())
+                        .map(u32::from_le_bytes)
+                        .unwrap_or(1);
+                    if oid + 1 > cur {
+                        tx.put(Table::Meta, &k, &(oid + 1).to_le_bytes())?;
+                    }
+                }
+                Ok(c)
+            })
+            .await;
+        let created = match res {
+            Ok(c) => c,
+            Err(e) => {
+                self.lod.give_back(&objs);
+                return Err(e);
+            }
+        };
+        match created {
+            Created::Existing(ino) => {
+                self.lod.give_back(&objs);
+                self.open(ctx, ino.fid(), open.unwrap_or_default()).await
+            }
+            Created::New(ino) => {
+                let handle = match open {
+                    Some(f) => Some(
+                        self.opens
+                            .open(OpenHandle {
+                                fid: ino.fid(),
+                                conn_id: ctx.conn_id,
+                                write: f.write,
+                            })
+                            .ok_or(Errno::ENFILE)?,
+                    ),
+                    None => None,
+                };
+                Ok(Reply::Created {
+                    inode: self.info(ino),
+                    handle,
+                })
+            }
+        }
+    }
+
+    async fn open(&self, ctx: &RequestCtx, fid: Fid, flags: OpenFlags) -> Result<Reply, Errno> {
+        // Register first, then look: an unlink that commits after this sees the file open.
+        let handle = self
+            .opens
+            .open(OpenHandle {
+                fid,
+                conn_id: ctx.conn_id,
+                write: flags.write,
+            })
+            .ok_or(Errno::ENFILE)?;
+        let ino = match self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) {
+            Ok(i) => i,
+            Err(e) => {
+                self.opens.close(handle);
+                return Err(if e == Errno::ENOENT { Errno::ESTALE } else { e });
+            }
+        };
+        if flags.write && ino.attr.is_dir() {
+            self.opens.close(handle);
+            return Err(Errno::EISDIR);
+        }
+        let ino = if flags.write && ino.lsom_valid && ino.layout.as_ref().is_some_and(|l| l.objects().next().is_some()) {
+            // Writes will bypass the MDT: its size stops being exact, durably.
+            let r = self
+                .store
+                .write(move |tx| {
+                    let mut i = mdd::get_inode(tx, &fid)?;
+                    i.lsom_valid = false;
+                    mdd::put_inode(tx, &i)?;
+                    Ok(i)
+                })
+                .await;
+            match r {
+                Ok(i) => i,
+                Err(e) => {
+                    self.opens.close(handle);
+                    return Err(e);
+                }
+            }
+        } else {
+            ino
+        };
+        Ok(Reply::Opened {
+            inode: self.info(ino),
+            handle,
+        })
+    }
+
+    /// Closes a handle. A writer reports the size it saw (`Some`, after a glimpse) or that it
+    /// wrote nothing (`None`); when the last writer is gone the MDT's size is exact again,
+    /// unless a writer vanished without closing and nobody has reported since.
+    async fn close(&self, handle: u64, size: Option<(u64, u64)>, lost: bool) -> Result<(), Errno> {
+        let Some((h, last, writers)) = self.opens.close(handle) else {
+            // Unknown handle: from before a restart, or already closed.
+            return Ok(());
+        };
+        let fid = h.fid;
+        if !h.write && !last {
+            return Ok(());
+        }
+        if lost && h.write {
+            self.opens.mark_lost_writer(fid);
+        }
+        let report = if h.write && !lost { size } else { None };
+        let last_writer = h.write && writers == 0;
+        let becomes_valid = last_writer && (report.is_some() || !self.opens.has_lost_writer(&fid));
+        if last_writer && report.is_some() {
+            self.opens.clear_lost_writer(&fid);
+        }
+        // Skip the transaction when it would change nothing.
+        let ino = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid));
+        let Ok(ino) = ino else { return Ok(()) };
+        let destroy = last && ino.attr.nlink == 0;
+        if !destroy && report.is_none() && (!becomes_valid || ino.lsom_valid) {
+            return Ok(());
+        }
+        let destroyed = self
+            .store
+            .write(move |tx| {
+                let mut ino = match mdd::get_inode(tx, &fid) {
+                    Ok(i) => i,
+                    Err(Errno::ENOENT) => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                if destroy && ino.attr.nlink == 0 {
+                    mdd::destroy_inode(tx, &ino)?;
+                    return Ok(true);
+                }
+                if let Some((s, b)) = report {
+                    ino.attr.size = s;
+                    ino.attr.blocks = b;
+                }
+                if becomes_valid {
+                    ino.lsom_valid = true;
+                }
+                mdd::put_inode(tx, &ino)?;
+                Ok(false)
+            })
+            .await?;
+        if destroyed {
+            self.llog_kick.notify_one();
+        }
+        Ok(())
+    }
+
+    async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Reply, Errno> {
+        let mut v = self.view()?;
+        let ino = mdd::get_inode(&mut v, &fid)?;
+        drop(v);
+        let Some(mut layout) = ino.layout.clone() else {
+            return Err(Errno::EINVAL);
+        };
+        if end > layout.max_size() {
+            return Err(Errno::EFBIG);
+        }
+        let mut added = Vec::new();
+        for c in layout.components.iter_mut() {
+            if c.start < end && !c.is_init() {
+                if let Err(e) = self.lod.instantiate(c).await {
+                    self.lod.give_back(&added);
+                    return Err(e);
+                }
+                added.extend(c.objects.iter().copied());
+            }
+        }
+        if added.is_empty() && layout.instantiated_to(end) {
+            return Ok(Reply::Layout(Some(layout)));
+        }
+        let give_back = added.clone();
+        let res = self
+            .store
+            .write(move |tx| {
+                let mut cur = mdd::get_inode(tx, &fid)?;
+                let Some(cl) = cur.layout.as_mut() else {
+                    return Err(Errno::EINVAL);
+                };
+                let mut used = Vec::new();
+                for (c, n) in cl.components.iter_mut().zip(layout.components.iter()) {
+                    if !c.is_init() && n.is_init() && c.id == n.id {
+                        c.objects = n.objects.clone();
+                        c.flags |= LCME_FL_INIT;
+                        used.extend(n.objects.iter().copied());
+                    }
+                }
+                cl.layout_gen += 1;
+                cur.lsom_valid = false;
+                for o in &used {
+                    let k = format!("osp.{}.next", o.ost_idx).into_bytes();
+                    let curn = tx
+                        .get(Table::Meta, &k)?
+                        .and_then(|v| v.try_into().ok())
+                        .map(u32::from_le_bytes)
+                        .unwrap_or(1);
+                    if o.fid.oid + 1 > curn {
+                        tx.put(Table::Meta, &k, &(o.fid.oid + 1).to_le_bytes())?;
+                    }
+                }
+                mdd::put_inode(tx, &cur)?;
+                Ok((cur.layout.clone(), used))
+            })
+            .await;
+        match res {
+            Ok((l, used)) => {
+                let unused: Vec<_> = give_back.into_iter().filter(|o| !used.contains(o)).collect();
+                self.lod.give_back(&unused);
+                Ok(Reply::Layout(l))
+            }
+            Err(e) => {
+                self.lod.give_back(&give_back);
+                Err(e)
+            }
+        }
+    }
+
+    fn readdir(&self, fid: Fid, cookie: u64, max: u32) -> Result<Reply, Errno> {
+        let mut v = self.view()?;
+        let ino = mdd::get_inode(&mut v, &fid)?;
+        if !ino.attr.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let max = max.clamp(1, READDIR_MAX) as usize;
+        let start = records::dirent_start(&fid, cookie);
+        let end = records::dirent_end(&fid);
+        // One more than asked, so a group of equal hashes is never split across replies.
+        let rows = v.range(Table::Dirents, &start, &end, max + 1)?;
+        let mut entries = Vec::with_capacity(rows.len());
+        let mut eof = rows.len() <= max;
+        for (i, (k, val)) in rows.iter().enumerate() {
+            let (hash, name) = records::dirent_key_parts(k).ok_or(Errno::EIO)?;
+            if i >= max {
+                if entries.last().is_some_and(|e: &Dirent| e.cookie == hash) {
+                    // Rare collision group at the boundary: include it.
+                    let (child, kind) = records::parse_dirent_value(val)?;
+                    entries.push(Dirent { name: name.to_vec(), fid: child, kind, cookie: hash });
+                    eof = false;
+                    continue;
+                }
+                break;
+            }
+            let (child, kind) = records::parse_dirent_value(val)?;
+            entries.push(Dirent {
+                name: name.to_vec(),
+                fid: child,
+                kind,
+                cookie: hash,
+            });
+        }
+        Ok(Reply::Dirents { entries, eof })
+    }
+
+    async fn set_layout(&self, fid: Fid, layout: Option<Layout>) -> Result<Reply, Errno> {
+        if let Some(l) = &layout {
+            if l.components.is_empty() {
+                return Err(Errno::EINVAL);
+            }
+        }
+        self.store
+            .write(move |tx| {
+                let mut ino = mdd::get_inode(tx, &fid)?;
+                if !ino.attr.is_dir() {
+                    // A file's layout is fixed at create (Lustre: EEXIST); migrate changes it.
+                    return Err(Errno::EEXIST);
+                }
+                ino.default_layout = layout.map(|mut l| {
+                    for c in &mut l.components {
+                        c.objects.clear();
+                        c.flags &= !LCME_FL_INIT;
+                        if c.pattern == Pattern::Mdt {
+                            c.stripe_count = 0;
+                        }
+                    }
+                    l
+                });
+                ino.attr.ctime = now();
+                mdd::put_inode(tx, &ino)?;
+                Ok(())
+            })
+            .await?;
+        Ok(Reply::Ok)
+    }
+
+    async fn dispatch(self: Arc<Self>, ctx: RequestCtx, req: Request) -> Result<Reply, Errno> {
+        let is_open = {
+            let me = self.clone();
+            move |f: &Fid| me.opens.is_open(f)
+        };
+        match req {
+            Request::Ping => Ok(Reply::Pong {
+                target: self.target().full(&self.fsname),
+            }),
+            Request::Statfs => Ok(Reply::Statfs(self.statfs()?)),
+            Request::Lookup { parent, name } => {
+                let mut v = self.view()?;
+                let (fid, _) = mdd::lookup(&mut v, &parent, &name)?.ok_or_else(|| {
+                    // A missing parent is reported as such, not as a missing name.
+                    match mdd::get_inode(&mut v, &parent) {
+                        Ok(_) => Errno::ENOENT,
+                        Err(_) => Errno::ESTALE,
+                    }
+                })?;
+                Ok(Reply::Inode(self.info(mdd::get_inode(&mut v, &fid)?)))
+            }
+            Request::Getattr { fid } => {
+                let mut v = self.view()?;
+                match mdd::get_inode(&mut v, &fid) {
+                    Ok(i) => Ok(Reply::Inode(self.info(i))),
+                    Err(Errno::ENOENT) => Err(Errno::ESTALE),
+                    Err(e) => Err(e),
+                }
+            }
+            Request::Setattr { fid, attr, .. } => {
+                let t = now();
+                let ino = self.store.write(move |tx| mdd::setattr(tx, &fid, &attr, t)).await?;
+                Ok(Reply::Inode(self.info(ino)))
+            }
+            r @ Request::Create { .. } => self.create(&ctx, r).await,
+            Request::Open { fid, flags, .. } => self.open(&ctx, fid, flags).await,
+            Request::Close { handle, size } => {
+                self.close(handle, size, false).await?;
+                Ok(Reply::Ok)
+            }
+            Request::Unlink { parent, name, dir, .. } => {
+                let t = now();
+                let r: Removed = self
+                    .store
+                    .write(move |tx| mdd::unlink(tx, &parent, &name, dir, t, &is_open))
+                    .await?;
+                if !r.destroy.is_empty() {
+                    self.llog_kick.notify_one();
+                }
+                Ok(Reply::Ok)
+            }
+            Request::Rename { src_parent, src_name, dst_parent, dst_name, flags, .. } => {
+                let t = now();
+                let r = self
+                    .store
+                    .write(move |tx| mdd::rename(tx, &src_parent, &src_name, &dst_parent, &dst_name, flags, t, &is_open))
+                    .await?;
+                if !r.destroy.is_empty() {
+                    self.llog_kick.notify_one();
+                }
+                Ok(Reply::Ok)
+            }
+            Request::Link { fid, parent, name, .. } => {
+                let t = now();
+                let ino = self.store.write(move |tx| mdd::link(tx, &fid, &parent, &name, t)).await?;
+                Ok(Reply::Inode(self.info(ino)))
+            }
+            Request::Readdir { fid, cookie, max } => self.readdir(fid, cookie, max),
+            Request::Readlink { fid } => {
+                let mut v = self.view()?;
+                let ino = mdd::get_inode(&mut v, &fid)?;
+                ino.symlink.map(Reply::Data).ok_or(Errno::EINVAL)
+            }
+            Request::GetXattr { fid, name } => {
+                mdd::check_xattr_name(&name)?;
+                let mut v = self.view()?;
+                mdd::get_inode(&mut v, &fid)?;
+                v.get(Table::Xattrs, &records::xattr_key(&fid, &name))?
+                    .map(Reply::Data)
+                    .ok_or(Errno::ENODATA)
+            }
+            Request::ListXattr { fid } => {
+                let mut v = self.view()?;
+                mdd::get_inode(&mut v, &fid)?;
+                let rows = v.range(Table::Xattrs, &fid.to_bytes(), &records::xattr_prefix_end(&fid), 65536)?;
+                Ok(Reply::Names(rows.into_iter().map(|(k, _)| k[16..].to_vec()).collect()))
+            }
+            Request::SetXattr { fid, name, value, flags, .. } => {
+                let t = now();
+                self.store
+                    .write(move |tx| mdd::set_xattr(tx, &fid, &name, &value, flags, t))
+                    .await?;
+                Ok(Reply::Ok)
+            }
+            Request::RemoveXattr { fid, name, .. } => {
+                let t = now();
+                self.store.write(move |tx| mdd::remove_xattr(tx, &fid, &name, t)).await?;
+                Ok(Reply::Ok)
+            }
+            Request::SetLayout { fid, layout } => self.set_layout(fid, layout).await,
+            Request::GetDefaultLayout { fid } => {
+                let mut v = self.view()?;
+                let ino = mdd::get_inode(&mut v, &fid)?;
+                Ok(Reply::Layout(ino.default_layout))
+            }
+            Request::LayoutIntent { fid, end } => self.layout_intent(fid, end).await,
+            Request::Fid2Path { fid } => {
+                let mut v = self.view()?;
+                Ok(Reply::Path(mdd::fid2path(&mut v, &fid)?))
+            }
+            _ => Err(Errno::EPROTO),
+        }
+    }
+}
+
+impl Service for Mdt {
+    async fn handle(self: Arc<Self>, ctx: RequestCtx, req: Request, _bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+        let r = self.dispatch(ctx, req).await?;
+        Ok((r, Bytes::new()))
+    }
+
+    async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
+        for h in self.opens.handles_of(ctx.conn_id) {
+            let _ = self.close(h, None, true).await;
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Layout policy (Lustre's lod): what layout a new file gets and which OST objects fill it.
+//!
+//! A new file takes the layout asked for, else its directory's default, else the root's,
+//! else the file system default (`lod.*.stripecount`, `stripesize`, `stripeoffset`), with
+//! unset fields filled as Lustre fills them. Objects are allocated round-robin over the
+//! OSTs that are reachable and not full, starting at the requested index if there is one.
+
+use crate::osp::Osp;
+use nacre_core::layout::{
+    Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCME_FL_INIT, Layout, MIN_STRIPE_SIZE,
+    Pattern,
+};
+use nacre_core::{Errno, StripeObject};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The file system default layout and Data-on-MDT limit (`lod.*` parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LodParams {
+    pub stripe_count: i32,
+    pub stripe_size: u32,
+    pub stripe_offset: i32,
+    pub dom_stripesize: u64,
+}
+
+impl Default for LodParams {
+    fn default() -> Self {
+        LodParams {
+            stripe_count: DEFAULT_STRIPE_COUNT,
+            stripe_size: DEFAULT_STRIPE_SIZE,
+            stripe_offset: -1,
+            dom_stripesize: DEFAULT_DOM_STRIPESIZE,
+        }
+    }
+}
+
+pub struct Lod {
+    pub osps: Vec<Arc<Osp>>,
+    params: Mutex<LodParams>,
+    rr: AtomicUsize,
+}
+
+impl Lod {
+    pub fn new(osps: Vec<Arc<Osp>>) -> Lod {
+        Lod {
+            osps,
+            params: Mutex::new(LodParams::default()),
+            // Spread the first files of different MDTs over different OSTs.
+            rr: AtomicUsize::new(rand::random::<u16>() as usize),
+        }
+    }
+
+    pub fn params(&self) -> LodParams {
+        *self.params.lock()
+    }
+
+    pub fn set_params(&self, p: LodParams) {
+        *self.params.lock() = p;
+    }
+
+    pub fn ost_count(&self) -> usize {
+        self.osps.len()
+    }
+
+    /// The layout a new file gets: the first of `explicit`, `parent_default`,
+    /// `root_default`, the file system default; with unset fields filled in.
+    pub fn resolve(&self, explicit: Option<&Layout>, parent_default: Option<&Layout>, root_default: Option<&Layout>) -> Layout {
+        let p = self.params();
+        let mut l = explicit
+            .or(parent_default)
+            .or(root_default)
+            .cloned()
+            .unwrap_or_else(|| Layout::plain(p.stripe_count, p.stripe_size, p.stripe_offset));
+        l.layout_gen = 0;
+        let mut prev: Option<(i32, u32)> = None;
+        for (i, c) in l.components.iter_mut().enumerate() {
+            c.flags &= !LCME_FL_INIT;
+            c.objects.clear();
+            if l.composite && c.id == 0 {
+                c.id = i as u32 + 1;
+            }
+            match c.pattern {
+                Pattern::Mdt => {
+                    c.stripe_size = u32::try_from(c.end).unwrap_or(u32::MAX);
+                    c.stripe_count = 0;
+                }
+                Pattern::Raid0 => {
+                    let (pc, ps) = prev.unwrap_or((p.stripe_count, p.stripe_size));
+                    if c.stripe_count == 0 {
+                        c.stripe_count = pc;
+                    }
+                    if c.stripe_size == 0 {
+                        c.stripe_size = ps;
+                    }
+                    if c.stripe_size < MIN_STRIPE_SIZE {
+                        c.stripe_size = MIN_STRIPE_SIZE;
+                    }
+                    prev = Some((c.stripe_count, c.stripe_size));
+                }
+            }
+        }
+        l
+    }
+
+    /// Usable OSTs: reachable and not full.
+    fn usable(&self, o: &Osp) -> bool {
+        o.is_reachable() && !o.is_full()
+    }
+
+    /// Allocates the objects of a raid0 component and marks it instantiated.
+    pub async fn instantiate(&self, c: &mut Component) -> Result<(), Errno> {
+        if c.is_init() {
+            return Ok(());
+        }
+        if c.pattern == Pattern::Mdt {
+            c.flags |= LCME_FL_INIT;
+            return Ok(());
+        }
+        let n = self.osps.len();
+        if n == 0 {
+            return Err(Errno::ENOSPC);
+        }
+        let objects = if !c.ost_list.is_empty() {
+            let mut objs = Vec::with_capacity(c.ost_list.len());
+            for &idx in &c.ost_list {
+                let osp = self.osps.get(idx as usize).ok_or(Errno::EINVAL)?;
+                match osp.take().await {
+                    Ok(o) => objs.push(o),
+                    Err(e) => {
+                        self.give_back(&objs);
+                        return Err(e);
+                    }
+                }
+            }
+            objs
+        } else {
+            let usable = self.osps.iter().filter(|o| self.usable(o)).count();
+            let want = match c.stripe_count {
+                -1 => usable.max(1),
+                k if k > 0 => (k as usize).min(n),
+                _ => 1,
+            };
+            let start = if c.stripe_offset >= 0 && (c.stripe_offset as usize) < n {
+                c.stripe_offset as usize
+            } else {
+                self.rr.fetch_add(1, Ordering::Relaxed) % n
+            };
+            let mut objs: Vec<StripeObject> = Vec::with_capacity(want);
+            let mut last_err = Errno::ENOSPC;
+            // First pass over usable OSTs, then a second pass that waits on the others.
+            for pass in 0..2 {
+                for k in 0..n {
+                    if objs.len() >= want {
+                        break;
+                    }
+                    let osp = &self.osps[(start + k) % n];
+                    if objs.iter().any(|o| o.ost_idx == osp.ost_idx) {
+                        continue;
+                    }
+                    if pass == 0 && !self.usable(osp) {
+                        continue;
+                    }
+                    match osp.take().await {
+                        Ok(o) => objs.push(o),
+                        Err(e) => last_err = e,
+                    }
+                }
+            }
+            if objs.is_empty() {
+                return Err(last_err);
+            }
+            objs
+        };
+        c.objects = objects;
+        c.flags |= LCME_FL_INIT;
+        Ok(())
+    }
+
+    /// Returns objects of a create that failed to their pools.
+    pub fn give_back(&self, objs: &[StripeObject]) {
+        for o in objs {
+            if let Some(osp) = self.osps.get(o.ost_idx as usize) {
+                osp.give_back(std::slice::from_ref(o));
+            }
+        }
+    }
+
+    /// The DoM size a new layout may use on this MDT.
+    pub fn dom_limit(&self) -> u64 {
+        self.params().dom_stripesize
+    }
+}
+
+/// Fills a template's unset fields without allocating (for `getstripe -D` style display).
+pub fn component_defaults(c: &mut Component, p: &LodParams) {
+    if c.pattern == Pattern::Raid0 {
+        if c.stripe_count == 0 {
+            c.stripe_count = p.stripe_count;
+        }
+        if c.stripe_size == 0 {
+            c.stripe_size = p.stripe_size;
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! Namespace logic (Lustre's mdd): each operation as one store transaction.
+//!
+//! Every function here runs inside [`nacre_osd::Tx`], so it either happens whole or not at
+//! all, and checks everything it needs before it changes anything. It owns the namespace's
+//! invariants: a dirent's FID names an existing inode (FID-in-dirent), every link of an inode
+//! is in its linkEA and its nlink, a directory's nlink is 2 plus its subdirectories, a
+//! directory never moves below itself.
+
+use crate::records::{self, Inode, dirent_key, parse_dirent_value};
+use nacre_core::attr::{SetAttr, SetTime};
+use nacre_core::fid::{METADATA_SEQ_WIDTH, SUPER_SEQ_WIDTH, super_seq_start};
+use nacre_core::{Attr, Errno, Fid, FileKind, Layout, StripeObject, Timespec};
+use nacre_osd::{KvRead, Table, Tx};
+
+/// `NAME_MAX`.
+pub const NAME_MAX: usize = 255;
+/// `XATTR_NAME_MAX`.
+pub const XATTR_NAME_MAX: usize = 255;
+/// `XATTR_SIZE_MAX`.
+pub const XATTR_SIZE_MAX: usize = 65536;
+/// Largest symlink target (`PATH_MAX`).
+pub const SYMLINK_MAX: usize = 4096;
+/// Hard links per inode (ldiskfs's limit with dir_nlink is 65000).
+pub const LINK_MAX: u32 = 65000;
+/// Directory depth walked when checking renames; deeper trees are refused (ELOOP).
+pub const MAX_DEPTH: usize = 4096;
+
+const KEY_SEQ: &[u8] = b"fid.seq";
+const KEY_OID: &[u8] = b"fid.next_oid";
+const KEY_SEQ_NEXT: &[u8] = b"seq.next";
+const KEY_LLOG_NEXT: &[u8] = b"llog.next";
+
+pub fn check_name(name: &[u8]) -> Result<(), Errno> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    if name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(())
+}
+
+pub fn get_inode<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Inode, Errno> {
+    match tx.get(Table::Inodes, &fid.to_bytes())? {
+        Some(v) => Inode::decode(&v),
+        None => Err(Errno::ENOENT),
+    }
+}
+
+pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<(), Errno> {
+    tx.put(Table::Inodes, &ino.fid().to_bytes(), &ino.encode())
+}
+
+pub fn lookup<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<Option<(Fid, FileKind)>, Errno> {
+    match tx.get(Table::Dirents, &dirent_key(parent, name))? {
+        Some(v) => parse_dirent_value(&v).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn get_u64(tx: &mut Tx, key: &[u8]) -> Result<Option<u64>, Errno> {
+    Ok(tx
+        .get(Table::Meta, key)?
+        .and_then(|v| v.try_into().ok())
+        .map(u64::from_le_bytes))
+}
+
+fn put_u64(tx: &mut Tx, key: &[u8], v: u64) -> Result<(), Errno> {
+    tx.put(Table::Meta, key, &v.to_le_bytes())
+}
+
+/// Takes a fresh sequence from this MDT's super-sequence.
+pub fn alloc_seq(tx: &mut Tx, mdt_idx: u32) -> Result<u64, Errno> {
+    let start = super_seq_start(mdt_idx);
+    let next = get_u64(tx, KEY_SEQ_NEXT)?.unwrap_or(start + 1);
+    if next >= start + SUPER_SEQ_WIDTH {
+        return Err(Errno::ENOSPC);
+    }
+    put_u64(tx, KEY_SEQ_NEXT, next + 1)?;
+    Ok(next)
+}
+
+/// Allocates a new metadata FID.
+pub fn alloc_fid(tx: &mut Tx, mdt_idx: u32) -> Result<Fid, Errno> {
+    let mut seq = match get_u64(tx, KEY_SEQ)? {
+        Some(s) => s,
+        None => {
+            // The first sequence of the super-sequence, reserved for metadata at format.
+            let s = super_seq_start(mdt_idx);
+            put_u64(tx, KEY_SEQ, s)?;
+            s
+        }
+    };
+    let mut oid = get_u64(tx, KEY_OID)?.unwrap_or(1);
+    if oid >= u64::from(METADATA_SEQ_WIDTH) {
+        seq = alloc_seq(tx, mdt_idx)?;
+        put_u64(tx, KEY_SEQ, seq)?;
+        oid = 1;
+    }
+    put_u64(tx, KEY_OID, oid + 1)?;
+    Ok(Fid::new(seq, oid as u32, 0))
+}
+
+/// Creates the root directory and `.lustre` at format time.
+pub fn format_root(tx: &mut Tx, now: Timespec) -> Result<(), Errno> {
+    if tx.exists(Table::Inodes, &Fid::ROOT.to_bytes())? {
+        return Ok(());
+    }
+    let root = Inode {
+        attr: Attr {
+            fid: Fid::ROOT,
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            ..Attr::default()
+        },
+        layout: None,
+        lmv: None,
+        default_layout: None,
+        default_lmv: None,
+        links: Vec::new(),
+        symlink: None,
+        lsom_valid: true,
+    };
+    put_inode(tx, &root)
+}
+
+/// What a create asks for.
+pub struct CreateArgs {
+    pub parent: Fid,
+    pub name: Vec<u8>,
+    pub mode: u32,
+    pub rdev: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub symlink: Option<Vec<u8>>,
+    /// Instantiated layout for regular files.
+    pub layout: Option<Layout>,
+    /// The new FID (allocated by the caller when it needs it early) or None.
+    pub fid: Option<Fid>,
+    pub now: Timespec,
+    /// Writer opens the new file: its MDT size is not exact until close.
+    pub open_for_write: bool,
+}
+
+/// The result of a create: the new inode, or the existing one when `open` found it.
+pub enum Created {
+    New(Inode),
+    Existing(Inode),
+}
+
+/// Creates a name and its inode. With `open_existing`, an existing regular file under that
+/// name is returned instead of EEXIST (open without O_EXCL).
+pub fn create(tx: &mut Tx, mdt_idx: u32, a: CreateArgs, open_existing: bool) -> Result<Created, Errno> {
+    check_name(&a.name)?;
+    let kind = FileKind::from_mode(a.mode).ok_or(Errno::EINVAL)?;
+    let mut parent = get_inode(tx, &a.parent)?;
+    if !parent.attr.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    if parent.attr.nlink == 0 {
+        // Removed while we looked at it.
+        return Err(Errno::ENOENT);
+    }
+    if let Some((fid, _)) = lookup(tx, &a.parent, &a.name)? {
+        let existing = get_inode(tx, &fid)?;
+        if open_existing {
+            if existing.attr.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            return Ok(Created::Existing(existing));
+        }
+        return Err(Errno::EEXIST);
+    }
+    if let Some(t) = &a.symlink {
+        if t.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if t.len() > SYMLINK_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+    }
+    let fid = match a.fid {
+        Some(f) => f,
+        None => alloc_fid(tx, mdt_idx)?,
+    };
+    let mut mode = a.mode;
+    let mut gid = a.gid;
+    if parent.attr.mode & libc::S_ISGID != 0 {
+        // BSD group semantics on set-group-ID directories.
+        gid = parent.attr.gid;
+        if kind == FileKind::Directory {
+            mode |= libc::S_ISGID;
+        }
+    }
+    let is_dir = kind == FileKind::Directory;
+    let size = a.symlink.as_ref().map_or(0, |t| t.len() as u64);
+    let ino = Inode {
+        attr: Attr {
+            fid,
+            mode,
+            nlink: if is_dir { 2 } else { 1 },
+            uid: a.uid,
+            gid,
+            size,
+            blocks: 0,
+            atime: a.now,
+            mtime: a.now,
+            ctime: a.now,
+            btime: a.now,
+            rdev: if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) { a.rdev } else { 0 },
+        },
+        layout: if kind == FileKind::Regular { a.layout } else { None },
+        lmv: None,
+        // A directory default (not the root's) is copied into new subdirectories.
+        default_layout: if is_dir && a.parent != Fid::ROOT {
+            parent.default_layout.clone()
+        } else {
+            None
+        },
+        default_lmv: None,
+        links: vec![(a.parent, a.name.clone())],
+        symlink: a.symlink,
+        lsom_valid: !a.open_for_write,
+    };
+    put_inode(tx, &ino)?;
+    tx.put(Table::Dirents, &dirent_key(&a.parent, &a.name), &records::dirent_value(&fid, kind))?;
+    if is_dir {
+        parent.attr.nlink += 1;
+    }
+    parent.attr.mtime = a.now;
+    parent.attr.ctime = a.now;
+    put_inode(tx, &parent)?;
+    Ok(Created::New(ino))
+}
+
+/// What became of an unlinked inode.
+#[derive(Debug, Default)]
+pub struct Removed {
+    pub fid: Option<Fid>,
+    /// Objects to destroy now (last link gone, not open).
+    pub destroy: Vec<StripeObject>,
+    /// Last link gone while open: kept as an orphan until the last close.
+    pub orphaned: bool,
+}
+
+/// Drops one link of `child`; removes the inode when it was the last and it is not open.
+fn drop_link(
+    tx: &mut Tx,
+    child: &mut Inode,
+    parent: &Fid,
+    name: &[u8],
+    now: Timespec,
+    is_open: &dyn Fn(&Fid) -> bool,
+) -> Result<Removed, Errno> {
+    let fid = child.fid();
+    if let Some(pos) = child.links.iter().position(|(p, n)| p == parent && n == name) {
+        child.links.remove(pos);
+    }
+    let mut out = Removed {
+        fid: Some(fid),
+        ..Removed::default()
+    };
+    if child.attr.is_dir() {
+        child.attr.nlink = 0;
+    } else {
+        child.attr.nlink = child.attr.nlink.saturating_sub(1);
+    }
+    child.attr.ctime = now;
+    if child.attr.nlink > 0 {
+        put_inode(tx, child)?;
+        return Ok(out);
+    }
+    if is_open(&fid) {
+        put_inode(tx, child)?;
+        tx.put(Table::Orphans, &fid.to_bytes(), &[])?;
+        out.orphaned = true;
+        return Ok(out);
+    }
+    out.destroy = destroy_inode(tx, child)?;
+    Ok(out)
+}
+
+/// Deletes an inode with its xattrs; returns its OST objects for the unlink log.
+pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errno> {
+    let fid = ino.fid();
+    tx.delete(Table::Inodes, &fid.to_bytes())?;
+    tx.delete(Table::Orphans, &fid.to_bytes())?;
+    let start = fid.to_bytes();
+    let end = records::xattr_prefix_end(&fid);
+    loop {
+        let batch = tx.range(Table::Xattrs, &start, &end, 256)?;
+        if batch.is_empty() {
+            break;
+        }
+        for (k, _) in batch {
+            tx.delete(Table::Xattrs, &k)?;
+        }
+    }
+    let objs: Vec<StripeObject> = ino.layout.iter().flat_map(|l| l.objects().copied()).collect();
+    if !objs.is_empty() {
+        log_destroy(tx, &fid, &objs)?;
+    }
+    Ok(objs)
+}
+
+/// Records objects to destroy once this transaction commits (the unlink llog).
+pub fn log_destroy(tx: &mut Tx, owner: &Fid, objs: &[StripeObject]) -> Result<(), Errno> {
+    let id = get_u64(tx, KEY_LLOG_NEXT)?.unwrap_or(1);
+    put_u64(tx, KEY_LLOG_NEXT, id + 1)?;
+    let rec = postcard::to_allocvec(&(owner, objs)).map_err(|_| Errno::EIO)?;
+    tx.put(Table::Llog, &id.to_be_bytes(), &rec)
+}
+
+pub fn decode_llog(v: &[u8]) -> Option<(Fid, Vec<StripeObject>)> {
+    postcard::from_bytes(v).ok()
+}
+
+/// Whether directory `dir` has entries.
+pub fn dir_has_entries(tx: &mut Tx, dir: &Fid) -> Result<bool, Errno> {
+    tx.any_in(Table::Dirents, &records::dirent_start(dir, 0), &records::dirent_end(dir))
+}
+
+pub fn unlink(
+    tx: &mut Tx,
+    parent_fid: &Fid,
+    name: &[u8],
+    want_dir: bool,
+    now: Timespec,
+    is_open: &dyn Fn(&Fid) -> bool,
+) -> Result<Removed, Errno> {
+    if name == b"." {
+        return Err(Errno::EINVAL);
+    }
+    if name == b".." {
+        return Err(Errno::ENOTEMPTY);
+    }
+    check_name(name)?;
+    let mut parent = get_inode(tx, parent_fid)?;
+    if !parent.attr.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    let (child_fid, _) = lookup(tx, parent_fid, name)?.ok_or(Errno::ENOENT)?;
+    let mut child = get_inode(tx, &child_fid)?;
+    let is_dir = child.attr.is_dir();
+    if want_dir && !is_dir {
+        return Err(Errno::ENOTDIR);
+    }
+    if !want_dir && is_dir {
+        return Err(Errno::EISDIR);
+    }
+    if is_dir && (dir_has_entries(tx, &child_fid)? || child.lmv.is_some()) {
+        return Err(Errno::ENOTEMPTY);
+    }
+    tx.delete(Table::Dirents, &dirent_key(parent_fid, name))?;
+    if is_dir {
+        parent.attr.nlink = parent.attr.nlink.saturating_sub(1).max(2);
+    }
+    parent.attr.mtime = now;
+    parent.attr.ctime = now;
+    put_inode(tx, &parent)?;
+    drop_link(tx, &mut child, parent_fid, name, now, is_open)
+}
+
+pub fn link(tx: &mut Tx, fid: &Fid, parent_fid: &Fid, name: &[u8], now: Timespec) -> Result<Inode, Errno> {
+    check_name(name)?;
+    let mut ino = get_inode(tx, fid)?;
+    if ino.attr.is_dir() {
+        return Err(Errno::EPERM);
+    }
+    if ino.attr.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    if ino.attr.nlink >= LINK_MAX {
+        return Err(Errno::EMLINK);
+    }
+    let mut parent = get_inode(tx, parent_fid)?;
+    if !parent.attr.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    if parent.attr.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    if lookup(tx, parent_fid, name)?.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let kind = ino.kind().ok_or(Errno::EIO)?;
+    tx.put(Table::Dirents, &dirent_key(parent_fid, name), &records::dirent_value(fid, kind))?;
+    ino.attr.nlink += 1;
+    ino.attr.ctime = now;
+    ino.links.push((*parent_fid, name.to_vec()));
+    put_inode(tx, &ino)?;
+    parent.attr.mtime = now;
+    parent.attr.ctime = now;
+    put_inode(tx, &parent)?;
+    Ok(ino)
+}
+
+/// Whether `ancestor` is `fid` or one of its ancestors (walking linkEA parents).
+fn is_ancestor(tx: &mut Tx, ancestor: &Fid, fid: &Fid) -> Result<bool, Errno> {
+    let mut cur = *fid;
+    for _ in 0..MAX_DEPTH {
+        if cur == *ancestor {
+            return Ok(true);
+        }
+        if cur == Fid::ROOT {
+            return Ok(false);
+        }
+        let ino = get_inode(tx, &cur)?;
+        match ino.links.first() {
+            Some((p, _)) => cur = *p,
+            None => return Ok(false),
+        }
+    }
+    Err(Errno::ELOOP)
+}
+
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+fn relink(ino: &mut Inode, from: (&Fid, &[u8]), to: (&Fid, &[u8])) {
+    match ino.links.iter_mut().find(|(p, n)| p == from.0 && n.as_slice() == from.1) {
+        Some(l) => *l = (*to.0, to.1.to_vec()),
+        None => ino.links.push((*to.0, to.1.to_vec())),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn rename(
+    tx: &mut Tx,
+    sp: &Fid,
+    sn: &[u8],
+    dp: &Fid,
+    dn: &[u8],
+    flags: u32,
+    now: Timespec,
+    is_open: &dyn Fn(&Fid) -> bool,
+) -> Result<Removed, Errno> {
+    if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+        || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+    {
+        return Err(Errno::EINVAL);
+    }
+    for n in [sn, dn] {
+        if n == b"." || n == b".." {
+            return Err(Errno::EBUSY);
+        }
+    }
+    check_name(sn)?;
+    check_name(dn)?;
+    let mut sparent = get_inode(tx, sp)?;
+    let mut dparent = if sp == dp { sparent.clone() } else { get_inode(tx, dp)? };
+    if !sparent.attr.is_dir() || !dparent.attr.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    if dparent.attr.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    let (sfid, skind) = lookup(tx, sp, sn)?.ok_or(Errno::ENOENT)?;
+    let target = lookup(tx, dp, dn)?;
+    if target.map(|t| t.0) == Some(sfid) {
+        // Both names are links to the same inode: nothing to do (POSIX).
+        return Ok(Removed::default());
+    }
+    let s_is_dir = skind == FileKind::Directory;
+    if s_is_dir && sp != dp && is_ancestor(tx, &sfid, dp)? {
+        return Err(Errno::EINVAL);
+    }
+    let mut sino = get_inode(tx, &sfid)?;
+    let mut removed = Removed::default();
+    // nlink changes of the two parents, applied at the end (they may be one directory).
+    let mut s_delta: i64 = 0;
+    let mut d_delta: i64 = 0;
+
+    if flags & RENAME_EXCHANGE != 0 {
+        let (tfid, tkind) = target.ok_or(Errno::ENOENT)?;
+        let t_is_dir = tkind == FileKind::Directory;
+        if t_is_dir && sp != dp && is_ancestor(tx, &tfid, sp)? {
+            return Err(Errno::EINVAL);
+        }
+        let mut tino = get_inode(tx, &tfid)?;
+        tx.put(Table::Dirents, &dirent_key(sp, sn), &records::dirent_value(&tfid, tkind))?;
+        tx.put(Table::Dirents, &dirent_key(dp, dn), &records::dirent_value(&sfid, skind))?;
+        relink(&mut sino, (sp, sn), (dp, dn));
+        relink(&mut tino, (dp, dn), (sp, sn));
+        sino.attr.ctime = now;
+        tino.attr.ctime = now;
+        if sp != dp && s_is_dir != t_is_dir {
+            let moved = if s_is_dir { 1 } else { -1 };
+            s_delta -= moved;
+            d_delta += moved;
+        }
+        put_inode(tx, &sino)?;
+        put_inode(tx, &tino)?;
+    } else {
+        if let Some((tfid, tkind)) = target {
+            if flags & RENAME_NOREPLACE != 0 {
+                return Err(Errno::EEXIST);
+            }
+            let t_is_dir = tkind == FileKind::Directory;
+            if s_is_dir && !t_is_dir {
+                return Err(Errno::ENOTDIR);
+            }
+            if !s_is_dir && t_is_dir {
+                return Err(Errno::EISDIR);
+            }
+            let mut tino = get_inode(tx, &tfid)?;
+            if t_is_dir && (dir_has_entries(tx, &tfid)? || tino.lmv.is_some()) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            if t_is_dir {
+                d_delta -= 1;
+            }
+            removed = drop_link(tx, &mut tino, dp, dn, now, is_open)?;
+        }
+        tx.delete(Table::Dirents, &dirent_key(sp, sn))?;
+        tx.put(Table::Dirents, &dirent_key(dp, dn), &records::dirent_value(&sfid, skind))?;
+        relink(&mut sino, (sp, sn), (dp, dn));
+        sino.attr.ctime = now;
+        if s_is_dir && sp != dp {
+            s_delta -= 1;
+            d_delta += 1;
+        }
+        put_inode(tx, &sino)?;
+    }
+    let adjust = |n: u32, d: i64| (i64::from(n) + d).max(2) as u32;
+    sparent.attr.mtime = now;
+    sparent.attr.ctime = now;
+    if sp == dp {
+        sparent.attr.nlink = adjust(sparent.attr.nlink, s_delta + d_delta);
+        put_inode(tx, &sparent)?;
+    } else {
+        sparent.attr.nlink = adjust(sparent.attr.nlink, s_delta);
+        dparent.attr.nlink = adjust(dparent.attr.nlink, d_delta);
+        dparent.attr.mtime = now;
+        dparent.attr.ctime = now;
+        put_inode(tx, &sparent)?;
+        put_inode(tx, &dparent)?;
+    }
+    Ok(removed)
+}
+
+fn resolve_time(t: SetTime, now: Timespec) -> Timespec {
+    match t {
+        SetTime::Now => now,
+        SetTime::At(ts) => ts,
+    }
+}
+
+/// Applies attribute changes. Size changes of OST objects are the client's job (it punches
+/// them); here the MDT records the new size, which is then exact.
+pub fn setattr(tx: &mut Tx, fid: &Fid, a: &SetAttr, now: Timespec) -> Result<Inode, Errno> {
+    let mut ino = get_inode(tx, fid)?;
+    if let Some(mode) = a.mode {
+        ino.attr.mode = (ino.attr.mode & libc::S_IFMT) | (mode & 0o7777);
+    }
+    if let Some(uid) = a.uid {
+        ino.attr.uid = uid;
+    }
+    if let Some(gid) = a.gid {
+        ino.attr.gid = gid;
+    }
+    if let Some(size) = a.size {
+        if ino.attr.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        if !ino.attr.is_reg() {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(l) = &ino.layout {
+            if size > l.max_size() {
+                return Err(Errno::EFBIG);
+            }
+        }
+        if size != ino.attr.size || a.mtime.is_none() {
+            ino.attr.mtime = now;
+        }
+        ino.attr.size = size;
+        ino.lsom_valid = true;
+    }
+    if let Some(t) = a.atime {
+        ino.attr.atime = resolve_time(t, now);
+    }
+    if let Some(t) = a.mtime {
+        ino.attr.mtime = resolve_time(t, now);
+    }
+    ino.attr.ctime = a.ctime.unwrap_or(now);
+    put_inode(tx, &ino)?;
+    Ok(ino)
+}
+
+pub fn set_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], value: &[u8], flags: i32, now: Timespec) -> Result<(), Errno> {
+    check_xattr_name(name)?;
+    if value.len() > XATTR_SIZE_MAX {
+        return Err(Errno::E2BIG);
+    }
+    let mut ino = get_inode(tx, fid)?;
+    let key = records::xattr_key(fid, name);
+    let exists = tx.exists(Table::Xattrs, &key)?;
+    if flags & libc::XATTR_CREATE != 0 && exists {
+        return Err(Errno::EEXIST);
+    }
+    if flags & libc::XATTR_REPLACE != 0 && !exists {
+        return Err(Errno::ENODATA);
+    }
+    tx.put(Table::Xattrs, &key, value)?;
+    ino.attr.ctime = now;
+    put_inode(tx, &ino)
+}
+
+pub fn remove_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], now: Timespec) -> Result<(), Errno> {
+    check_xattr_name(name)?;
+    let mut ino = get_inode(tx, fid)?;
+    if !tx.delete(Table::Xattrs, &records::xattr_key(fid, name))? {
+        return Err(Errno::ENODATA);
+    }
+    ino.attr.ctime = now;
+    put_inode(tx, &ino)
+}
+
+/// Names the MDT keeps: user, trusted and security namespaces. POSIX ACLs (`system.*`) are
+/// refused rather than stored and ignored.
+pub fn check_xattr_name(name: &[u8]) -> Result<(), Errno> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(if name.is_empty() { Errno::EINVAL } else { Errno::ERANGE });
+    }
+    let ok = [&b"user."[..], b"trusted.", b"security.", b"lustre."]
+        .iter()
+        .any(|p| name.starts_with(p) && name.len() > p.len());
+    if !ok {
+        return Err(Errno::ENOTSUP);
+    }
+    Ok(())
+}
+
+/// `path` of `fid` from the root, following the first link of each inode.
+pub fn fid2path<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Vec<u8>, Errno> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut cur = *fid;
+    for _ in 0..MAX_DEPTH {
+        if cur == Fid::ROOT {
+            parts.reverse();
+            return Ok(parts.join(&b'/'));
+        }
+        let ino = get_inode(tx, &cur)?;
+        let (p, n) = ino.links.first().ok_or(Errno::ENOENT)?;
+        parts.push(n.clone());
+        cur = *p;
+    }
+    Err(Errno::ELOOP)
+}

@@ -1,0 +1,10 @@
+//! The `nacre` binary's library: formatting targets, running them (one process for a
+//! laptop, one per target for a cluster), and the command line.
+//!
+//! - [`target`]: a target directory's identity file and formatting;
+//! - [`node`]: starting MGS, MDT and OST servers on a listener;
+//! - [`local`]: a whole file system in one process, as `nacre up` runs it (and tests do).
+
+pub mod local;
+pub mod node;
+pub mod target;

@@ -1,0 +1,213 @@
+//! A whole file system in one process: what `nacre up` runs and what tests start.
+//!
+//! Layout of the directory:
+//! ```text
+//! DIR/nacre.json   file system name, target counts, MGS port
+//! DIR/key          the shared key (mode 0600)
+//! DIR/mgs/         the MGS
+//! DIR/mdt0 ...     MDTs
+//! DIR/ost0 ...     OSTs
+//! ```
+//! The MGS listens on a port fixed at format time (so the mount spec printed once stays
+//! valid); MDTs and OSTs take any free port and register it with the MGS.
+
+use crate::node::{self, Served, ServerTuning};
+use crate::target::{self, TargetIdentity, write_atomic};
+use anyhow::{Context, Result, bail};
+use nacre_core::{TargetKind, TargetName};
+use nacre_mgs::Mgs;
+use nacre_rpc::Key;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub const LOCAL_FILE: &str = "nacre.json";
+pub const KEY_FILE: &str = "key";
+/// Lustre's port (988) is privileged; nacre's default MGS port sits above.
+pub const DEFAULT_MGS_PORT: u16 = 9880;
+
+/// `DIR/nacre.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalFs {
+    pub fsname: String,
+    pub mdts: u32,
+    pub osts: u32,
+    pub host: String,
+    pub mgs_port: u16,
+}
+
+impl LocalFs {
+    pub fn load(dir: &Path) -> Result<LocalFs> {
+        let p = dir.join(LOCAL_FILE);
+        let text = std::fs::read_to_string(&p)
+            .with_context(|| format!("{} holds no nacre file system (no {LOCAL_FILE})", dir.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is malformed", p.display()))
+    }
+
+    pub fn spec(&self) -> String {
+        format!("{}:{}:/{}", self.host, self.mgs_port, self.fsname)
+    }
+
+    pub fn mgs_addr(&self) -> String {
+        format!("{}:{}", self.host, self.mgs_port)
+    }
+}
+
+pub fn target_dir(dir: &Path, name: TargetName) -> PathBuf {
+    match name.kind {
+        TargetKind::Mgs => dir.join("mgs"),
+        TargetKind::Mdt => dir.join(format!("mdt{}", name.index)),
+        TargetKind::Ost => dir.join(format!("ost{}", name.index)),
+    }
+}
+
+/// Picks a free port on the loopback interface.
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Formats a new file system in `dir`. `mgs_port` 0 picks a free port.
+pub fn format(dir: &Path, fsname: &str, mdts: u32, osts: u32, mgs_port: u16) -> Result<LocalFs> {
+    if mdts == 0 {
+        bail!("a file system needs at least one MDT");
+    }
+    if mdts > 256 || osts > 1024 {
+        bail!("at most 256 MDTs and 1024 OSTs in one process");
+    }
+    target::prepare_dir(dir)?;
+    if dir.join(LOCAL_FILE).exists() {
+        bail!("{} already holds a file system", dir.display());
+    }
+    let port = if mgs_port == 0 { free_port()? } else { mgs_port };
+    let fs = LocalFs {
+        fsname: fsname.to_string(),
+        mdts,
+        osts,
+        host: "127.0.0.1".to_string(),
+        mgs_port: port,
+    };
+    let key_path = dir.join(KEY_FILE);
+    if !key_path.exists() {
+        Key::generate().save(&key_path)?;
+    }
+    let mgsnode = fs.mgs_addr();
+    target::format_target(&target_dir(dir, TargetName::mgs()), fsname, TargetName::mgs(), &mgsnode)?;
+    for i in 0..mdts {
+        let n = TargetName::mdt(i);
+        target::format_target(&target_dir(dir, n), fsname, n, &mgsnode)?;
+    }
+    for i in 0..osts {
+        let n = TargetName::ost(i);
+        target::format_target(&target_dir(dir, n), fsname, n, &mgsnode)?;
+    }
+    // Written last: its presence means the format finished.
+    write_atomic(&dir.join(LOCAL_FILE), serde_json::to_string_pretty(&fs)?.as_bytes())?;
+    Ok(fs)
+}
+
+/// A running file system.
+pub struct LocalCluster {
+    pub dir: PathBuf,
+    pub fs: LocalFs,
+    pub key: Key,
+    pub mgs: Arc<Mgs>,
+    mgs_served: Option<Served>,
+    pub mdts: Vec<Option<Served>>,
+    pub osts: Vec<Option<Served>>,
+    tuning: ServerTuning,
+}
+
+impl LocalCluster {
+    /// Starts every target of the file system in `dir`.
+    pub async fn start(dir: &Path, tuning: ServerTuning) -> Result<LocalCluster> {
+        let fs = LocalFs::load(dir)?;
+        let key = Key::load(&dir.join(KEY_FILE))?;
+        let listener = node::bind(&fs.mgs_addr()).await?;
+        let mgs_dir = target_dir(dir, TargetName::mgs());
+        TargetIdentity::load(&mgs_dir)?;
+        let (mgs, mgs_served) = node::serve_mgs(&mgs_dir, &fs.fsname, &key, listener).await?;
+        let mut c = LocalCluster {
+            dir: dir.to_path_buf(),
+            fs: fs.clone(),
+            key,
+            mgs,
+            mgs_served: Some(mgs_served),
+            mdts: (0..fs.mdts).map(|_| None).collect(),
+            osts: (0..fs.osts).map(|_| None).collect(),
+            tuning,
+        };
+        // OSTs first: MDTs set up their object pools from the OST list at start.
+        for i in 0..fs.osts {
+            c.start_ost(i).await?;
+        }
+        for i in 0..fs.mdts {
+            c.start_mdt(i).await?;
+        }
+        Ok(c)
+    }
+
+    pub fn spec(&self) -> String {
+        self.fs.spec()
+    }
+
+    pub async fn start_ost(&mut self, i: u32) -> Result<()> {
+        let name = TargetName::ost(i);
+        let d = target_dir(&self.dir, name);
+        let id = TargetIdentity::load(&d)?;
+        if id.name() != name || id.fsname != self.fs.fsname {
+            bail!("{} holds {} of '{}', expected {}", d.display(), id.name(), id.fsname, name);
+        }
+        let listener = node::bind("127.0.0.1:0").await?;
+        let s = node::serve_ost(&d, &self.fs.fsname, i, &self.key, listener, &self.tuning).await?;
+        self.mgs
+            .register(name, &s.addr.to_string())
+            .map_err(|e| anyhow::anyhow!("cannot register {name}: {e}"))?;
+        self.osts[i as usize] = Some(s);
+        Ok(())
+    }
+
+    pub async fn start_mdt(&mut self, i: u32) -> Result<()> {
+        let name = TargetName::mdt(i);
+        let d = target_dir(&self.dir, name);
+        let id = TargetIdentity::load(&d)?;
+        if id.name() != name || id.fsname != self.fs.fsname {
+            bail!("{} holds {} of '{}', expected {}", d.display(), id.name(), id.fsname, name);
+        }
+        let listener = node::bind("127.0.0.1:0").await?;
+        let s = node::serve_mdt(&d, &self.fs.fsname, i, &self.key, listener, self.mgs.subscribe(), &self.tuning).await?;
+        self.mgs
+            .register(name, &s.addr.to_string())
+            .map_err(|e| anyhow::anyhow!("cannot register {name}: {e}"))?;
+        self.mdts[i as usize] = Some(s);
+        Ok(())
+    }
+
+    /// Stops one OST (its port closes; clients see it go away).
+    pub async fn stop_ost(&mut self, i: u32) {
+        if let Some(s) = self.osts.get_mut(i as usize).and_then(Option::take) {
+            self.mgs.deregister(s.name);
+            s.stop().await;
+        }
+    }
+
+    pub async fn stop_mdt(&mut self, i: u32) {
+        if let Some(s) = self.mdts.get_mut(i as usize).and_then(Option::take) {
+            self.mgs.deregister(s.name);
+            s.stop().await;
+        }
+    }
+
+    /// Stops everything cleanly: MDTs (checkpointing their stores), OSTs, then the MGS.
+    pub async fn stop(mut self) {
+        for i in 0..self.mdts.len() {
+            self.stop_mdt(i as u32).await;
+        }
+        for i in 0..self.osts.len() {
+            self.stop_ost(i as u32).await;
+        }
+        if let Some(s) = self.mgs_served.take() {
+            s.stop().await;
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Running targets: bind a listener, open the target's store, serve its requests.
+//!
+//! The same functions run a target in `nacre up` (all in one process) and in `nacre serve`
+//! (one target per process); only how the target registers with the MGS differs.
+
+use anyhow::{Context, Result, anyhow};
+use nacre_core::TargetName;
+use nacre_mdt::{Mdt, MdtConfig};
+use nacre_mgs::Mgs;
+use nacre_osd::{MdStoreConfig, ObjStore, ObjStoreConfig};
+use nacre_ost::Ost;
+use nacre_rpc::Key;
+use nacre_rpc::conn::ConnConfig;
+use nacre_rpc::msg::FsConfig;
+use nacre_rpc::server::{ServerConfig, serve};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Binds `addr`, saying clearly when the port is taken.
+pub async fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow!("cannot listen on {addr}: the port is already in use (is another nacre or service running there?)")
+        } else {
+            anyhow!("cannot listen on {addr}: {e}")
+        }
+    })
+}
+
+enum Kind {
+    Mgs,
+    Mdt(Arc<Mdt>),
+    Ost,
+}
+
+/// A target being served.
+pub struct Served {
+    pub name: TargetName,
+    pub addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    kind: Kind,
+}
+
+impl Served {
+    /// Stops accepting, stops background work and closes the store cleanly.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        if let Kind::Mdt(m) = &self.kind {
+            m.stop().await;
+        }
+        let _ = self.task.await;
+    }
+
+    pub fn mdt(&self) -> Option<&Arc<Mdt>> {
+        match &self.kind {
+            Kind::Mdt(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn is_mgs(&self) -> bool {
+        matches!(self.kind, Kind::Mgs)
+    }
+
+    pub fn is_ost(&self) -> bool {
+        matches!(self.kind, Kind::Ost)
+    }
+}
+
+fn server_config(fsname: &str, name: TargetName, key: &Key) -> Arc<ServerConfig> {
+    Arc::new(ServerConfig {
+        fsname: fsname.to_string(),
+        target: name.full(fsname),
+        key: key.clone(),
+    })
+}
+
+pub async fn serve_mgs(dir: &Path, fsname: &str, key: &Key, listener: TcpListener) -> Result<(Arc<Mgs>, Served)> {
+    let mgs = Mgs::open(dir)?;
+    let addr = listener.local_addr()?;
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, server_config(fsname, TargetName::mgs(), key), mgs.clone(), rx));
+    Ok((
+        mgs,
+        Served {
+            name: TargetName::mgs(),
+            addr,
+            shutdown,
+            task,
+            kind: Kind::Mgs,
+        },
+    ))
+}
+
+/// Tunables of a server process.
+#[derive(Clone, Debug)]
+pub struct ServerTuning {
+    pub store: MdStoreConfig,
+    pub obj: ObjStoreConfig,
+}
+
+impl Default for ServerTuning {
+    fn default() -> Self {
+        ServerTuning {
+            store: MdStoreConfig::default(),
+            obj: ObjStoreConfig::default(),
+        }
+    }
+}
+
+pub async fn serve_mdt(
+    dir: &Path,
+    fsname: &str,
+    index: u32,
+    key: &Key,
+    listener: TcpListener,
+    config: watch::Receiver<FsConfig>,
+    tuning: &ServerTuning,
+) -> Result<Served> {
+    let name = TargetName::mdt(index);
+    let cfg = MdtConfig {
+        fsname: fsname.to_string(),
+        index,
+        dir: dir.to_path_buf(),
+        store: tuning.store.clone(),
+        conn: ConnConfig {
+            fsname: fsname.to_string(),
+            client: name.full(fsname),
+            key: key.clone(),
+            max_in_flight: 64,
+            timeout: nacre_rpc::conn::DEFAULT_TIMEOUT,
+        },
+    };
+    let mdt = Mdt::start(cfg, config)
+        .await
+        .with_context(|| format!("cannot start {}", name.full(fsname)))?;
+    let addr = listener.local_addr()?;
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, server_config(fsname, name, key), mdt.clone(), rx));
+    Ok(Served {
+        name,
+        addr,
+        shutdown,
+        task,
+        kind: Kind::Mdt(mdt),
+    })
+}
+
+pub async fn serve_ost(
+    dir: &Path,
+    fsname: &str,
+    index: u32,
+    key: &Key,
+    listener: TcpListener,
+    tuning: &ServerTuning,
+) -> Result<Served> {
+    let name = TargetName::ost(index);
+    let store = ObjStore::open(dir, tuning.obj.clone())
+        .with_context(|| format!("cannot open the objects of {} in {}", name.full(fsname), dir.display()))?;
+    let ost = Arc::new(Ost::new(index, store));
+    let addr = listener.local_addr()?;
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, server_config(fsname, name, key), ost, rx));
+    Ok(Served {
+        name,
+        addr,
+        shutdown,
+        task,
+        kind: Kind::Ost,
+    })
+}

@@ -1,0 +1,166 @@
+//! The client library against a real one-process file system: namespace operations,
+//! striped I/O, sizes, persistence across a restart.
+
+use bytes::Bytes;
+use nacre::local::{self, LocalCluster};
+use nacre::node::ServerTuning;
+use nacre_client::{Client, MountSpec};
+use nacre_core::attr::SetAttr;
+use nacre_core::{Errno, Fid, Layout};
+use nacre_rpc::msg::{Cred, LayoutRequest, OpenFlags};
+use std::sync::Arc;
+
+const FILE: u32 = libc::S_IFREG | 0o644;
+const DIR: u32 = libc::S_IFDIR | 0o755;
+
+async fn mount(c: &LocalCluster) -> Arc<Client> {
+    let spec = MountSpec::parse(&c.spec(), c.key.clone(), "test-client").expect("spec");
+    Client::mount(spec).await.expect("mount")
+}
+
+fn rw() -> OpenFlags {
+    OpenFlags {
+        read: true,
+        write: true,
+        ..OpenFlags::default()
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_io_and_restart() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+    let dir = tempfile::tempdir().expect("tmp");
+    local::format(dir.path(), "testfs", 1, 3, 0).expect("format");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let c = mount(&cluster).await;
+    let cred = Cred::root();
+    let root = c.root();
+
+    // Directories and a striped file.
+    let (d, _) = c
+        .create(root, b"dir", DIR, 0, &cred, None, LayoutRequest::Inherit, None, false)
+        .await
+        .expect("mkdir");
+    assert_eq!(
+        c.create(root, b"dir", DIR, 0, &cred, None, LayoutRequest::Inherit, None, false)
+            .await
+            .err(),
+        Some(Errno::EEXIST)
+    );
+    let layout = Layout::plain(3, 65536, -1);
+    let (fi, h) = c
+        .create(d.attr.fid, b"striped", FILE, 0, &cred, None, LayoutRequest::Explicit(layout), Some(rw()), true)
+        .await
+        .expect("create");
+    let l = fi.layout.clone().expect("layout");
+    assert_eq!(l.components[0].objects.len(), 3);
+    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), Some(l));
+    let data = pattern(1_000_003, 7);
+    c.write(&f, 0, Bytes::from(data.clone())).await.expect("write");
+    // Sparse write far away.
+    c.write(&f, 5 << 30, Bytes::from_static(b"tail")).await.expect("far write");
+    let back = c.read(&f, 0, data.len() as u64).await.expect("read");
+    assert_eq!(&back[..], &data[..]);
+    let hole = c.read(&f, 3 << 30, 16).await.expect("hole");
+    assert_eq!(&hole[..], &[0u8; 16]);
+    let st = c.getattr(fi.attr.fid).await.expect("stat");
+    assert_eq!(st.attr.size, (5 << 30) + 4);
+    let eof = c.read(&f, (5 << 30) + 2, 100).await.expect("eof read");
+    assert_eq!(&eof[..], b"il");
+    c.release(&f).await.expect("close");
+    let st = c.lookup(d.attr.fid, b"striped").await.expect("lookup");
+    assert!(st.size_authoritative, "size exact after the last writer closed");
+    assert_eq!(st.attr.size, (5 << 30) + 4);
+
+    // Truncate down and up.
+    c.setattr(fi.attr.fid, SetAttr { size: Some(100), ..SetAttr::default() }, &cred)
+        .await
+        .expect("truncate");
+    let (f2, info) = c.open(fi.attr.fid, rw()).await.expect("open");
+    assert_eq!(info.attr.size, 100);
+    assert_eq!(&c.read(&f2, 0, 1000).await.expect("read")[..], &data[..100]);
+    c.release(&f2).await.expect("close");
+    c.setattr(fi.attr.fid, SetAttr { size: Some(300_000), ..SetAttr::default() }, &cred)
+        .await
+        .expect("extend");
+    assert_eq!(c.getattr(fi.attr.fid).await.expect("stat").attr.size, 300_000);
+    let (f3, _) = c.open(fi.attr.fid, rw()).await.expect("open");
+    let ext = c.read(&f3, 0, 400_000).await.expect("read");
+    assert_eq!(ext.len(), 300_000);
+    assert!(ext[100..].iter().all(|b| *b == 0));
+    c.release(&f3).await.expect("close");
+
+    // Links, symlinks, rename, xattrs, readdir, fid2path.
+    c.link(fi.attr.fid, root, b"hard", &cred).await.expect("link");
+    assert_eq!(c.getattr(fi.attr.fid).await.expect("stat").attr.nlink, 2);
+    c.create(root, b"sym", libc::S_IFLNK | 0o777, 0, &cred, Some(b"dir/striped"), LayoutRequest::Inherit, None, false)
+        .await
+        .expect("symlink");
+    let s = c.lookup(root, b"sym").await.expect("lookup");
+    assert_eq!(c.readlink(s.attr.fid).await.expect("readlink"), b"dir/striped");
+    c.rename(root, b"hard", d.attr.fid, b"moved", 0, &cred).await.expect("rename");
+    c.setxattr(fi.attr.fid, b"user.colour", b"blue", 0, &cred).await.expect("setxattr");
+    assert_eq!(c.getxattr(fi.attr.fid, b"user.colour").await.expect("get"), b"blue");
+    assert_eq!(c.getxattr(fi.attr.fid, b"user.none").await.err(), Some(Errno::ENODATA));
+    let (ents, eof) = c.readdir(d.attr.fid, 0, 100).await.expect("readdir");
+    assert!(eof);
+    let mut names: Vec<_> = ents.iter().map(|e| String::from_utf8_lossy(&e.name).to_string()).collect();
+    names.sort();
+    assert_eq!(names, vec!["moved", "striped"]);
+    assert_eq!(c.fid2path(fi.attr.fid).await.expect("fid2path"), b"dir/striped");
+    assert_eq!(c.rmdir(root, b"dir", &cred).await.err(), Some(Errno::ENOTEMPTY));
+    // Renaming a directory under itself.
+    assert_eq!(c.rename(root, b"dir", d.attr.fid, b"inside", 0, &cred).await.err(), Some(Errno::EINVAL));
+
+    // Many files: readdir pages with stable cookies.
+    for i in 0..300 {
+        c.create(d.attr.fid, format!("f{i:04}").as_bytes(), FILE, 0, &cred, None, LayoutRequest::Inherit, None, false)
+            .await
+            .expect("create");
+    }
+    let mut cookie = 0;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let (ents, eof) = c.readdir(d.attr.fid, cookie, 64).await.expect("readdir");
+        for e in &ents {
+            assert!(seen.insert(e.name.clone()), "duplicate {:?}", e.name);
+            cookie = e.cookie;
+        }
+        if eof {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 302);
+
+    let fid: Fid = fi.attr.fid;
+    cluster.stop().await;
+
+    // Everything survives a clean restart.
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("restart");
+    let c = mount(&cluster).await;
+    let st = c.getattr(fid).await.expect("stat after restart");
+    assert_eq!(st.attr.size, 300_000);
+    assert_eq!(st.attr.nlink, 2);
+    let (f4, _) = c.open(fid, rw()).await.expect("open");
+    assert_eq!(&c.read(&f4, 0, 100).await.expect("read")[..], &data[..100]);
+    c.release(&f4).await.expect("close");
+    c.unlink(d.attr.fid, b"striped", &cred).await.expect("unlink");
+    c.unlink(d.attr.fid, b"moved", &cred).await.expect("unlink");
+    assert_eq!(c.getattr(fid).await.err(), Some(Errno::ESTALE));
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_key_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    local::format(dir.path(), "testfs", 1, 1, 0).expect("format");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let spec = MountSpec::parse(&cluster.spec(), nacre_rpc::Key::generate(), "intruder").expect("spec");
+    let err = Client::mount(spec).await.err().expect("must be refused").to_string();
+    assert!(err.contains("does not hold the key"), "{err}");
+    cluster.stop().await;
+}

@@ -1,0 +1,140 @@
+//! The object storage target (Lustre's ofd): serves object reads, writes, truncates,
+//! destroys, syncs and statfs over the wire, and precreates objects for the MDTs.
+//!
+//! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
+//! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
+
+use bytes::Bytes;
+use nacre_core::fid::DATA_SEQ_WIDTH;
+use nacre_core::Errno;
+use nacre_osd::ObjStore;
+use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
+use nacre_rpc::server::{RequestCtx, Service};
+use std::sync::Arc;
+
+/// Largest read one request may ask for (matches the frame bulk limit with room to spare).
+pub const MAX_READ: u32 = 32 << 20;
+/// Objects one precreate request may add.
+pub const MAX_PRECREATE: u32 = 20_000;
+
+pub struct Ost {
+    pub index: u32,
+    store: Arc<ObjStore>,
+}
+
+impl Ost {
+    pub fn new(index: u32, store: ObjStore) -> Ost {
+        Ost {
+            index,
+            store: Arc::new(store),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<ObjStore> {
+        &self.store
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ObjStore) -> Result<T, Errno> + Send + 'static,
+    ) -> Result<T, Errno> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|_| Errno::EIO)?
+    }
+
+    fn statfs(&self) -> Result<StatFs, Errno> {
+        let st = self.store.statfs()?;
+        let frsize = st.f_frsize as u64;
+        Ok(StatFs {
+            bsize: 4096,
+            blocks: st.f_blocks as u64 * frsize / 4096,
+            bfree: st.f_bfree as u64 * frsize / 4096,
+            bavail: st.f_bavail as u64 * frsize / 4096,
+            files: st.f_files as u64,
+            ffree: st.f_ffree as u64,
+            namelen: 255,
+        })
+    }
+}
+
+impl Service for Ost {
+    async fn handle(self: Arc<Self>, _ctx: RequestCtx, req: Request, bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+        let none = Bytes::new();
+        match req {
+            Request::Ping => Ok((Reply::Pong { target: format!("OST{:04x}", self.index) }, none)),
+            Request::OstWrite { obj, parent, offset } => {
+                offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
+                let n = self.blocking(move |s| s.write(&obj, &parent, offset, &bulk)).await?;
+                Ok((Reply::Written(n), none))
+            }
+            Request::OstRead { obj, offset, len } => {
+                if len > MAX_READ {
+                    return Err(Errno::EINVAL);
+                }
+                let data = self.blocking(move |s| s.read(&obj, offset, len as usize)).await?;
+                Ok((Reply::Ok, Bytes::from(data)))
+            }
+            Request::OstGetattr { objs } => {
+                let attrs = self
+                    .blocking(move |s| {
+                        Ok(objs
+                            .iter()
+                            .map(|o| {
+                                s.getattr(o)
+                                    .ok()
+                                    .map(|(size, blocks, mtime)| ObjAttr { size, blocks, mtime })
+                            })
+                            .collect())
+                    })
+                    .await?;
+                Ok((Reply::ObjAttrs(attrs), none))
+            }
+            Request::OstPunch { obj, size } => {
+                self.blocking(move |s| s.punch(&obj, size)).await?;
+                Ok((Reply::Ok, none))
+            }
+            Request::OstDestroy { objs } => {
+                self.blocking(move |s| {
+                    for o in &objs {
+                        s.destroy(o)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+                Ok((Reply::Ok, none))
+            }
+            Request::OstSync { objs } => {
+                self.blocking(move |s| {
+                    for o in &objs {
+                        match s.sync(o) {
+                            Ok(()) | Err(Errno::ENOENT) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(())
+                })
+                .await?;
+                Ok((Reply::Ok, none))
+            }
+            Request::OstStatfs | Request::Statfs => Ok((Reply::Statfs(self.statfs()?), none)),
+            Request::OstPrecreate { seq, last } => {
+                if last > DATA_SEQ_WIDTH || seq < nacre_core::fid::FID_SEQ_NORMAL {
+                    return Err(Errno::EINVAL);
+                }
+                let cur = self.blocking(move |s| s.last_id(seq)).await?;
+                if last.saturating_sub(cur) > MAX_PRECREATE {
+                    return Err(Errno::EINVAL);
+                }
+                let id = self.blocking(move |s| s.precreate(seq, last)).await?;
+                Ok((Reply::LastId(id), none))
+            }
+            Request::OstGetLastId { seq } => {
+                let id = self.blocking(move |s| s.last_id(seq)).await?;
+                Ok((Reply::LastId(id), none))
+            }
+            _ => Err(Errno::EPROTO),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! An import: a client's lasting link to one named target, as Lustre calls it.
+//!
+//! It resolves the target's address from the MGS configuration, connects on first use,
+//! and after a lost connection reconnects (the address may have changed if the target
+//! restarted). Idempotent requests are resent until the recovery deadline; others fail at
+//! once with the transport error, since they may already have run. Nothing waits forever:
+//! every path ends in a reply or an error within the deadline.
+
+use crate::conn::{Conn, ConnConfig};
+use crate::error::RpcError;
+use crate::msg::{FsConfig, Reply, Request};
+use bytes::Bytes;
+use nacre_core::{TargetKind, TargetName};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long an import keeps trying to reach its target before failing a request (EIO).
+pub const DEFAULT_RECOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+const BACKOFF_START: Duration = Duration::from_millis(20);
+const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+
+pub struct Import {
+    target: TargetName,
+    cfg: ConnConfig,
+    config: watch::Receiver<FsConfig>,
+    conn: tokio::sync::Mutex<Option<Conn>>,
+    recovery: parking_lot::Mutex<Duration>,
+}
+
+impl Import {
+    pub fn new(target: TargetName, cfg: ConnConfig, config: watch::Receiver<FsConfig>) -> Import {
+        Import {
+            target,
+            cfg,
+            config,
+            conn: tokio::sync::Mutex::new(None),
+            recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
+        }
+    }
+
+    pub fn target(&self) -> TargetName {
+        self.target
+    }
+
+    pub fn set_recovery_timeout(&self, d: Duration) {
+        *self.recovery.lock() = d;
+    }
+
+    pub fn recovery_timeout(&self) -> Duration {
+        *self.recovery.lock()
+    }
+
+    /// The target's address in the current configuration, if it is registered and active.
+    pub fn address(&self) -> Option<String> {
+        let c = self.config.borrow();
+        let list = match self.target.kind {
+            TargetKind::Mdt => &c.mdts,
+            TargetKind::Ost => &c.osts,
+            TargetKind::Mgs => return None,
+        };
+        list.iter()
+            .find(|t| t.name == self.target && t.active)
+            .map(|t| t.addr.clone())
+    }
+
+    /// Whether a connection is up right now.
+    pub async fn is_connected(&self) -> bool {
+        self.conn.lock().await.as_ref().is_some_and(|c| !c.is_closed())
+    }
+
+    /// Adjusts in-flight bound for future connections (`max_rpcs_in_flight`).
+    pub fn config_for_new_connections(&self) -> &ConnConfig {
+        &self.cfg
+    }
+
+    async fn connection(&self) -> Result<Conn, RpcError> {
+        let mut g = self.conn.lock().await;
+        if let Some(c) = g.as_ref() {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        let addr = self.address().ok_or_else(|| RpcError::Disconnected {
+            peer: self.target.short(),
+            reason: format!("{} is not registered with the MGS or is down", self.target),
+        })?;
+        let c = Conn::connect(&addr, &self.cfg).await?;
+        *g = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Drops the current connection (after a protocol error, or to force a reconnect).
+    pub async fn reset(&self) {
+        *self.conn.lock().await = None;
+    }
+
+    /// Sends `req`; resends idempotent requests across reconnects until the deadline.
+    pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
+        let deadline = Instant::now() + self.recovery_timeout();
+        let mut backoff = BACKOFF_START;
+        loop {
+            let res = match self.connection().await {
+                Ok(c) => {
+                    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+                    let r = c.call_with_timeout(req, bulk.clone(), left.min(self.cfg.timeout)).await;
+                    if let Err(e) = &r {
+                        if e.is_transport() {
+                            self.reset().await;
+                        }
+                    }
+                    // A non-idempotent request that may have run is not sent again.
+                    if matches!(&r, Err(e) if e.is_transport()) && !req.is_idempotent() {
+                        return r;
+                    }
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            match res {
+                Err(e) if e.is_transport() && Instant::now() < deadline => {
+                    tracing::debug!(target: "rpc", "{}: {e}; retrying", self.target);
+                    let mut changed = self.config.clone();
+                    // Wake early if the MGS announces a new address.
+                    let _ = tokio::time::timeout(backoff, changed.changed()).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+                Err(e) if e.is_transport() => {
+                    return Err(RpcError::Disconnected {
+                        peer: self.target.short(),
+                        reason: format!(
+                            "no answer from {} within {}s: {e}",
+                            self.target,
+                            self.recovery_timeout().as_secs()
+                        ),
+                    });
+                }
+                other => return other,
+            }
+        }
+    }
+}
