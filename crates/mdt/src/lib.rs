@@ -88,16 +88,47 @@ impl Mdt {
                 .await
                 .map_err(|e| setup(format!("cannot create the root directory: {e}")))?;
         }
-        // One pool per OST known now; each in this MDT's own data sequence.
+        let (shutdown, sd_rx) = watch::channel(false);
+        let mdt = Arc::new(Mdt {
+            index: cfg.index,
+            fsname: cfg.fsname.clone(),
+            dir: cfg.dir.clone(),
+            store,
+            lod: Lod::new(Vec::new()),
+            opens: OpenTable::new(),
+            llog_kick: Notify::new(),
+            shutdown,
+        });
+        let cc = cfg.conn.clone();
+        mdt.add_osts(&config, &cc, &sd_rx)
+            .await
+            .map_err(|e| setup(format!("cannot set up OST pools: {e}")))?;
+        mdt.clean_orphans().await;
+        tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
+        tokio::spawn(mdt.clone().follow_osts(config, cc, sd_rx));
+        Ok(mdt)
+    }
+
+    /// Creates the proxy (and its data sequence) of every OST in `config` not yet known.
+    async fn add_osts(
+        &self,
+        config: &watch::Receiver<FsConfig>,
+        conn: &ConnConfig,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<(), Errno> {
         let osts: Vec<TargetName> = config.borrow().osts.iter().map(|t| t.name).collect();
-        let mut osps = Vec::new();
-        for (i, t) in osts.iter().enumerate() {
-            if t.index as usize != i {
-                return Err(setup(format!("OST indices must be contiguous from 0 (found {})", t.short())));
-            }
+        for t in osts {
             let idx = t.index;
-            let mdt_idx = cfg.index;
-            let (seq, next) = store
+            if (idx as usize) < self.lod.ost_count() {
+                continue;
+            }
+            if idx as usize != self.lod.ost_count() {
+                // Wait for the lower indices to register first.
+                break;
+            }
+            let mdt_idx = self.index;
+            let (seq, next) = self
+                .store
                 .write(move |tx| {
                     let kseq = format!("osp.{idx}.seq").into_bytes();
                     let knext = format!("osp.{idx}.next").into_bytes();
@@ -116,28 +147,33 @@ impl Mdt {
                     };
                     Ok((seq, next))
                 })
-                .await
-                .map_err(|e| setup(format!("cannot set up the pool of OST{idx:04x}: {e}")))?;
-            let import = Arc::new(Import::new(*t, cfg.conn.clone(), config.clone()));
-            osps.push(Osp::new(idx, import, seq, next));
+                .await?;
+            let import = Arc::new(Import::new(t, conn.clone(), config.clone()));
+            let osp = Osp::new(idx, import, seq, next);
+            tokio::spawn(osp.clone().run(shutdown.clone()));
+            self.lod.add_osp(osp);
+            tracing::info!(target: "mdt", "MDT{:04x}: using OST{idx:04x}", self.index);
         }
-        let (shutdown, sd_rx) = watch::channel(false);
-        let mdt = Arc::new(Mdt {
-            index: cfg.index,
-            fsname: cfg.fsname.clone(),
-            dir: cfg.dir.clone(),
-            store,
-            lod: Lod::new(osps.clone()),
-            opens: OpenTable::new(),
-            llog_kick: Notify::new(),
-            shutdown,
-        });
-        for osp in osps {
-            tokio::spawn(osp.run(sd_rx.clone()));
+        Ok(())
+    }
+
+    /// Adds OSTs that join later (a cluster whose OSTs start after the MDT).
+    async fn follow_osts(
+        self: Arc<Self>,
+        mut config: watch::Receiver<FsConfig>,
+        conn: ConnConfig,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            tokio::select! {
+                r = config.changed() => if r.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+            let cur = config.clone();
+            if let Err(e) = self.add_osts(&cur, &conn, &shutdown).await {
+                tracing::warn!(target: "mdt", "MDT{:04x}: {e}", self.index);
+            }
         }
-        mdt.clean_orphans().await;
-        tokio::spawn(mdt.clone().llog_loop(sd_rx));
-        Ok(mdt)
     }
 
     pub fn store(&self) -> &MdStore {
@@ -239,7 +275,7 @@ impl Mdt {
                 }
                 let mut failed = false;
                 for (ost, fids) in by_ost {
-                    let Some(osp) = self.lod.osps.get(ost as usize) else { continue };
+                    let Some(osp) = self.lod.osp(ost) else { continue };
                     if let Err(e) = osp.destroy(fids).await {
                         tracing::debug!(target: "mdt", "destroy on OST{ost:04x} deferred: {e}");
                         failed = true;

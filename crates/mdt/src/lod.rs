@@ -11,7 +11,7 @@ use nacre_core::layout::{
     Pattern,
 };
 use nacre_core::{Errno, StripeObject};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -36,7 +36,8 @@ impl Default for LodParams {
 }
 
 pub struct Lod {
-    pub osps: Vec<Arc<Osp>>,
+    /// One proxy per OST, by index; grows when OSTs join.
+    osps: RwLock<Vec<Arc<Osp>>>,
     params: Mutex<LodParams>,
     rr: AtomicUsize,
 }
@@ -44,7 +45,7 @@ pub struct Lod {
 impl Lod {
     pub fn new(osps: Vec<Arc<Osp>>) -> Lod {
         Lod {
-            osps,
+            osps: RwLock::new(osps),
             params: Mutex::new(LodParams::default()),
             // Spread the first files of different MDTs over different OSTs.
             rr: AtomicUsize::new(rand::random::<u16>() as usize),
@@ -60,7 +61,23 @@ impl Lod {
     }
 
     pub fn ost_count(&self) -> usize {
-        self.osps.len()
+        self.osps.read().len()
+    }
+
+    pub fn osps(&self) -> Vec<Arc<Osp>> {
+        self.osps.read().clone()
+    }
+
+    pub fn osp(&self, idx: u32) -> Option<Arc<Osp>> {
+        self.osps.read().get(idx as usize).cloned()
+    }
+
+    /// Adds the proxy of a newly joined OST (indices arrive in order).
+    pub fn add_osp(&self, osp: Arc<Osp>) {
+        let mut v = self.osps.write();
+        if osp.ost_idx as usize == v.len() {
+            v.push(osp);
+        }
     }
 
     /// The layout a new file gets: the first of `explicit`, `parent_default`,
@@ -117,14 +134,15 @@ impl Lod {
             c.flags |= LCME_FL_INIT;
             return Ok(());
         }
-        let n = self.osps.len();
+        let osps = self.osps();
+        let n = osps.len();
         if n == 0 {
             return Err(Errno::ENOSPC);
         }
         let objects = if !c.ost_list.is_empty() {
             let mut objs = Vec::with_capacity(c.ost_list.len());
             for &idx in &c.ost_list {
-                let osp = self.osps.get(idx as usize).ok_or(Errno::EINVAL)?;
+                let osp = osps.get(idx as usize).ok_or(Errno::EINVAL)?;
                 match osp.take().await {
                     Ok(o) => objs.push(o),
                     Err(e) => {
@@ -135,7 +153,7 @@ impl Lod {
             }
             objs
         } else {
-            let usable = self.osps.iter().filter(|o| self.usable(o)).count();
+            let usable = osps.iter().filter(|o| self.usable(o)).count();
             let want = match c.stripe_count {
                 -1 => usable.max(1),
                 k if k > 0 => (k as usize).min(n),
@@ -154,7 +172,7 @@ impl Lod {
                     if objs.len() >= want {
                         break;
                     }
-                    let osp = &self.osps[(start + k) % n];
+                    let osp = &osps[(start + k) % n];
                     if objs.iter().any(|o| o.ost_idx == osp.ost_idx) {
                         continue;
                     }
@@ -180,7 +198,7 @@ impl Lod {
     /// Returns objects of a create that failed to their pools.
     pub fn give_back(&self, objs: &[StripeObject]) {
         for o in objs {
-            if let Some(osp) = self.osps.get(o.ost_idx as usize) {
+            if let Some(osp) = self.osp(o.ost_idx) {
                 osp.give_back(std::slice::from_ref(o));
             }
         }

@@ -1,1 +1,235 @@
-fn main() {}
+//! `nacre`: servers, client mount, Lustre-style tools and benchmarks in one binary.
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use nacre::cmd;
+use nacre_core::TargetKind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "nacre",
+    version,
+    about = "A parallel file system with Lustre's architecture, in user space",
+    long_about = "nacre runs a Lustre-style file system (MGS, MDTs, OSTs, clients) entirely in user space.\n\n\
+Quick start on one machine:\n  nacre up /tmp/fs --mount /mnt/nacre --background   # format, start, mount\n  \
+nacre lfs df -h /mnt/nacre                          # space per target\n  nacre down /tmp/fs                                  # unmount and stop\n\n\
+A cluster: `nacre format` each target, `nacre serve` each one on its node, `nacre mount HOST:PORT:/fsname MNT --key KEY` on clients."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Format (if new) and run a whole file system on this machine, mounted at MNT
+    #[command(long_about = "Formats DIR if it holds no file system (1 MDT and 4 OSTs by default), starts the MGS, MDTs and \
+OSTs on 127.0.0.1 in this process and mounts the file system at MNT. It prints the spec other clients mount with \
+(HOST:PORT:/fsname). With --background it returns once the mount is ready; `nacre down DIR` stops it.\n\n\
+Example: nacre up /tmp/fs --mount /mnt/nacre --osts 2 --background")]
+    Up(UpCli),
+    /// Unmount and stop a file system started with `nacre up`
+    Down {
+        /// The directory given to `nacre up`
+        dir: PathBuf,
+        /// Kill the process if it does not stop within a minute
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show a file system's spec, its targets and their state
+    Status {
+        /// The directory given to `nacre up`
+        dir: PathBuf,
+    },
+    /// Format one target directory (cluster use)
+    #[command(long_about = "Formats one target for a multi-process or multi-node file system.\n\n\
+Example cluster on three shells:\n  nacre format --mgs --fsname demo /srv/mgs          # makes /srv/mgs/key\n  \
+nacre format --mdt --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/mdt0\n  \
+nacre format --ost --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/ost0\n  \
+nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serve /srv/mdt0")]
+    Format(FormatCli),
+    /// Serve one formatted target until interrupted (cluster use)
+    Serve {
+        /// A directory made by `nacre format`
+        dir: PathBuf,
+        /// Address to listen on (default: the MGS's own address for an MGS, any port otherwise)
+        #[arg(long)]
+        listen: Option<String>,
+        /// The file system key (default: DIR/key)
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Memory budget of this server process
+        #[arg(long, default_value = "1G", value_parser = cmd::parse_size_arg)]
+        memory: u64,
+    },
+    /// Mount a file system: SPEC is HOST:PORT:/fsname (with --key) or an `up` directory
+    Mount {
+        spec: String,
+        mountpoint: PathBuf,
+        /// The file system key
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Return once mounted and keep serving in the background
+        #[arg(short, long)]
+        background: bool,
+        /// Seconds the kernel may cache names and attributes
+        #[arg(long, default_value_t = 1.0)]
+        attr_timeout: f64,
+        #[arg(long = "daemon-child", hide = true)]
+        child: bool,
+    },
+    /// Unmount a client mounted with `nacre mount`
+    Umount { mountpoint: PathBuf },
+}
+
+#[derive(Args)]
+struct UpCli {
+    /// Directory holding the file system (created and formatted if new)
+    dir: PathBuf,
+    /// Where to mount it
+    #[arg(long)]
+    mount: PathBuf,
+    /// MDTs of a new file system [default: 1]
+    #[arg(long)]
+    mdts: Option<u32>,
+    /// OSTs of a new file system [default: 4]
+    #[arg(long)]
+    osts: Option<u32>,
+    /// Name of a new file system (at most 8 characters)
+    #[arg(long, default_value = "nacre")]
+    fsname: String,
+    /// MGS port of a new file system [default: 9880, or a free port if taken]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Return once mounted; the file system keeps running in the background
+    #[arg(short, long)]
+    background: bool,
+    /// Memory budget of the whole process
+    #[arg(long, default_value = "1G", value_parser = cmd::parse_size_arg)]
+    memory: u64,
+    /// Seconds the kernel may cache names and attributes
+    #[arg(long, default_value_t = 1.0)]
+    attr_timeout: f64,
+    #[arg(long = "daemon-child", hide = true)]
+    child: bool,
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false, id = "kind")]
+struct KindArgs {
+    /// Format a management service
+    #[arg(long)]
+    mgs: bool,
+    /// Format a metadata target
+    #[arg(long)]
+    mdt: bool,
+    /// Format an object storage target
+    #[arg(long)]
+    ost: bool,
+}
+
+#[derive(Args)]
+struct FormatCli {
+    #[command(flatten)]
+    kind: KindArgs,
+    /// Target index (MDT or OST)
+    #[arg(long, default_value_t = 0)]
+    index: u32,
+    /// File system name (at most 8 characters)
+    #[arg(long)]
+    fsname: String,
+    /// The MGS address HOST:PORT (for an MGS: the address it will serve on)
+    #[arg(long)]
+    mgsnode: Option<String>,
+    /// The file system key (required for MDTs and OSTs; an MGS makes one if absent)
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// The target directory
+    dir: PathBuf,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.clamp(0.0, 3600.0))
+}
+
+fn init_logging(server: bool) {
+    let default = if server { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NACRE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Command::Up(u) => {
+            init_logging(u.child);
+            cmd::up::run_up(cmd::up::UpArgs {
+                dir: u.dir,
+                mount: u.mount,
+                mdts: u.mdts,
+                osts: u.osts,
+                fsname: u.fsname,
+                port: u.port,
+                background: u.background,
+                memory: u.memory,
+                attr_timeout: secs(u.attr_timeout),
+                child: u.child,
+            })
+        }
+        Command::Down { dir, force } => {
+            init_logging(false);
+            cmd::up::run_down(&dir, force)
+        }
+        Command::Status { dir } => {
+            init_logging(false);
+            cmd::up::run_status(&dir)
+        }
+        Command::Format(f) => {
+            init_logging(false);
+            let kind = if f.kind.mgs {
+                TargetKind::Mgs
+            } else if f.kind.mdt {
+                TargetKind::Mdt
+            } else {
+                TargetKind::Ost
+            };
+            cmd::cluster::run_format(cmd::cluster::FormatArgs {
+                dir: f.dir,
+                kind,
+                index: f.index,
+                fsname: f.fsname,
+                mgsnode: f.mgsnode,
+                key: f.key,
+            })
+        }
+        Command::Serve { dir, listen, key, memory } => {
+            init_logging(true);
+            cmd::cluster::run_serve(cmd::cluster::ServeArgs { dir, listen, key, memory })
+        }
+        Command::Mount { spec, mountpoint, key, background, attr_timeout, child } => {
+            init_logging(child);
+            cmd::mount::run_mount(cmd::mount::MountArgs {
+                spec,
+                mountpoint,
+                key,
+                background,
+                attr_timeout: secs(attr_timeout),
+                child,
+            })
+        }
+        Command::Umount { mountpoint } => {
+            init_logging(false);
+            cmd::mount::run_umount(&mountpoint)
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("nacre: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,778 @@
+//! The FUSE mount, Lustre's llite: POSIX calls from the kernel become client-library calls.
+//!
+//! Each request runs as a task on the client's runtime and replies when done, so a slow
+//! target never blocks the threads reading `/dev/fuse`. The kernel checks permissions
+//! (`default_permissions`) and caches entries and attributes for a short, tunable time;
+//! opening a file fetches fresh attributes and, when the file changed since the kernel last
+//! saw it, drops its cached pages and attributes: close-to-open coherence between clients.
+
+use bytes::Bytes;
+use fuser::{
+    AccessFlags, Errno as FErrno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags as FOpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use nacre_client::Client;
+use nacre_client::file::OpenFile;
+use nacre_core::attr::{SetAttr, SetTime};
+use nacre_core::{Attr, Errno, Fid, FileKind, Timespec};
+use nacre_rpc::msg::{Cred, InodeInfo, LayoutRequest, OpenFlags};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// The kernel's inode number of the root.
+const ROOT_INO: u64 = 1;
+/// Largest write the kernel sends in one request.
+pub const MAX_WRITE: u32 = 1 << 20;
+/// Directory entries fetched per readdir request.
+const READDIR_BATCH: u32 = 256;
+
+/// Mount options.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// How long the kernel may trust attributes and names without asking.
+    pub attr_timeout: Duration,
+    /// Threads reading `/dev/fuse`.
+    pub threads: usize,
+    /// Let users other than the mounter use the mount (needs root or `user_allow_other`).
+    pub allow_other: bool,
+    pub fsname: String,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            attr_timeout: Duration::from_secs(1),
+            threads: 2,
+            allow_other: true,
+            fsname: "nacre".to_string(),
+        }
+    }
+}
+
+/// What the kernel was last told about an inode: to decide on open whether its cached
+/// pages are still good.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    size: u64,
+    mtime: Timespec,
+    ctime: Timespec,
+}
+
+struct InodeEntry {
+    fid: Fid,
+    lookups: u64,
+    seen: Option<Seen>,
+}
+
+struct Llite {
+    client: Arc<Client>,
+    rt: tokio::runtime::Handle,
+    ttl: Duration,
+    inodes: Mutex<HashMap<u64, InodeEntry>>,
+    files: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    next_fh: AtomicU64,
+    notifier: Mutex<Option<fuser::Notifier>>,
+}
+
+fn errno(e: Errno) -> FErrno {
+    FErrno::from_i32(e.code())
+}
+
+fn ino_of(fid: &Fid) -> u64 {
+    if *fid == Fid::ROOT { ROOT_INO } else { fid.ino() }
+}
+
+fn file_type(mode: u32) -> FileType {
+    match FileKind::from_mode(mode) {
+        Some(FileKind::Directory) => FileType::Directory,
+        Some(FileKind::Symlink) => FileType::Symlink,
+        Some(FileKind::CharDevice) => FileType::CharDevice,
+        Some(FileKind::BlockDevice) => FileType::BlockDevice,
+        Some(FileKind::Fifo) => FileType::NamedPipe,
+        Some(FileKind::Socket) => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn kind_type(k: FileKind) -> FileType {
+    file_type(k.mode_bits())
+}
+
+fn to_file_attr(info: &InodeInfo) -> FileAttr {
+    let a = &info.attr;
+    let blksize = info
+        .layout
+        .as_ref()
+        .and_then(|l| l.components.first())
+        .map_or(4096, |c| c.stripe_size.clamp(4096, 4 << 20));
+    FileAttr {
+        ino: INodeNo(ino_of(&a.fid)),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime.to_system_time(),
+        mtime: a.mtime.to_system_time(),
+        ctime: a.ctime.to_system_time(),
+        crtime: a.btime.to_system_time(),
+        kind: file_type(a.mode),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize,
+        flags: 0,
+    }
+}
+
+fn seen(a: &Attr) -> Seen {
+    Seen {
+        size: a.size,
+        mtime: a.mtime,
+        ctime: a.ctime,
+    }
+}
+
+fn cred(req: &Request) -> Cred {
+    Cred {
+        uid: req.uid(),
+        gid: req.gid(),
+        groups: Vec::new(),
+    }
+}
+
+fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(st) => SetTime::At(Timespec::from_system_time(st)),
+    }
+}
+
+fn open_flags(flags: i32) -> OpenFlags {
+    let acc = flags & libc::O_ACCMODE;
+    OpenFlags {
+        read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+        write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+        truncate: flags & libc::O_TRUNC != 0,
+        append: flags & libc::O_APPEND != 0,
+    }
+}
+
+impl Llite {
+    fn fid(&self, ino: INodeNo) -> Result<Fid, Errno> {
+        if ino.0 == ROOT_INO {
+            return Ok(Fid::ROOT);
+        }
+        self.inodes.lock().get(&ino.0).map(|e| e.fid).ok_or(Errno::ESTALE)
+    }
+
+    /// Records an inode the kernel now knows (one more lookup reference).
+    fn remember(&self, info: &InodeInfo) {
+        let ino = ino_of(&info.attr.fid);
+        let mut m = self.inodes.lock();
+        let e = m.entry(ino).or_insert(InodeEntry {
+            fid: info.attr.fid,
+            lookups: 0,
+            seen: None,
+        });
+        e.fid = info.attr.fid;
+        e.lookups += 1;
+        e.seen = Some(seen(&info.attr));
+    }
+
+    /// Notes attributes given to the kernel without a new reference.
+    fn saw(&self, info: &InodeInfo) {
+        let ino = ino_of(&info.attr.fid);
+        if let Some(e) = self.inodes.lock().get_mut(&ino) {
+            e.seen = Some(seen(&info.attr));
+        }
+    }
+
+    fn spawn<F>(&self, f: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(f);
+    }
+
+    fn file(&self, fh: FileHandle) -> Result<Arc<OpenFile>, Errno> {
+        self.files.lock().get(&fh.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn add_file(&self, f: OpenFile) -> u64 {
+        let id = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.files.lock().insert(id, Arc::new(f));
+        id
+    }
+}
+
+/// Shares the FUSE state with spawned tasks.
+#[derive(Clone)]
+struct Fs(Arc<Llite>);
+
+impl Fs {
+    fn entry_reply(&self, info: &InodeInfo, reply: ReplyEntry) {
+        self.0.remember(info);
+        reply.entry(&self.0.ttl, &to_file_attr(info), Generation(0));
+    }
+}
+
+macro_rules! try_reply {
+    ($reply:expr, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => {
+                $reply.error(errno(e));
+                return;
+            }
+        }
+    };
+}
+
+impl fuser::Filesystem for Fs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        let _ = config.set_max_background(64);
+        let want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_ASYNC_READ | InitFlags::FUSE_BIG_WRITES;
+        let _ = config.add_capabilities(want & config.capabilities());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let pfid = try_reply!(reply, self.0.fid(parent));
+        let name = name.as_bytes().to_vec();
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.lookup(pfid, &name).await {
+                Ok(info) => me.entry_reply(&info, reply),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if ino.0 == ROOT_INO {
+            return;
+        }
+        let mut m = self.0.inodes.lock();
+        if let Some(e) = m.get_mut(&ino.0) {
+            e.lookups = e.lookups.saturating_sub(nlookup);
+            if e.lookups == 0 {
+                m.remove(&ino.0);
+            }
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.getattr(fid).await {
+                Ok(info) => {
+                    me.0.saw(&info);
+                    reply.attr(&me.0.ttl, &to_file_attr(&info));
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let attr = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+            ctime: ctime.map(Timespec::from_system_time),
+        };
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.setattr(fid, attr, &cred).await {
+                Ok(info) => {
+                    me.0.saw(&info);
+                    reply.attr(&me.0.ttl, &to_file_attr(&info));
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.readlink(fid).await {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.make(req, parent, name, mode, rdev, None, reply);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.make(req, parent, name, libc::S_IFDIR | (mode & 0o7777), 0, None, reply);
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let t = target.as_os_str().as_bytes().to_vec();
+        self.make(req, parent, link_name, libc::S_IFLNK | 0o777, 0, Some(t), reply);
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, false, reply);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, true, reply);
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let sp = try_reply!(reply, self.0.fid(parent));
+        let dp = try_reply!(reply, self.0.fid(newparent));
+        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            reply.error(FErrno::EINVAL);
+            return;
+        }
+        let (sn, dn) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.rename(sp, &sn, dp, &dn, flags.bits(), &cred).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let pfid = try_reply!(reply, self.0.fid(newparent));
+        let name = newname.as_bytes().to_vec();
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.link(fid, pfid, &name, &cred).await {
+                Ok(info) => me.entry_reply(&info, reply),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: FOpenFlags, reply: ReplyOpen) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let flags = open_flags(flags.0);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.open(fid, flags).await {
+                Ok((f, info)) => {
+                    let keep = me.refresh_kernel_view(&info);
+                    let fh = me.0.add_file(f);
+                    let fl = if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    reply.opened(FileHandle(fh), fl);
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+        let pfid = try_reply!(reply, self.0.fid(parent));
+        let name = name.as_bytes().to_vec();
+        let cred = cred(req);
+        let of = open_flags(flags);
+        let excl = flags & libc::O_EXCL != 0;
+        let me = self.clone();
+        self.0.spawn(async move {
+            let r = me
+                .0
+                .client
+                .create(pfid, &name, libc::S_IFREG | (mode & 0o7777), 0, &cred, None, LayoutRequest::Inherit, Some(of), excl)
+                .await;
+            match r {
+                Ok((info, Some(handle))) => {
+                    me.0.remember(&info);
+                    let f = OpenFile::new(info.attr.fid, handle, of, info.layout.clone());
+                    let fh = me.0.add_file(f);
+                    reply.created(&me.0.ttl, &to_file_attr(&info), Generation(0), FileHandle(fh), FopenFlags::empty());
+                }
+                Ok((_, None)) => reply.error(FErrno::EIO),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: FOpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.read(&f, offset, u64::from(size)).await {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: FOpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let data = Bytes::copy_from_slice(data);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.write(&f, offset, data).await {
+                Ok(n) => reply.written(n as u32),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Writes are sent before they are acknowledged: nothing is held back to flush.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: FOpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(f) = self.0.files.lock().remove(&fh.0) else {
+            reply.ok();
+            return;
+        };
+        let me = self.clone();
+        self.0.spawn(async move {
+            if let Err(e) = me.0.client.release(&f).await {
+                tracing::debug!(target: "llite", "close of {}: {e}", f.fid);
+            }
+            reply.ok();
+        });
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.fsync(&f).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: FOpenFlags, reply: ReplyOpen) {
+        let _ = try_reply!(reply, self.0.fid(ino));
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let me = self.clone();
+        self.0.spawn(async move {
+            let mut cookie = offset;
+            if cookie == 0 {
+                if reply.add(INodeNo(ino_of(&fid)), 1, FileType::Directory, ".") {
+                    reply.ok();
+                    return;
+                }
+                cookie = 1;
+            }
+            if cookie == 1 {
+                if reply.add(INodeNo(ino_of(&fid)), 2, FileType::Directory, "..") {
+                    reply.ok();
+                    return;
+                }
+                cookie = 2;
+            }
+            let start = if cookie <= 2 { 0 } else { cookie };
+            match me.0.client.readdir(fid, start, READDIR_BATCH).await {
+                Ok((entries, _eof)) => {
+                    for e in entries {
+                        if reply.add(INodeNo(ino_of(&e.fid)), e.cookie, kind_type(e.kind), OsStr::from_bytes(&e.name)) {
+                            break;
+                        }
+                    }
+                    reply.ok();
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: FOpenFlags, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Every namespace change is in the MDT's journal before it is acknowledged.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.statfs().await {
+                Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.setxattr(fid, &name, &value, flags, &cred).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let name = name.as_bytes().to_vec();
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.getxattr(fid, &name).await {
+                Ok(v) => xattr_reply(reply, size, &v),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.listxattr(fid).await {
+                Ok(names) => {
+                    let mut buf = Vec::new();
+                    for n in names {
+                        buf.extend_from_slice(&n);
+                        buf.push(0);
+                    }
+                    xattr_reply(reply, size, &buf);
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let name = name.as_bytes().to_vec();
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.removexattr(fid, &name, &cred).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // The kernel checks permissions (default_permissions) before asking.
+        reply.ok();
+    }
+}
+
+fn xattr_reply(reply: ReplyXattr, size: u32, v: &[u8]) {
+    if size == 0 {
+        reply.size(v.len() as u32);
+    } else if v.len() > size as usize {
+        reply.error(FErrno::ERANGE);
+    } else {
+        reply.data(v);
+    }
+}
+
+impl Fs {
+    #[allow(clippy::too_many_arguments)]
+    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, rdev: u32, symlink: Option<Vec<u8>>, reply: ReplyEntry) {
+        let pfid = try_reply!(reply, self.0.fid(parent));
+        let name = name.as_bytes().to_vec();
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            let r = me
+                .0
+                .client
+                .create(pfid, &name, mode, rdev, &cred, symlink.as_deref(), LayoutRequest::Inherit, None, true)
+                .await;
+            match r {
+                Ok((info, _)) => me.entry_reply(&info, reply),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        let pfid = try_reply!(reply, self.0.fid(parent));
+        let name = name.as_bytes().to_vec();
+        let cred = cred(req);
+        let me = self.clone();
+        self.0.spawn(async move {
+            let r = if dir {
+                me.0.client.rmdir(pfid, &name, &cred).await
+            } else {
+                me.0.client.unlink(pfid, &name, &cred).await
+            };
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    /// After an open: if the file changed since the kernel last saw it, drop the kernel's
+    /// attributes and pages. Returns whether cached pages may be kept.
+    fn refresh_kernel_view(&self, info: &InodeInfo) -> bool {
+        let ino = ino_of(&info.attr.fid);
+        let now = seen(&info.attr);
+        let before = {
+            let mut m = self.0.inodes.lock();
+            match m.get_mut(&ino) {
+                Some(e) => e.seen.replace(now),
+                None => None,
+            }
+        };
+        if before == Some(now) {
+            return true;
+        }
+        if let Some(n) = self.0.notifier.lock().as_ref() {
+            let _ = n.inval_inode(INodeNo(ino), 0, 0);
+        }
+        false
+    }
+}
+
+/// A mounted file system; unmounts when dropped.
+pub struct Mount {
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl Mount {
+    /// Unmounts and waits for the session to end.
+    pub fn unmount(mut self) -> std::io::Result<()> {
+        match self.session.take() {
+            Some(s) => s.umount_and_join(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+        }
+    }
+}
+
+/// Mounts `client` at `mountpoint`; requests run on `rt`.
+pub fn mount(client: Arc<Client>, rt: tokio::runtime::Handle, mountpoint: &Path, opts: &MountOptions) -> std::io::Result<Mount> {
+    let llite = Arc::new(Llite {
+        client,
+        rt,
+        ttl: opts.attr_timeout,
+        inodes: Mutex::new(HashMap::new()),
+        files: Mutex::new(HashMap::new()),
+        next_fh: AtomicU64::new(1),
+        notifier: Mutex::new(None),
+    });
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = vec![
+        MountOption::FSName(opts.fsname.clone()),
+        MountOption::Subtype("nacre".to_string()),
+        MountOption::DefaultPermissions,
+        MountOption::Dev,
+        MountOption::Suid,
+    ];
+    if opts.allow_other {
+        cfg.acl = fuser::SessionACL::All;
+    }
+    cfg.n_threads = Some(opts.threads.max(1));
+    cfg.clone_fd = true;
+    let session = fuser::Session::new(Fs(llite.clone()), mountpoint, &cfg)?;
+    *llite.notifier.lock() = Some(session.notifier());
+    let bg = session.spawn()?;
+    Ok(Mount { session: Some(bg) })
+}

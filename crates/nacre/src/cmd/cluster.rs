@@ -1,0 +1,131 @@
+//! `nacre format` and `nacre serve`: one target per process, for a cluster.
+
+use crate::node::{self, ServerTuning};
+use crate::target::{self, TargetIdentity};
+use crate::daemon;
+use anyhow::{Context, Result, bail};
+use nacre_core::{TargetKind, TargetName};
+use nacre_rpc::Key;
+use nacre_rpc::conn::ConnConfig;
+use nacre_rpc::mgc::Mgc;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct FormatArgs {
+    pub dir: PathBuf,
+    pub kind: TargetKind,
+    pub index: u32,
+    pub fsname: String,
+    pub mgsnode: Option<String>,
+    pub key: Option<PathBuf>,
+}
+
+pub fn run_format(a: FormatArgs) -> Result<()> {
+    let name = TargetName { kind: a.kind, index: a.index };
+    match a.kind {
+        TargetKind::Mgs => {
+            let mgsnode = a.mgsnode.unwrap_or_else(|| format!("0.0.0.0:{}", crate::local::DEFAULT_MGS_PORT));
+            let id = target::format_target(&a.dir, &a.fsname, name, &mgsnode)?;
+            let key_path = a.dir.join("key");
+            match &a.key {
+                Some(k) => {
+                    let key = Key::load(k)?;
+                    key.save(&key_path)?;
+                }
+                None => Key::generate().save(&key_path)?,
+            }
+            println!("formatted {} in {}", id.name().full(&id.fsname), a.dir.display());
+            println!("  the file system key is {}; copy it to every server and client", key_path.display());
+        }
+        TargetKind::Mdt | TargetKind::Ost => {
+            let Some(mgsnode) = a.mgsnode else {
+                bail!("formatting {} needs --mgsnode HOST:PORT", name);
+            };
+            let Some(k) = a.key else {
+                bail!("formatting {} needs --key FILE (the key made when the MGS was formatted)", name);
+            };
+            let key = Key::load(&k)?;
+            let id = target::format_target(&a.dir, &a.fsname, name, &mgsnode)?;
+            key.save(&a.dir.join("key"))?;
+            println!("formatted {} in {} (MGS at {mgsnode})", id.name().full(&id.fsname), a.dir.display());
+        }
+    }
+    Ok(())
+}
+
+pub struct ServeArgs {
+    pub dir: PathBuf,
+    pub listen: Option<String>,
+    pub key: Option<PathBuf>,
+    pub memory: u64,
+}
+
+fn key_for(dir: &Path, key: Option<&Path>) -> Result<Key> {
+    let p = key.map(Path::to_path_buf).unwrap_or_else(|| dir.join("key"));
+    Key::load(&p).with_context(|| format!("{} needs the file system key", dir.display()))
+}
+
+pub fn run_serve(a: ServeArgs) -> Result<()> {
+    let id = TargetIdentity::load(&a.dir)?;
+    let key = key_for(&a.dir, a.key.as_deref())?;
+    let rt = super::runtime()?;
+    let name = id.name();
+    let full = name.full(&id.fsname);
+    let tuning: ServerTuning = super::up::tuning_for(a.memory, 1);
+    rt.block_on(async {
+        let served = match id.kind {
+            TargetKind::Mgs => {
+                let addr = a.listen.clone().unwrap_or_else(|| id.mgsnode.clone());
+                let l = node::bind(&addr).await?;
+                let (_mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l).await?;
+                println!("{full} serving on {}", s.addr);
+                (s, None)
+            }
+            TargetKind::Mdt | TargetKind::Ost => {
+                let addr = a.listen.clone().unwrap_or_else(|| "0.0.0.0:0".to_string());
+                let l = node::bind(&addr).await?;
+                let cc = ConnConfig {
+                    fsname: id.fsname.clone(),
+                    client: full.clone(),
+                    key: key.clone(),
+                    max_in_flight: 8,
+                    timeout: Duration::from_secs(30),
+                };
+                let mgc = Mgc::connect(&id.mgsnode, cc)
+                    .await
+                    .with_context(|| format!("cannot reach the MGS at {}", id.mgsnode))?;
+                let s = if id.kind == TargetKind::Mdt {
+                    node::serve_mdt(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning).await?
+                } else {
+                    node::serve_ost(&a.dir, &id.fsname, id.index, &key, l, &tuning).await?
+                };
+                // Advertise an address peers can reach: the listener's, with the host
+                // the MGS connection used when listening on every interface.
+                let advertised = if s.addr.ip().is_unspecified() {
+                    format!("{}:{}", local_ip_towards(&id.mgsnode), s.addr.port())
+                } else {
+                    s.addr.to_string()
+                };
+                mgc.register(name, &advertised).await.context("cannot register with the MGS")?;
+                println!("{full} serving on {advertised}");
+                (s, Some(mgc))
+            }
+        };
+        daemon::wait_for_signal().await;
+        println!("{full} stopping");
+        served.0.stop().await;
+        Ok::<(), anyhow::Error>(())
+    })
+}
+
+/// The address of the interface this node uses to reach `peer` (no packet is sent).
+fn local_ip_towards(peer: &str) -> String {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").and_then(|s| {
+        s.connect(peer)?;
+        s.local_addr()
+    });
+    match probe {
+        Ok(a) if !a.ip().is_unspecified() => a.ip().to_string(),
+        _ => "127.0.0.1".to_string(),
+    }
+}

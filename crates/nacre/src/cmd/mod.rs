@@ -1,0 +1,22 @@
+//! The commands of the `nacre` binary.
+
+pub mod cluster;
+pub mod mount;
+pub mod up;
+
+use anyhow::Result;
+
+/// A multi-threaded runtime for a command that runs servers or a client.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("nacre")
+        .enable_all()
+        .build()?)
+}
+
+/// Parses sizes like `1G`, `512M` for command-line options.
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    nacre_core::size::parse_size(s).map_err(|e| e.to_string())
+}

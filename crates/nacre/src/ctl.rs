@@ -1,0 +1,131 @@
+//! The control channel of a mounted client, for `nacre lfs` and `nacre lctl`.
+//!
+//! Lustre's tools talk to the kernel client through ioctls and /proc; nacre's client lives
+//! in a process, so each mount serves a Unix socket and leaves a registry entry saying
+//! which mount point it serves. The tools find the mount holding a path, send one JSON
+//! request per line and get one JSON reply per line. The socket is created mode 0600: only
+//! the user who mounted can use it.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Largest request or reply line accepted.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Where registry entries and sockets live.
+pub fn run_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("NACRE_RUN_DIR") {
+        return PathBuf::from(d);
+    }
+    // SAFETY: geteuid never fails.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        PathBuf::from("/run/nacre")
+    } else {
+        std::env::temp_dir().join(format!("nacre-{uid}"))
+    }
+}
+
+/// One mounted client, as the registry records it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MountEntry {
+    pub mountpoint: PathBuf,
+    pub spec: String,
+    pub fsname: String,
+    pub socket: PathBuf,
+    pub pid: u32,
+}
+
+fn entry_name(mountpoint: &Path) -> String {
+    let s = mountpoint.to_string_lossy();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+pub fn socket_path(mountpoint: &Path) -> PathBuf {
+    run_dir().join(format!("{}.sock", entry_name(mountpoint)))
+}
+
+pub fn register(e: &MountEntry) -> Result<PathBuf> {
+    let d = run_dir().join("mounts");
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    let p = d.join(format!("{}.json", entry_name(&e.mountpoint)));
+    crate::target::write_atomic(&p, serde_json::to_string_pretty(e)?.as_bytes())?;
+    Ok(p)
+}
+
+pub fn unregister(mountpoint: &Path) {
+    let p = run_dir().join("mounts").join(format!("{}.json", entry_name(mountpoint)));
+    let _ = std::fs::remove_file(p);
+    let _ = std::fs::remove_file(socket_path(mountpoint));
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+/// Mounts registered on this node whose process is alive.
+pub fn mounts() -> Vec<MountEntry> {
+    let d = run_dir().join("mounts");
+    let Ok(rd) = std::fs::read_dir(&d) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path()) else { continue };
+        let Ok(m) = serde_json::from_str::<MountEntry>(&text) else { continue };
+        if pid_alive(m.pid) {
+            out.push(m);
+        }
+    }
+    out.sort_by(|a, b| a.mountpoint.cmp(&b.mountpoint));
+    out
+}
+
+/// The mount holding `path`, and the path relative to its root.
+pub fn find_mount(path: &Path) -> Result<(MountEntry, PathBuf)> {
+    let abs = if path.exists() {
+        std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))?
+    } else {
+        // A path to create (setstripe on a new file): resolve its parent.
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = path.file_name().ok_or_else(|| anyhow!("{}: no file name", path.display()))?;
+        std::fs::canonicalize(parent)
+            .with_context(|| format!("{}: No such file or directory", parent.display()))?
+            .join(name)
+    };
+    let mut best: Option<(MountEntry, PathBuf)> = None;
+    for m in mounts() {
+        if let Ok(rel) = abs.strip_prefix(&m.mountpoint) {
+            let better = best
+                .as_ref()
+                .is_none_or(|(b, _)| m.mountpoint.as_os_str().len() > b.mountpoint.as_os_str().len());
+            if better {
+                best = Some((m, rel.to_path_buf()));
+            }
+        }
+    }
+    best.ok_or_else(|| anyhow!("{}: not on a mounted nacre file system", path.display()))
+}
+
+/// Sends one request to a mount's control socket and reads the reply.
+pub fn call<Req: Serialize, Rep: for<'a> Deserialize<'a>>(socket: &Path, req: &Req) -> Result<Rep> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket)
+        .with_context(|| format!("cannot reach the client at {}", socket.display()))?;
+    let mut line = serde_json::to_vec(req)?;
+    line.push(b'\n');
+    s.write_all(&line)?;
+    let mut r = BufReader::new(s);
+    let mut buf = Vec::new();
+    r.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut buf)?;
+    if buf.is_empty() {
+        bail!("the client at {} closed the connection", socket.display());
+    }
+    Ok(serde_json::from_slice(&buf)?)
+}

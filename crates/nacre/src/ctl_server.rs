@@ -1,0 +1,220 @@
+//! The mount process's side of the control channel (see [`crate::ctl`]): resolves paths
+//! with the client library and answers the tools' requests.
+
+use crate::ctl::{self, MAX_LINE, MountEntry};
+use anyhow::Result;
+use nacre_client::Client;
+use nacre_core::{Errno, Fid, Layout, TargetName};
+use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, StatFs};
+use serde::{Deserialize, Serialize};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+
+/// What the tools ask a mount for.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CtlRequest {
+    /// Attributes, layout and FID of a path (relative to the mount root).
+    Stat { path: PathBuf },
+    /// Entries of a directory.
+    List { path: PathBuf },
+    GetDefaultLayout { path: PathBuf },
+    SetDefaultLayout { path: PathBuf, layout: Option<Layout> },
+    /// Creates a regular file with a layout (`lfs setstripe FILE`).
+    CreateFile { path: PathBuf, layout: Layout, mode: u32, uid: u32, gid: u32 },
+    Df,
+    Fid2Path { fid: Fid },
+    /// Client parameters matching a glob pattern (`lctl get_param`).
+    GetParams { pattern: String },
+    SetParam { name: String, value: String },
+    SetParamPersistent { name: String, value: Option<String> },
+    Info,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CtlReply {
+    Ok,
+    Error { errno: i32, message: String },
+    Inode { info: InodeInfo, mdt: u32 },
+    Entries(Vec<Dirent>),
+    Layout(Option<Layout>),
+    Df(Vec<(TargetName, Option<StatFs>)>),
+    Path(String),
+    Params(Vec<(String, String)>),
+    Info { fsname: String, spec: String, mdts: u32, osts: u32 },
+}
+
+impl CtlReply {
+    pub fn err(e: Errno, message: impl Into<String>) -> CtlReply {
+        CtlReply::Error {
+            errno: e.code(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The control state of one mount.
+pub struct CtlServer {
+    pub client: Arc<Client>,
+    pub entry: MountEntry,
+    /// Client parameters visible through `lctl` (name -> getter/setter by tunable name).
+    pub params: Arc<dyn ParamSource>,
+}
+
+/// Where `lctl` finds this client's parameters.
+pub trait ParamSource: Send + Sync {
+    fn list(&self) -> Vec<(String, String)>;
+    fn set(&self, name: &str, value: &str) -> Result<(), String>;
+}
+
+/// Walks `rel` from the root, one lookup per component.
+pub async fn resolve(client: &Client, rel: &Path) -> Result<InodeInfo, Errno> {
+    let mut cur = client.getattr(Fid::ROOT).await?;
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(name) => {
+                use std::os::unix::ffi::OsStrExt;
+                cur = client.lookup(cur.attr.fid, name.as_bytes()).await?;
+            }
+            Component::CurDir | Component::RootDir => {}
+            Component::ParentDir | Component::Prefix(_) => return Err(Errno::EINVAL),
+        }
+    }
+    Ok(cur)
+}
+
+impl CtlServer {
+    async fn handle(&self, req: CtlRequest) -> CtlReply {
+        match self.handle_inner(req).await {
+            Ok(r) => r,
+            Err(e) => CtlReply::err(e, e.describe()),
+        }
+    }
+
+    async fn handle_inner(&self, req: CtlRequest) -> Result<CtlReply, Errno> {
+        let c = &self.client;
+        Ok(match req {
+            CtlRequest::Stat { path } => {
+                let info = resolve(c, &path).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::List { path } => {
+                let dir = resolve(c, &path).await?;
+                let mut out = Vec::new();
+                let mut cookie = 0;
+                loop {
+                    let (ents, eof) = c.readdir(dir.attr.fid, cookie, 1024).await?;
+                    if let Some(last) = ents.last() {
+                        cookie = last.cookie;
+                    }
+                    out.extend(ents);
+                    if eof {
+                        break;
+                    }
+                }
+                CtlReply::Entries(out)
+            }
+            CtlRequest::GetDefaultLayout { path } => {
+                let dir = resolve(c, &path).await?;
+                CtlReply::Layout(c.get_default_layout(dir.attr.fid).await?)
+            }
+            CtlRequest::SetDefaultLayout { path, layout } => {
+                let dir = resolve(c, &path).await?;
+                if !dir.attr.is_dir() {
+                    return Err(Errno::ENOTDIR);
+                }
+                c.set_default_layout(dir.attr.fid, layout).await?;
+                CtlReply::Ok
+            }
+            CtlRequest::CreateFile { path, layout, mode, uid, gid } => {
+                let parent = path.parent().unwrap_or(Path::new(""));
+                let name = path.file_name().ok_or(Errno::EINVAL)?;
+                let p = resolve(c, parent).await?;
+                use std::os::unix::ffi::OsStrExt;
+                let cred = Cred { uid, gid, groups: Vec::new() };
+                let (info, _) = c
+                    .create(
+                        p.attr.fid,
+                        name.as_bytes(),
+                        libc::S_IFREG | (mode & 0o7777),
+                        0,
+                        &cred,
+                        None,
+                        LayoutRequest::Explicit(layout),
+                        None,
+                        true,
+                    )
+                    .await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::Df => {
+                let st = c.target_statfs().await;
+                CtlReply::Df(st.into_iter().map(|(t, r)| (t, r.ok())).collect())
+            }
+            CtlRequest::Fid2Path { fid } => {
+                let p = c.fid2path(fid).await?;
+                CtlReply::Path(String::from_utf8_lossy(&p).into_owned())
+            }
+            CtlRequest::GetParams { pattern: _ } => CtlReply::Params(self.params.list()),
+            CtlRequest::SetParam { name, value } => match self.params.set(&name, &value) {
+                Ok(()) => CtlReply::Ok,
+                Err(m) => CtlReply::err(Errno::EINVAL, m),
+            },
+            CtlRequest::SetParamPersistent { name, value } => {
+                c.set_param_persistent(&name, value.as_deref()).await?;
+                CtlReply::Ok
+            }
+            CtlRequest::Info => CtlReply::Info {
+                fsname: c.fsname.clone(),
+                spec: self.entry.spec.clone(),
+                mdts: c.mdt_count() as u32,
+                osts: c.ost_count() as u32,
+            },
+        })
+    }
+
+    /// Serves the socket until the listener fails or the task is dropped.
+    pub async fn run(self: Arc<Self>, listener: UnixListener) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                let (rd, mut wr) = stream.into_split();
+                let mut rd = BufReader::new(rd.take(MAX_LINE as u64));
+                let mut line = Vec::new();
+                while let Ok(n) = rd.read_until(b'\n', &mut line).await {
+                    if n == 0 {
+                        break;
+                    }
+                    let reply = match serde_json::from_slice::<CtlRequest>(&line) {
+                        Ok(req) => me.handle(req).await,
+                        Err(e) => CtlReply::err(Errno::EINVAL, format!("malformed request: {e}")),
+                    };
+                    let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+                    out.push(b'\n');
+                    if wr.write_all(&out).await.is_err() {
+                        break;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    }
+}
+
+/// Binds the control socket of a mount (owner-only) and registers the mount.
+pub fn bind(entry: &MountEntry) -> Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = ctl::run_dir();
+    std::fs::create_dir_all(&dir)?;
+    let _ = std::fs::remove_file(&entry.socket);
+    let l = UnixListener::bind(&entry.socket)?;
+    std::fs::set_permissions(&entry.socket, std::fs::Permissions::from_mode(0o600))?;
+    ctl::register(entry)?;
+    Ok(l)
+}

@@ -1,0 +1,191 @@
+//! Process life cycle of `nacre up`, `nacre mount` and `nacre serve`: start in the
+//! foreground or as a detached child that reports readiness, mount and unmount, stop on a
+//! signal, and leave state a later `down` or `up` can clean up after a `kill -9`.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long `--background` waits for the child to be ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `down` waits for a clean stop.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Hidden flag a background child runs with.
+pub const CHILD_FLAG: &str = "--daemon-child";
+
+/// `DIR/run.json`: the running `up` process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunState {
+    pub pid: u32,
+    pub mount: PathBuf,
+    pub spec: String,
+}
+
+pub fn run_file(dir: &Path) -> PathBuf {
+    dir.join("run.json")
+}
+
+pub fn load_run(dir: &Path) -> Option<RunState> {
+    let text = std::fs::read_to_string(run_file(dir)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    if r != 0 {
+        return false;
+    }
+    // A zombie still answers kill(0); check its state.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Whether `p` is a mount point (its device differs from its parent's, or it is a dead FUSE mount).
+pub fn is_mountpoint(p: &Path) -> bool {
+    let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Ok(abs) = std::path::absolute(p) else { return false };
+    let want = abs.to_string_lossy().replace(' ', "\\040");
+    mi.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Unmounts `p`, lazily if it is busy or dead. Returns whether it was mounted.
+pub fn unmount(p: &Path) -> Result<bool> {
+    if !is_mountpoint(p) {
+        return Ok(false);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+    // SAFETY: valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(true);
+    }
+    let first = std::io::Error::last_os_error();
+    // SAFETY: valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        tracing::warn!("{} was busy ({first}); detached it", p.display());
+        return Ok(true);
+    }
+    // Not root: let fusermount do it.
+    let st = std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(p).status();
+    match st {
+        Ok(s) if s.success() => Ok(true),
+        _ => Err(anyhow!("cannot unmount {}: {first}", p.display())),
+    }
+}
+
+/// Checks a mount point: a directory (created if missing), empty, not mounted. A dead
+/// mount left by a killed process is cleared first.
+pub fn prepare_mountpoint(p: &Path) -> Result<PathBuf> {
+    if is_mountpoint(p) {
+        // A dead FUSE mount fails stat with ENOTCONN; a live one is someone else's.
+        match std::fs::metadata(p) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                unmount(p)?;
+            }
+            _ => bail!("{} is already a mount point (unmount it first)", p.display()),
+        }
+    }
+    if p.exists() && !p.is_dir() {
+        bail!("mount point {} is not a directory", p.display());
+    }
+    std::fs::create_dir_all(p).with_context(|| format!("cannot create mount point {}", p.display()))?;
+    if std::fs::read_dir(p)?.next().is_some() {
+        bail!("mount point {} is not empty", p.display());
+    }
+    std::fs::canonicalize(p).with_context(|| format!("cannot resolve {}", p.display()))
+}
+
+/// Re-runs this command as a detached child, output to `log`, and waits until `ready`
+/// says it is up (or the child dies, whose log is then shown).
+pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find the nacre executable")?;
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--background" && a != "-b").collect();
+    args.push(CHILD_FLAG.to_string());
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open log {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the background process")?;
+    let pid = child.id();
+    let start = Instant::now();
+    loop {
+        if ready(pid) {
+            return Ok(pid);
+        }
+        if let Some(status) = child.try_wait()? {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!("the background process exited ({status}) before it was ready:\n{}", tail.join("\n"));
+        }
+        if start.elapsed() > READY_TIMEOUT {
+            // SAFETY: plain signal to our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            bail!("the background process was not ready within {}s; see {}", READY_TIMEOUT.as_secs(), log.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends SIGTERM and waits for the process to go.
+pub fn stop_pid(pid: u32, timeout: Duration) -> bool {
+    // SAFETY: plain signal.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if !pid_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Waits for SIGINT, SIGTERM or SIGHUP.
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    let term_f = async {
+        match term.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let hup_f = async {
+        match hup.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term_f => {}
+        _ = hup_f => {}
+    }
+}
