@@ -1,1 +1,23 @@
-//! Lustre's user-space formats, as liblustreapi and lfs define them.
+//! Lustre's user-space formats, as `lfs`, `lctl` and liblustreapi define them: the option
+//! syntax of the commands, layout validation, and the exact text `lfs getstripe`,
+//! `lfs getdirstripe` and `lfs df` print, plus `lfs find` predicates and `lctl`
+//! parameter-name matching.
+//!
+//! Everything here is pure: parsers take argument lists and return requests, printers take
+//! data (layouts from `nacre_core`, target statistics) and return strings. Servers and the
+//! `nacre` binary do the I/O.
+
+pub mod df;
+pub mod dirstripe;
+pub mod error;
+pub mod find;
+pub mod fnmatch;
+pub mod getstripe;
+pub mod lctl;
+pub mod setstripe;
+pub mod size;
+
+mod cnum;
+mod getopt;
+
+pub use error::{Error, Result};

@@ -82,6 +82,12 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
+    /// Lustre's lfs: df, getstripe, setstripe, path2fid, fid2path (`nacre lfs help`)
+    #[command(disable_help_flag = true)]
+    Lfs {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -222,6 +228,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Umount { mountpoint } => {
             init_logging(false);
             cmd::mount::run_umount(&mountpoint)
+        }
+        Command::Lfs { args } => {
+            init_logging(false);
+            let rc = cmd::lfs::run(&args)?;
+            if rc != 0 {
+                std::process::exit(rc.clamp(1, 255));
+            }
+            Ok(())
         }
     }
 }

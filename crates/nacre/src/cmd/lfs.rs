@@ -1,0 +1,280 @@
+//! `nacre lfs`: Lustre's `lfs` commands with Lustre's syntax and output, acting on mounted
+//! nacre file systems through each mount's control socket.
+
+use crate::ctl::{self, MountEntry};
+use crate::ctl_server::{CtlReply, CtlRequest};
+use anyhow::{Result, anyhow, bail};
+use nacre_core::{Errno, Fid, Layout};
+use nacre_lustreapi as lapi;
+use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
+use nacre_lustreapi::setstripe::{LayoutCtx, SetstripeAction};
+use std::path::{Path, PathBuf};
+
+pub const USAGE: &str = "usage: nacre lfs COMMAND [ARGS]\n\
+commands (Lustre's syntax and output):\n  \
+df [-h] [-H] [-i] [-v] [PATH]            space and inodes per MDT and OST\n  \
+getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\n  \
+setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
+setstripe -d DIR                         remove a directory's default layout\n  \
+path2fid PATH...                         the FID of each path\n  \
+fid2path MOUNT FID...                    the path of each FID\n";
+
+/// Sends a control request and turns an error reply into an errno-carrying error.
+pub fn call(m: &MountEntry, req: &CtlRequest) -> Result<CtlReply, (Errno, String)> {
+    match ctl::call::<_, CtlReply>(&m.socket, req) {
+        Ok(CtlReply::Error { errno, message }) => Err((Errno(errno), message)),
+        Ok(r) => Ok(r),
+        Err(e) => Err((Errno::EIO, format!("{e:#}"))),
+    }
+}
+
+fn stat(m: &MountEntry, rel: &Path) -> Result<(nacre_rpc::msg::InodeInfo, u32), (Errno, String)> {
+    match call(m, &CtlRequest::Stat { path: rel.to_path_buf() })? {
+        CtlReply::Inode { info, mdt } => Ok((info, mdt)),
+        _ => Err((Errno::EPROTO, "unexpected reply".into())),
+    }
+}
+
+fn unexpected() -> anyhow::Error {
+    anyhow!("unexpected reply from the client")
+}
+
+pub fn run(args: &[String]) -> Result<i32> {
+    let Some((cmd, rest)) = args.split_first() else {
+        print!("{USAGE}");
+        return Ok(0);
+    };
+    match cmd.as_str() {
+        "df" => df(rest),
+        "getstripe" | "find-stripe" => getstripe(rest),
+        "setstripe" => setstripe(rest),
+        "path2fid" => path2fid(rest),
+        "fid2path" => fid2path(rest),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(0)
+        }
+        other => bail!("lfs: unknown command '{other}'\n{USAGE}"),
+    }
+}
+
+fn lapi_err(e: lapi::Error) -> anyhow::Error {
+    if e.is_usage() {
+        anyhow!("{e}\n{USAGE}")
+    } else {
+        anyhow!("{e}")
+    }
+}
+
+fn df(args: &[String]) -> Result<i32> {
+    let req = lapi::df::parse_df(args).map_err(lapi_err)?;
+    let mounts: Vec<MountEntry> = if req.paths.is_empty() {
+        ctl::mounts()
+    } else {
+        req.paths
+            .iter()
+            .map(|p| ctl::find_mount(Path::new(p)).map(|(m, _)| m))
+            .collect::<Result<_>>()?
+    };
+    if mounts.is_empty() {
+        bail!("lfs df: no nacre file system is mounted on this node");
+    }
+    for m in mounts {
+        let CtlReply::Df(stats) = call(&m, &CtlRequest::Df).map_err(|(_, msg)| anyhow!(msg))? else {
+            return Err(unexpected());
+        };
+        let targets: Vec<lapi::df::TargetStat> = stats
+            .into_iter()
+            .map(|(t, s)| {
+                let s = s.unwrap_or_default();
+                let bs = u64::from(s.bsize.max(1));
+                lapi::df::TargetStat {
+                    name: t.full(&m.fsname),
+                    kind: t.kind,
+                    index: t.index,
+                    blocks: s.blocks * bs,
+                    bfree: s.bfree * bs,
+                    bavail: s.bavail * bs,
+                    files: s.files,
+                    ffree: s.ffree,
+                    state: 0,
+                    active: s.bsize != 0,
+                    pools: Vec::new(),
+                }
+            })
+            .collect();
+        print!("{}", lapi::df::df(&req.options, &m.mountpoint.to_string_lossy(), &targets).map_err(lapi_err)?);
+    }
+    Ok(0)
+}
+
+fn entry_for(m: &MountEntry, rel: &Path, shown: &str, depth: i32) -> Result<StripeEntry, (Errno, String)> {
+    let (info, mdt) = stat(m, rel)?;
+    if !info.attr.is_dir() {
+        return Ok(StripeEntry::file(shown, info.attr.fid, mdt, info.layout));
+    }
+    let default_layout = match call(m, &CtlRequest::GetDefaultLayout { path: rel.to_path_buf() })? {
+        CtlReply::Layout(l) => l,
+        _ => None,
+    };
+    let mut entries = Vec::new();
+    if depth != 0 {
+        if let CtlReply::Entries(ents) = call(m, &CtlRequest::List { path: rel.to_path_buf() })? {
+            for e in ents {
+                let name = String::from_utf8_lossy(&e.name).into_owned();
+                let child_shown = format!("{}/{}", shown.trim_end_matches('/'), name);
+                entries.push(entry_for(m, &rel.join(&name), &child_shown, depth - 1)?);
+            }
+        }
+    }
+    Ok(StripeEntry {
+        path: shown.to_string(),
+        fid: info.attr.fid,
+        mdt_index: mdt,
+        kind: StripeEntryKind::Dir {
+            default_layout,
+            default_lmv: None,
+            entries,
+        },
+    })
+}
+
+fn getstripe(args: &[String]) -> Result<i32> {
+    let req = lapi::getstripe::parse_getstripe(args).map_err(lapi_err)?;
+    let mut rc = 0;
+    for p in &req.paths {
+        let (m, rel) = match ctl::find_mount(Path::new(p)) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("lfs getstripe: {e:#}");
+                rc = 2;
+                continue;
+            }
+        };
+        match entry_for(&m, &rel, p, req.options.max_depth()) {
+            Ok(entry) => print!("{}", lapi::getstripe::getstripe(&req.options, &entry, &FsDefaults::default())),
+            Err((e, _)) => {
+                eprintln!("lfs getstripe: cannot get layout of '{p}': {e}");
+                rc = e.code();
+            }
+        }
+    }
+    Ok(rc)
+}
+
+fn creds() -> (u32, u32) {
+    // SAFETY: these calls cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+fn setstripe(args: &[String]) -> Result<i32> {
+    let req = lapi::setstripe::parse_setstripe(args).map_err(lapi_err)?;
+    let mut rc = 0;
+    for p in &req.paths {
+        let path = PathBuf::from(p);
+        let (m, rel) = ctl::find_mount(&path)?;
+        let res = match &req.action {
+            SetstripeAction::SetLayout(layout) => set_layout(&m, &rel, layout, req.mode.unwrap_or(0o644)),
+            SetstripeAction::DeleteDefault => {
+                match stat(&m, &rel) {
+                    Ok((info, _)) if !info.attr.is_dir() => Err((Errno::ENOTDIR, "not a directory".into())),
+                    Ok(_) => call(&m, &CtlRequest::SetDefaultLayout { path: rel.clone(), layout: None }).map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            }
+            other => Err((Errno::ENOTSUP, format!("{} is not supported", action_name(other)))),
+        };
+        if let Err((e, msg)) = res {
+            eprintln!("lfs setstripe: setstripe error for '{p}': {msg}");
+            rc = e.code();
+        }
+    }
+    Ok(rc)
+}
+
+fn action_name(a: &SetstripeAction) -> &'static str {
+    match a {
+        SetstripeAction::SetLayout(_) => "setting a layout",
+        SetstripeAction::DeleteDefault => "--delete",
+        SetstripeAction::AddComponents(_) => "--component-add",
+        SetstripeAction::DeleteComponents(_) => "--component-del",
+        SetstripeAction::SetComponentFlags { .. } => "--component-set",
+        SetstripeAction::FromYaml(_) => "--yaml",
+        SetstripeAction::CopyLayout(_) => "--copy",
+    }
+}
+
+fn set_layout(m: &MountEntry, rel: &Path, layout: &Layout, mode: u32) -> Result<(), (Errno, String)> {
+    let osts = match call(m, &CtlRequest::Info)? {
+        CtlReply::Info { osts, .. } => osts,
+        _ => return Err((Errno::EPROTO, "unexpected reply".into())),
+    };
+    lapi::setstripe::validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (Errno::EINVAL, e.to_string()))?;
+    match stat(m, rel) {
+        Ok((info, _)) if info.attr.is_dir() => {
+            call(m, &CtlRequest::SetDefaultLayout { path: rel.to_path_buf(), layout: Some(layout.clone()) }).map(|_| ())
+        }
+        Ok(_) => Err((Errno::EEXIST, "stripe already set".into())),
+        Err((Errno::ENOENT, _)) => {
+            let (uid, gid) = creds();
+            call(m, &CtlRequest::CreateFile { path: rel.to_path_buf(), layout: layout.clone(), mode, uid, gid }).map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn path2fid(args: &[String]) -> Result<i32> {
+    let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if paths.is_empty() {
+        bail!("lfs path2fid: no path given\nusage: lfs path2fid PATH...");
+    }
+    let mut rc = 0;
+    for p in &paths {
+        let r = ctl::find_mount(Path::new(p.as_str())).map_err(|e| (Errno::ENOENT, format!("{e:#}")));
+        match r.and_then(|(m, rel)| stat(&m, &rel)) {
+            Ok((info, _)) if paths.len() == 1 => println!("{}", info.attr.fid),
+            Ok((info, _)) => println!("{p}: {}", info.attr.fid),
+            Err((e, msg)) => {
+                eprintln!("lfs path2fid: cannot get fid for '{p}': {msg}");
+                rc = e.code();
+            }
+        }
+    }
+    Ok(rc)
+}
+
+fn fid2path(args: &[String]) -> Result<i32> {
+    let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with('-') || a.starts_with("-0x")).collect();
+    let Some((mnt, fids)) = pos.split_first() else {
+        bail!("lfs fid2path: usage: lfs fid2path MOUNT FID...");
+    };
+    if fids.is_empty() {
+        bail!("lfs fid2path: no FID given\nusage: lfs fid2path MOUNT FID...");
+    }
+    let (m, _) = ctl::find_mount(Path::new(mnt.as_str()))?;
+    let mut rc = 0;
+    for f in fids {
+        let fid: Fid = match f.parse() {
+            Ok(fid) => fid,
+            Err(e) => {
+                eprintln!("lfs fid2path: {e}");
+                rc = Errno::EINVAL.code();
+                continue;
+            }
+        };
+        match call(&m, &CtlRequest::Fid2Path { fid }) {
+            Ok(CtlReply::Path(p)) => {
+                if fids.len() > 1 {
+                    print!("{fid} ");
+                }
+                println!("{}", m.mountpoint.join(p).display())
+            }
+            Ok(_) => return Err(unexpected()),
+            Err((e, msg)) => {
+                eprintln!("lfs fid2path: cannot find {fid}: {msg}");
+                rc = e.code();
+            }
+        }
+    }
+    Ok(rc)
+}
