@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
+# tools the test suite runs (fio, dbench, e2fsprogs, attr, git, and pjdfstest and fsx
+# from crates.io). Safe to run again: it skips what is already there.
+set -euo pipefail
+
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: installing Debian packages needs root (try: sudo $0 $*)" >&2
+        exit 1
+    fi
+}
+
+pkgs=(fuse3)
+[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr git)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    need_root "$@"
+    echo "install-deps: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "install-deps: cargo is missing; install Rust from https://rustup.rs" >&2
+    exit 1
+fi
+
+if [ $want_tests = 1 ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+    for tool in pjdfstest fsx; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            echo "install-deps: cargo install $tool"
+            cargo install --quiet "$tool"
+        fi
+    done
+fi

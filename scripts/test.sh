@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test: formatting and lints, the unit and integration tests of every crate
+# (including FUSE mounts used by real programs), then the external POSIX suites
+# (pjdfstest, fsx, fio, dbench) on a real mount. Installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+start=$(date +%s)
+
+scripts/install-deps.sh --test
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --release --workspace --all-targets --quiet -- -D warnings
+
+echo "== cargo test"
+cargo test --release --workspace --quiet
+
+echo "== external suites on a real mount"
+cargo build --release --quiet -p nacre
+scripts/external-suites.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
+
+echo "== all tests passed in $(( $(date +%s) - start ))s"
