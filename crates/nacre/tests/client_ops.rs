@@ -164,3 +164,109 @@ async fn wrong_key_is_refused() {
     assert!(err.contains("does not hold the key"), "{err}");
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
+    let mut cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let c = mount(&cluster).await;
+    c.tunables.set("recovery_timeout", 2).expect("tunable");
+    c.refresh_imports();
+    let cred = Cred::root();
+    let mut layout = Layout::plain(1, 65536, 0);
+    layout.components[0].ost_list = vec![0];
+    let (fi, h) = c
+        .create(c.root(), b"f", FILE, 0, &cred, None, LayoutRequest::Explicit(layout), Some(rw()), true)
+        .await
+        .expect("create");
+    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), fi.layout.clone());
+    let data = pattern(300_000, 3);
+    c.write(&f, 0, Bytes::from(data.clone())).await.expect("write");
+    cluster.stop_ost(0).await;
+    let t = std::time::Instant::now();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(20), c.read(&f, 0, 1000)).await;
+    let r = r.expect("a read from a vanished OST must not hang");
+    assert_eq!(r.err(), Some(Errno::EIO));
+    assert!(t.elapsed() < std::time::Duration::from_secs(10), "took {:?}", t.elapsed());
+    // The OST comes back (on a new port): the same open file reads again.
+    cluster.start_ost(0).await.expect("restart OST");
+    let back = c.read(&f, 0, data.len() as u64).await.expect("read after restart");
+    assert_eq!(&back[..], &data[..]);
+    c.release(&f).await.expect("close");
+    cluster.stop().await;
+}
+
+/// A small tmpfs mounted over one OST's directory: that OST runs out of space.
+fn mount_tmpfs(path: &std::path::Path, size: &str) -> bool {
+    std::fs::create_dir_all(path).expect("mkdir");
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(path)
+        .status();
+    matches!(st, Ok(s) if s.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_ost_gives_enospc_and_loses_nothing() {
+    if std::env::var_os("NACRE_SKIP_ROOT").is_some() {
+        eprintln!("NACRE_SKIP_ROOT is set: skipping a test that mounts a small tmpfs");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let small = dir.path().join("ost1");
+    assert!(mount_tmpfs(&small, "6m"), "cannot mount a tmpfs (needs root; set NACRE_SKIP_ROOT=1 to skip)");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(small.clone());
+    local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let c = mount(&cluster).await;
+    let cred = Cred::root();
+    let on = |ost: u32| {
+        let mut l = Layout::plain(1, 1 << 20, ost as i32);
+        l.components[0].ost_list = vec![ost];
+        LayoutRequest::Explicit(l)
+    };
+    // A file on the healthy OST.
+    let (ki, kh) = c
+        .create(c.root(), b"keep", FILE, 0, &cred, None, on(0), Some(rw()), true)
+        .await
+        .expect("create keep");
+    let keep = nacre_client::file::OpenFile::new(ki.attr.fid, kh.expect("h"), rw(), ki.layout.clone());
+    let kdata = pattern(2 << 20, 9);
+    c.write(&keep, 0, Bytes::from(kdata.clone())).await.expect("write keep");
+    c.release(&keep).await.expect("close");
+    // Fill the small OST.
+    let (fi, fh) = c
+        .create(c.root(), b"fill", FILE, 0, &cred, None, on(1), Some(rw()), true)
+        .await
+        .expect("create fill");
+    let fill = nacre_client::file::OpenFile::new(fi.attr.fid, fh.expect("h"), rw(), fi.layout.clone());
+    let chunk = Bytes::from(vec![7u8; 1 << 20]);
+    let mut err = None;
+    for i in 0..64u64 {
+        if let Err(e) = c.write(&fill, i << 20, chunk.clone()).await {
+            err = Some(e);
+            break;
+        }
+    }
+    assert_eq!(err, Some(Errno::ENOSPC), "the writer must see ENOSPC");
+    c.release(&fill).await.expect("close");
+    // The other file is intact, and new files still go to the OST with space.
+    let (k2, _) = c.open(ki.attr.fid, rw()).await.expect("reopen");
+    assert_eq!(&c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..], &kdata[..]);
+    c.release(&k2).await.expect("close");
+    let (ni, _) = c
+        .create(c.root(), b"new", FILE, 0, &cred, None, LayoutRequest::Inherit, None, true)
+        .await
+        .expect("create after ENOSPC");
+    assert!(ni.layout.is_some());
+    // Removing the big file frees the space again.
+    c.unlink(c.root(), b"fill", &cred).await.expect("unlink");
+    cluster.stop().await;
+}
