@@ -147,6 +147,11 @@ impl Client {
         self.config.borrow().clone()
     }
 
+    /// The configuration as it changes.
+    pub fn config_watch(&self) -> watch::Receiver<FsConfig> {
+        self.config.clone()
+    }
+
     pub fn root(&self) -> Fid {
         Fid::ROOT
     }

@@ -2,6 +2,7 @@
 //! with the client library and answers the tools' requests.
 
 use crate::ctl::{self, MAX_LINE, MountEntry};
+use crate::params::{NodeParams, ParamValue};
 use anyhow::Result;
 use nacre_client::Client;
 use nacre_core::{Errno, Fid, Layout, TargetName};
@@ -25,9 +26,10 @@ pub enum CtlRequest {
     CreateFile { path: PathBuf, layout: Layout, mode: u32, uid: u32, gid: u32 },
     Df,
     Fid2Path { fid: Fid },
-    /// Client parameters matching a glob pattern (`lctl get_param`).
-    GetParams { pattern: String },
-    SetParam { name: String, value: String },
+    /// Parameters of this process matching a glob pattern (`lctl get_param`).
+    GetParams { pattern: String, within: bool },
+    /// Sets every parameter matching `pattern` (`lctl set_param`).
+    SetParam { pattern: String, value: String },
     SetParamPersistent { name: String, value: Option<String> },
     Info,
 }
@@ -41,7 +43,9 @@ pub enum CtlReply {
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
     Path(String),
-    Params(Vec<(String, String)>),
+    Params(Vec<ParamValue>),
+    /// Names of the parameters a `SetParam` changed.
+    Set(Vec<String>),
     Info { fsname: String, spec: String, mdts: u32, osts: u32 },
 }
 
@@ -58,14 +62,8 @@ impl CtlReply {
 pub struct CtlServer {
     pub client: Arc<Client>,
     pub entry: MountEntry,
-    /// Client parameters visible through `lctl` (name -> getter/setter by tunable name).
-    pub params: Arc<dyn ParamSource>,
-}
-
-/// Where `lctl` finds this client's parameters.
-pub trait ParamSource: Send + Sync {
-    fn list(&self) -> Vec<(String, String)>;
-    fn set(&self, name: &str, value: &str) -> Result<(), String>;
+    /// Parameters of this process, for `lctl`.
+    pub params: Arc<NodeParams>,
 }
 
 /// Walks `rel` from the root, one lookup per component.
@@ -158,9 +156,9 @@ impl CtlServer {
                 let p = c.fid2path(fid).await?;
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())
             }
-            CtlRequest::GetParams { pattern: _ } => CtlReply::Params(self.params.list()),
-            CtlRequest::SetParam { name, value } => match self.params.set(&name, &value) {
-                Ok(()) => CtlReply::Ok,
+            CtlRequest::GetParams { pattern, within } => CtlReply::Params(self.params.list_matching(&pattern, within)),
+            CtlRequest::SetParam { pattern, value } => match self.params.set_matching(&pattern, &value) {
+                Ok(names) => CtlReply::Set(names),
                 Err(m) => CtlReply::err(Errno::EINVAL, m),
             },
             CtlRequest::SetParamPersistent { name, value } => {

@@ -11,4 +11,5 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod local;
 pub mod node;
+pub mod params;
 pub mod target;

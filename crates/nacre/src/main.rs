@@ -82,6 +82,12 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
+    /// Lustre's lctl: get_param, set_param [-P], list_param (`nacre lctl help`)
+    #[command(disable_help_flag = true)]
+    Lctl {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Lustre's lfs: df, getstripe, setstripe, path2fid, fid2path (`nacre lfs help`)
     #[command(disable_help_flag = true)]
     Lfs {
@@ -228,6 +234,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Umount { mountpoint } => {
             init_logging(false);
             cmd::mount::run_umount(&mountpoint)
+        }
+        Command::Lctl { args } => {
+            init_logging(false);
+            let rc = cmd::lctl::run(&args)?;
+            if rc != 0 {
+                std::process::exit(rc.clamp(1, 255));
+            }
+            Ok(())
         }
         Command::Lfs { args } => {
             init_logging(false);

@@ -1,6 +1,7 @@
 //! The commands of the `nacre` binary.
 
 pub mod cluster;
+pub mod lctl;
 pub mod lfs;
 pub mod mount;
 pub mod up;

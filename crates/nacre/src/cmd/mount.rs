@@ -1,7 +1,8 @@
 //! `nacre mount` / `nacre umount`, and the mount step shared with `nacre up`.
 
 use crate::ctl::{self, MountEntry};
-use crate::ctl_server::{CtlServer, ParamSource};
+use crate::ctl_server::CtlServer;
+use crate::params::{ClientParams, NodeParams, ParamSource, apply_persistent};
 use crate::daemon;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -34,56 +35,6 @@ impl Mounted {
     }
 }
 
-/// Client tunables under Lustre's parameter names.
-pub struct ClientParams {
-    client: Arc<Client>,
-    /// Stands for Lustre's superblock address in device names.
-    sb: String,
-}
-
-impl ClientParams {
-    pub fn new(client: Arc<Client>) -> ClientParams {
-        let sb = format!("ffff{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
-        ClientParams { client, sb }
-    }
-
-    fn names(&self) -> Vec<(String, &'static str)> {
-        let fs = &self.client.fsname;
-        let mut v = Vec::new();
-        for i in 0..self.client.ost_count() {
-            for p in ["max_rpcs_in_flight", "max_dirty_mb", "max_pages_per_rpc"] {
-                v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), p));
-            }
-        }
-        for p in ["max_read_ahead_mb", "max_read_ahead_per_file_mb", "recovery_timeout"] {
-            v.push((format!("llite.{fs}-{}.{p}", self.sb), p));
-        }
-        v
-    }
-}
-
-impl ParamSource for ClientParams {
-    fn list(&self) -> Vec<(String, String)> {
-        self.names()
-            .into_iter()
-            .map(|(n, t)| {
-                let v = self.client.tunables.get(t).map(|v| v.to_string()).unwrap_or_default();
-                (n, v)
-            })
-            .collect()
-    }
-
-    fn set(&self, name: &str, value: &str) -> Result<(), String> {
-        let Some((_, t)) = self.names().into_iter().find(|(n, _)| n == name) else {
-            return Err(format!("{name}: no such parameter on this client"));
-        };
-        let v: u64 = value.trim().parse().map_err(|_| format!("{name}: '{value}' is not a number"))?;
-        self.client.tunables.set(t, v)?;
-        self.client.refresh_imports();
-        Ok(())
-    }
-}
-
 /// Mounts `client` at `mountpoint` (already prepared) and serves its control socket.
 pub fn mount_client(
     rt: &tokio::runtime::Handle,
@@ -91,6 +42,7 @@ pub fn mount_client(
     mountpoint: &Path,
     spec: &str,
     attr_timeout: Duration,
+    servers: Vec<Arc<dyn ParamSource>>,
 ) -> Result<Mounted> {
     let opts = nacre_fuse::MountOptions {
         attr_timeout,
@@ -110,12 +62,29 @@ pub fn mount_client(
         let _g = rt.enter();
         crate::ctl_server::bind(&entry)?
     };
+    let mut sources: Vec<Arc<dyn ParamSource>> = vec![Arc::new(ClientParams::new(client.clone()))];
+    sources.extend(servers.iter().cloned());
+    let params = Arc::new(NodeParams { sources });
     let server = Arc::new(CtlServer {
         client: client.clone(),
         entry,
-        params: Arc::new(ClientParams::new(client.clone())),
+        params,
     });
     let ctl = rt.spawn(server.run(listener));
+    if !servers.is_empty() {
+        // Servers in this process follow `set_param -P` records (clients do so themselves).
+        let node = NodeParams { sources: servers };
+        let mut cfg = client.config_watch();
+        rt.spawn(async move {
+            loop {
+                let records = cfg.borrow_and_update().params.clone();
+                apply_persistent(&node, &records);
+                if cfg.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     Ok(Mounted {
         mountpoint: mountpoint.to_path_buf(),
         mount: Some(mount),
@@ -163,7 +132,7 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     let name = format!("{}-{}", host.trim(), std::process::id());
     let mspec = MountSpec::parse(&spec, key, &name).map_err(anyhow::Error::msg)?;
     let client = rt.block_on(Client::mount(mspec))?;
-    let mounted = mount_client(rt.handle(), client, &mnt, &spec, a.attr_timeout)?;
+    let mounted = mount_client(rt.handle(), client, &mnt, &spec, a.attr_timeout, Vec::new())?;
     if !a.child {
         println!("mounted {spec} on {} (Ctrl-C to unmount)", mnt.display());
     }

@@ -4,6 +4,8 @@ use super::mount::mount_client;
 use crate::daemon::{self, RunState};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
+use crate::params::{MdtParams, ParamSource};
+use std::sync::Arc;
 use crate::target::write_atomic;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -90,7 +92,19 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             return Err(e.into());
         }
     };
-    let mounted = match mount_client(rt.handle(), client, &mnt, &cluster.spec(), a.attr_timeout) {
+    let servers: Vec<Arc<dyn ParamSource>> = cluster
+        .mdts
+        .iter()
+        .flatten()
+        .filter_map(|s| s.mdt())
+        .map(|m| {
+            Arc::new(MdtParams {
+                fsname: fs.fsname.clone(),
+                mdt: m.clone(),
+            }) as Arc<dyn ParamSource>
+        })
+        .collect();
+    let mounted = match mount_client(rt.handle(), client, &mnt, &cluster.spec(), a.attr_timeout, servers) {
         Ok(m) => m,
         Err(e) => {
             rt.block_on(cluster.stop());

@@ -1,0 +1,165 @@
+//! `nacre lctl`: Lustre's `get_param`, `set_param` and `list_param` over the parameters of
+//! every nacre process on this node (clients and the servers of `nacre up`), and
+//! `set_param -P` through the MGS for every node.
+
+use crate::cmd::lfs::call;
+use crate::ctl::{self, MountEntry};
+use crate::ctl_server::{CtlReply, CtlRequest};
+use crate::params::ParamValue;
+use anyhow::{Result, anyhow, bail};
+use nacre_lustreapi as lapi;
+use nacre_lustreapi::lctl::{ParamKind, ParamPattern};
+
+pub const USAGE: &str = "usage: nacre lctl COMMAND [ARGS]\n\
+commands (Lustre's syntax and output):\n  \
+get_param [-n] [-N] [-F] PATTERN...      show parameters (glob patterns per dotted component)\n  \
+set_param [-n] NAME=VALUE...             change parameters on this node until restart\n  \
+set_param -P NAME=VALUE...               record through the MGS, for every node now and later\n  \
+set_param -P -d NAME...                  delete such a record\n  \
+list_param [-F] PATTERN...               list parameter names\n\
+examples:\n  nacre lctl get_param osc.*.max_rpcs_in_flight\n  \
+nacre lctl set_param lod.*.dom_stripesize=65536\n  nacre lctl set_param -P llite.*.max_read_ahead_mb=128\n";
+
+fn processes() -> Result<Vec<MountEntry>> {
+    let m = ctl::mounts();
+    if m.is_empty() {
+        bail!("lctl: no nacre client or server runs on this node");
+    }
+    Ok(m)
+}
+
+fn gather(pattern: &ParamPattern, within: bool) -> Result<Vec<ParamValue>> {
+    let mut out: Vec<ParamValue> = Vec::new();
+    for m in processes()? {
+        let req = CtlRequest::GetParams {
+            pattern: pattern.as_str().to_string(),
+            within,
+        };
+        match call(&m, &req) {
+            Ok(CtlReply::Params(ps)) => {
+                for p in ps {
+                    if !out.iter().any(|q| q.name == p.name) {
+                        out.push(p);
+                    }
+                }
+            }
+            Ok(_) => return Err(anyhow!("unexpected reply from {}", m.socket.display())),
+            Err((_, msg)) => eprintln!("lctl: {}: {msg}", m.mountpoint.display()),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn usage_err(e: lapi::Error) -> anyhow::Error {
+    if e.is_usage() {
+        anyhow!("{e}\n{USAGE}")
+    } else {
+        anyhow!("{e}")
+    }
+}
+
+pub fn run(args: &[String]) -> Result<i32> {
+    let Some((cmd, rest)) = args.split_first() else {
+        print!("{USAGE}");
+        return Ok(0);
+    };
+    match cmd.as_str() {
+        "get_param" => {
+            let q = lapi::lctl::parse_get_param(rest).map_err(usage_err)?;
+            let mut rc = 0;
+            for pat in &q.patterns {
+                let found = gather(pat, false)?;
+                if found.is_empty() {
+                    eprintln!("error: get_param: param_path '{}': No such file or directory", pat.as_str());
+                    rc = 2;
+                }
+                for p in found {
+                    let kind = ParamKind::File { writable: p.writable };
+                    let shown = lapi::lctl::param_display_name(&p.name, kind, &q.output);
+                    print!("{}", lapi::lctl::format_get_param(&q.output, &shown, &p.value));
+                }
+            }
+            Ok(rc)
+        }
+        "list_param" => {
+            let q = lapi::lctl::parse_list_param(rest).map_err(usage_err)?;
+            let mut rc = 0;
+            for pat in &q.patterns {
+                let found = gather(pat, true)?;
+                if found.is_empty() {
+                    eprintln!("error: list_param: param_path '{}': No such file or directory", pat.as_str());
+                    rc = 2;
+                }
+                // Names at the depth of the pattern: devices for `osc.*`, parameters for `osc.*.*`.
+                let depth = lapi::lctl::split_param_name(pat.as_str()).len();
+                let mut shown: Vec<(String, ParamKind)> = Vec::new();
+                for p in found {
+                    let comps = lapi::lctl::split_param_name(&p.name);
+                    let (name, kind) = if comps.len() > depth {
+                        (comps[..depth].join("."), ParamKind::Dir)
+                    } else {
+                        (p.name.clone(), ParamKind::File { writable: p.writable })
+                    };
+                    if !shown.iter().any(|(n, _)| *n == name) {
+                        shown.push((name, kind));
+                    }
+                }
+                for (name, kind) in shown {
+                    print!("{}", lapi::lctl::format_list_param(&q.output, &name, kind));
+                }
+            }
+            Ok(rc)
+        }
+        "set_param" => set_param(rest),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(0)
+        }
+        other => bail!("lctl: unknown command '{other}'\n{USAGE}"),
+    }
+}
+
+fn set_param(args: &[String]) -> Result<i32> {
+    let r = lapi::lctl::parse_set_param(args).map_err(usage_err)?;
+    let procs = processes()?;
+    let mut rc = 0;
+    for (name, value) in &r.params {
+        if r.permanent {
+            // Any client of the file system can reach its MGS.
+            let value = if r.delete { None } else { value.clone() };
+            let m = &procs[0];
+            match call(m, &CtlRequest::SetParamPersistent { name: name.clone(), value }) {
+                Ok(_) => {}
+                Err((e, msg)) => {
+                    eprintln!("error: set_param: {name}: {msg}");
+                    rc = e.code();
+                }
+            }
+            continue;
+        }
+        let Some(value) = value else { continue };
+        let mut any = false;
+        for m in &procs {
+            match call(m, &CtlRequest::SetParam { pattern: name.clone(), value: value.clone() }) {
+                Ok(CtlReply::Set(names)) => {
+                    for n in names {
+                        any = true;
+                        print!("{}", lapi::lctl::format_set_param(&r, &n, value));
+                    }
+                }
+                Ok(_) => {}
+                Err((e, msg)) => {
+                    eprintln!("error: set_param: {msg}");
+                    rc = e.code();
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            eprintln!("error: set_param: param_path '{name}': No such file or directory");
+            rc = 2;
+        }
+    }
+    Ok(rc)
+}

@@ -1,0 +1,237 @@
+//! Tunable parameters of this process, under Lustre's names, for `lctl`.
+//!
+//! A process exposes the parameters of what it runs: a client's `osc.*`, `mdc.*` and
+//! `llite.*` tunables, and a server's `lod.*`, `osp.*`, `osd-*.*` values. `lctl` reaches
+//! them through the process's control socket; `set_param -P` records a setting on the MGS,
+//! and every process applies the records that match its parameters when the configuration
+//! changes (see [`apply_persistent`]).
+
+use nacre_client::Client;
+use nacre_core::size::parse_size;
+use nacre_lustreapi::lctl::ParamPattern;
+use nacre_mdt::Mdt;
+use nacre_mdt::lod::LodParams;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One parameter as `lctl` sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamValue {
+    pub name: String,
+    pub value: String,
+    pub writable: bool,
+}
+
+pub trait ParamSource: Send + Sync {
+    fn list(&self) -> Vec<ParamValue>;
+    /// Sets one parameter by its full name.
+    fn set(&self, name: &str, value: &str) -> Result<(), String>;
+}
+
+fn num(name: &str, value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{name}: '{value}' is not a number"))
+}
+
+/// A client's tunables.
+pub struct ClientParams {
+    client: Arc<Client>,
+    /// Stands for Lustre's superblock address in client device names.
+    sb: String,
+}
+
+impl ClientParams {
+    pub fn new(client: Arc<Client>) -> ClientParams {
+        let sb = format!("ffff{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+        ClientParams { client, sb }
+    }
+
+    fn names(&self) -> Vec<(String, &'static str)> {
+        let fs = &self.client.fsname;
+        let mut v = Vec::new();
+        for i in 0..self.client.ost_count() {
+            for p in ["max_rpcs_in_flight", "max_dirty_mb", "max_pages_per_rpc"] {
+                v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), p));
+            }
+        }
+        for i in 0..self.client.mdt_count() {
+            v.push((format!("mdc.{fs}-MDT{i:04x}-mdc-{}.max_rpcs_in_flight", self.sb), "max_rpcs_in_flight"));
+        }
+        for p in ["max_read_ahead_mb", "max_read_ahead_per_file_mb", "recovery_timeout"] {
+            v.push((format!("llite.{fs}-{}.{p}", self.sb), p));
+        }
+        v
+    }
+}
+
+impl ParamSource for ClientParams {
+    fn list(&self) -> Vec<ParamValue> {
+        self.names()
+            .into_iter()
+            .map(|(name, t)| ParamValue {
+                name,
+                value: self.client.tunables.get(t).map(|v| v.to_string()).unwrap_or_default(),
+                writable: true,
+            })
+            .collect()
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        let Some((_, t)) = self.names().into_iter().find(|(n, _)| n == name) else {
+            return Err(format!("{name}: no such parameter"));
+        };
+        self.client.tunables.set(t, num(name, value)?)?;
+        self.client.refresh_imports();
+        Ok(())
+    }
+}
+
+/// An MDT's parameters.
+pub struct MdtParams {
+    pub fsname: String,
+    pub mdt: Arc<Mdt>,
+}
+
+impl MdtParams {
+    fn lod(&self) -> String {
+        format!("lod.{}-MDT{:04x}-mdtlov", self.fsname, self.mdt.index)
+    }
+
+    fn osd(&self) -> String {
+        format!("osd-nacre.{}-MDT{:04x}", self.fsname, self.mdt.index)
+    }
+}
+
+impl ParamSource for MdtParams {
+    fn list(&self) -> Vec<ParamValue> {
+        let p = self.mdt.lod().params();
+        let lod = self.lod();
+        let rw = |n: &str, v: String| ParamValue {
+            name: format!("{lod}.{n}"),
+            value: v,
+            writable: true,
+        };
+        let mut v = vec![
+            rw("stripesize", p.stripe_size.to_string()),
+            rw("stripecount", p.stripe_count.to_string()),
+            rw("stripeoffset", p.stripe_offset.to_string()),
+            rw("dom_stripesize", p.dom_stripesize.to_string()),
+            rw("dom_stripesize_max_kb", (p.dom_stripesize >> 10).to_string()),
+            ParamValue {
+                name: format!("{lod}.numobd"),
+                value: self.mdt.lod().ost_count().to_string(),
+                writable: false,
+            },
+            ParamValue {
+                name: format!("{}.sync_journal", self.osd()),
+                value: u8::from(self.mdt.store().sync_journal()).to_string(),
+                writable: true,
+            },
+        ];
+        for osp in self.mdt.lod().osps() {
+            let (next, last) = osp.prealloc();
+            let base = format!("osp.{}-OST{:04x}-osc-MDT{:04x}", self.fsname, osp.ost_idx, self.mdt.index);
+            v.push(ParamValue {
+                name: format!("{base}.prealloc_next_id"),
+                value: next.to_string(),
+                writable: false,
+            });
+            v.push(ParamValue {
+                name: format!("{base}.prealloc_last_id"),
+                value: last.to_string(),
+                writable: false,
+            });
+        }
+        v
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        let lod = self.lod();
+        let Some(param) = name.strip_prefix(&lod).and_then(|r| r.strip_prefix('.')) else {
+            if name == format!("{}.sync_journal", self.osd()) {
+                self.mdt.store().set_sync_journal(num(name, value)? != 0);
+                return Ok(());
+            }
+            return Err(format!("{name}: no such parameter"));
+        };
+        let mut p: LodParams = self.mdt.lod().params();
+        match param {
+            "stripesize" => {
+                let s = parse_size(value).map_err(|e| e.to_string())?;
+                if s == 0 || s % 65536 != 0 || s > u64::from(u32::MAX) {
+                    return Err(format!("{name}: stripe size must be a non-zero multiple of 64 KiB"));
+                }
+                p.stripe_size = s as u32;
+            }
+            "stripecount" => {
+                p.stripe_count = value.trim().parse().map_err(|_| format!("{name}: '{value}' is not a number"))?;
+                if p.stripe_count < -1 {
+                    return Err(format!("{name}: stripe count must be -1 or more"));
+                }
+            }
+            "stripeoffset" => {
+                p.stripe_offset = value.trim().parse().map_err(|_| format!("{name}: '{value}' is not a number"))?;
+            }
+            "dom_stripesize" => p.dom_stripesize = dom_size(parse_size(value).map_err(|e| e.to_string())?),
+            "dom_stripesize_max_kb" => p.dom_stripesize = dom_size(num(name, value)? << 10),
+            _ => return Err(format!("{name}: read-only or unknown parameter")),
+        }
+        self.mdt.lod().set_params(p);
+        Ok(())
+    }
+}
+
+/// Lustre's rule: rounded down to 64 KiB, raised to 64 KiB unless 0, at most 1 GiB.
+pub fn dom_size(v: u64) -> u64 {
+    if v == 0 {
+        return 0;
+    }
+    (v.min(nacre_core::layout::MAX_DOM_SIZE) / 65536).max(1) * 65536
+}
+
+/// Everything a process exposes.
+#[derive(Default)]
+pub struct NodeParams {
+    pub sources: Vec<Arc<dyn ParamSource>>,
+}
+
+impl NodeParams {
+    /// Parameters whose name matches `pattern`, or (`within`) starts with components that do.
+    pub fn list_matching(&self, pattern: &str, within: bool) -> Vec<ParamValue> {
+        let pat = ParamPattern::new(pattern);
+        self.sources
+            .iter()
+            .flat_map(|s| s.list())
+            .filter(|p| if within { pat.matches_within(&p.name) } else { pat.matches(&p.name) })
+            .collect()
+    }
+
+    /// Sets every parameter matching `pattern`; returns the names set.
+    pub fn set_matching(&self, pattern: &str, value: &str) -> Result<Vec<String>, String> {
+        let pat = ParamPattern::new(pattern);
+        let mut done = Vec::new();
+        for s in &self.sources {
+            for p in s.list() {
+                if pat.matches(&p.name) {
+                    if !p.writable {
+                        return Err(format!("{}: read-only parameter", p.name));
+                    }
+                    s.set(&p.name, value)?;
+                    done.push(p.name);
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Applies `set_param -P` records to this process's parameters (errors are logged).
+pub fn apply_persistent(node: &NodeParams, records: &[(String, String)]) {
+    for (pattern, value) in records {
+        if let Err(e) = node.set_matching(pattern, value) {
+            tracing::warn!("set_param -P {pattern}={value}: {e}");
+        }
+    }
+}

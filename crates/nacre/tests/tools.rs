@@ -1,0 +1,91 @@
+//! `nacre lfs` and `nacre lctl` against a real mount.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn lfs_and_lctl_on_a_mount() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "3"]);
+    let m = fs.mnt.to_str().expect("utf8").to_string();
+    let p = |rel: &str| format!("{m}/{rel}");
+
+    let df = ok(&["lfs", "df", &m]);
+    assert!(df.starts_with("UUID"), "{df}");
+    assert_eq!(df.lines().filter(|l| l.contains("_UUID")).count(), 4, "{df}");
+    assert!(df.contains("filesystem_summary:"), "{df}");
+    assert!(ok(&["lfs", "df", "-h", &m]).contains("bytes"));
+    assert!(ok(&["lfs", "df", "-i", &m]).contains("Inodes"));
+
+    // A plain striped file, checked field by field.
+    ok(&["lfs", "setstripe", "-c", "2", "-S", "1M", "-i", "1", &p("f")]);
+    std::fs::write(fs.path("f"), vec![1u8; 3 << 20]).expect("write");
+    let gs = ok(&["lfs", "getstripe", &p("f")]);
+    let field = |name: &str| {
+        gs.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} in\n{gs}"))
+    };
+    assert_eq!(field("lmm_stripe_count:"), "2");
+    assert_eq!(field("lmm_stripe_size:"), "1048576");
+    assert_eq!(field("lmm_pattern:"), "raid0");
+    assert_eq!(field("lmm_stripe_offset:"), "1");
+    let objs: Vec<&str> = gs.lines().filter(|l| l.starts_with('\t') && !l.contains("obdidx")).collect();
+    assert_eq!(objs.len(), 2, "{gs}");
+    assert_eq!(objs[0].split_whitespace().next(), Some("1"));
+    assert_eq!(objs[1].split_whitespace().next(), Some("2"));
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("f")]).trim(), "2");
+    // A layout on an existing file is refused and changes nothing.
+    let err = run(&["lfs", "setstripe", "-c", "3", &p("f")]);
+    assert!(!err.status.success());
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("f")]).trim(), "2");
+    // Invalid layouts are refused with a message.
+    let bad = fail(&["lfs", "setstripe", "-c", "9", &p("g")]);
+    assert!(bad.contains("stripe count"), "{bad}");
+    assert!(!fs.path("g").exists());
+    let bad = fail(&["lfs", "setstripe", "-S", "100k", &p("g")]);
+    assert!(bad.contains("stripe size"), "{bad}");
+
+    // Directory defaults are inherited, and -d removes them.
+    std::fs::create_dir(fs.path("d")).expect("mkdir");
+    ok(&["lfs", "setstripe", "-c", "-1", &p("d")]);
+    assert!(ok(&["lfs", "getstripe", "-d", &p("d")]).contains("stripe_count:  -1"));
+    std::fs::write(fs.path("d/child"), b"x").expect("write");
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("d/child")]).trim(), "3");
+    ok(&["lfs", "setstripe", "-d", &p("d")]);
+    std::fs::write(fs.path("d/child2"), b"x").expect("write");
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("d/child2")]).trim(), "1");
+
+    // FIDs both ways.
+    let fid = ok(&["lfs", "path2fid", &p("d/child")]).trim().to_string();
+    assert!(fid.starts_with("[0x2") && fid.ends_with(']'), "{fid}");
+    assert_eq!(ok(&["lfs", "fid2path", &m, &fid]).trim(), p("d/child"));
+
+    // Parameters: local, and persistent through the MGS.
+    let v = ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"]);
+    assert_eq!(v.lines().count(), 3, "{v}");
+    ok(&["lctl", "set_param", "osc.*.max_rpcs_in_flight=16"]);
+    assert!(ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"]).lines().all(|l| l == "16"));
+    assert!(!run(&["lctl", "set_param", "osc.*.max_rpcs_in_flight=0"]).status.success());
+    ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
+    let mut applied = false;
+    for _ in 0..50 {
+        if ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim() == "2" {
+            applied = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(applied, "set_param -P did not reach the MDT");
+    std::fs::write(fs.path("two"), b"x").expect("write");
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("two")]).trim(), "2");
+    // Persistent settings survive a restart.
+    fs.down();
+    fs.up_again();
+    assert_eq!(ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim(), "2");
+    fs.down();
+}
