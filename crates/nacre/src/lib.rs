@@ -10,6 +10,7 @@ pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
 pub mod local;
+pub mod native;
 pub mod node;
 pub mod params;
 pub mod target;

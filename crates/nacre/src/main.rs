@@ -82,6 +82,17 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
+    /// Benchmarks: ior, mdtest, mix, io500, compare (`nacre bench COMMAND --help`)
+    Bench {
+        #[command(subcommand)]
+        cmd: nacre_bench::cli::BenchCommand,
+    },
+    /// Age a file system: PaF populate and fragment (`PAF:70.30@264M`)
+    Paf(nacre_bench::cli::PafArgs),
+    /// Fragmentation report of a tree, or of a dumpe2fs listing
+    Frag(nacre_bench::cli::FragArgs),
+    /// The PaF + IOR measurement series over capacity and fragmentation, with plots
+    Series(nacre_bench::cli::SeriesArgs),
     /// Lustre's lctl: get_param, set_param [-P], list_param (`nacre lctl help`)
     #[command(disable_help_flag = true)]
     Lctl {
@@ -234,6 +245,22 @@ fn run(cli: Cli) -> Result<()> {
         Command::Umount { mountpoint } => {
             init_logging(false);
             cmd::mount::run_umount(&mountpoint)
+        }
+        Command::Bench { cmd } => {
+            init_logging(false);
+            nacre_bench::cli::run_bench(cmd, Some(&nacre::native::Connector))
+        }
+        Command::Paf(a) => {
+            init_logging(false);
+            nacre_bench::cli::run_paf(a, Some(&nacre::native::Connector))
+        }
+        Command::Frag(a) => {
+            init_logging(false);
+            nacre_bench::cli::run_frag(a, Some(&nacre::native::Connector))
+        }
+        Command::Series(a) => {
+            init_logging(false);
+            nacre_bench::cli::run_series(a, Some(&nacre::native::Connector))
         }
         Command::Lctl { args } => {
             init_logging(false);

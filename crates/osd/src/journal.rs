@@ -21,6 +21,9 @@ pub enum Mutation {
 }
 
 const RECORD_HEADER: usize = 16;
+
+/// One replayed record: its transaction number and changes.
+pub type Record = (u64, Vec<Mutation>);
 /// A record larger than this is corrupt (no transaction batch writes so much).
 pub const MAX_RECORD: u32 = 256 << 20;
 
@@ -42,7 +45,7 @@ impl Journal {
     }
 
     /// Every intact record, in order, and the length of the intact prefix.
-    pub fn replay(&mut self) -> std::io::Result<(Vec<(u64, Vec<Mutation>)>, u64)> {
+    pub fn replay(&mut self) -> std::io::Result<(Vec<Record>, u64)> {
         let mut data = Vec::new();
         self.file.seek(SeekFrom::Start(0))?;
         self.file.read_to_end(&mut data)?;
@@ -52,7 +55,7 @@ impl Journal {
             let len = u32::from_le_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
             let crc = u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
             // `len` counts the transno and the payload, not the len and crc words.
-            if len > MAX_RECORD || len < 8 || pos + 8 + len as usize > data.len() {
+            if !(8..=MAX_RECORD).contains(&len) || pos + 8 + len as usize > data.len() {
                 break;
             }
             let body = &data[pos + 8..pos + 8 + len as usize];

@@ -147,10 +147,13 @@ pub struct MdStore {
     shared: Arc<Shared>,
 }
 
+/// Key-value pairs read from a table, in key order.
+pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Reads shared by transactions and read views, so lookups are written once.
 pub trait KvRead {
     fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno>;
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno>;
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno>;
 }
 
 impl KvRead for Tx<'_, '_> {
@@ -158,7 +161,7 @@ impl KvRead for Tx<'_, '_> {
         Tx::get(self, t, key)
     }
 
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
         Tx::range(self, t, start, end, limit)
     }
 }
@@ -168,7 +171,7 @@ impl KvRead for ReadView {
         ReadView::get(self, t, key)
     }
 
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
         ReadView::range(self, t, start, end, limit)
     }
 }
@@ -228,7 +231,7 @@ impl Tx<'_, '_> {
     }
 
     /// Up to `limit` entries with keys in `[start, end)`.
-    pub fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+    pub fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
         let tab = &self.tables[t as usize];
         collect_range(tab.range::<&[u8]>(start..end), limit)
     }
@@ -253,7 +256,7 @@ impl Tx<'_, '_> {
 fn collect_range<'a>(
     r: Result<redb::Range<'a, &'static [u8], &'static [u8]>, redb::StorageError>,
     limit: usize,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+) -> Result<KvPairs, Errno> {
     let r = r.map_err(|e| storage_errno(&e))?;
     let mut out = Vec::new();
     for item in r {
@@ -290,7 +293,7 @@ impl ReadView {
             .map_err(|e| storage_errno(&e))
     }
 
-    pub fn range(&self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+    pub fn range(&self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
         let tab = self.txn.open_table(t.def()).map_err(|e| {
             tracing::error!(target: "osd", "open table: {e}");
             Errno::EIO

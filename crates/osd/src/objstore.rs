@@ -175,6 +175,13 @@ impl ObjStore {
     /// Writes `data` at `offset`; records the filter fid on the first write.
     pub fn write(&self, fid: &Fid, parent: &Fid, offset: u64, data: &[u8]) -> Result<u64, Errno> {
         let f = self.open_obj(fid)?;
+        self.tag(fid, parent)?;
+        f.write_all_at(data, offset)?;
+        Ok(data.len() as u64)
+    }
+
+    /// Records the filter fid unless the object is known to carry it.
+    fn tag(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
         if !parent.is_zero() && self.tagged.lock().get(fid) != Some(parent) {
             set_filter_fid(&self.object_path(fid), parent)?;
             let mut t = self.tagged.lock();
@@ -183,8 +190,7 @@ impl ObjStore {
             }
             t.insert(*fid, *parent);
         }
-        f.write_all_at(data, offset)?;
-        Ok(data.len() as u64)
+        Ok(())
     }
 
     /// Reads up to `len` bytes at `offset` (short at end of object; holes read as zeros).
@@ -226,6 +232,45 @@ impl ObjStore {
         Ok(())
     }
 
+    /// `fallocate(2)` on the object file with the client's mode: allocate (growing the
+    /// object unless `KEEP_SIZE`), punch a hole or zero a range. The backing file system
+    /// decides what it supports; a zero range it lacks is done as punch then allocate.
+    pub fn fallocate(&self, fid: &Fid, parent: &Fid, offset: u64, len: u64, mode: i32) -> Result<(), Errno> {
+        use std::os::fd::AsRawFd;
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+            return Err(Errno::EINVAL);
+        }
+        let allowed = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        if mode & !allowed != 0 {
+            return Err(Errno(libc::EOPNOTSUPP));
+        }
+        let f = self.open_obj(fid)?;
+        if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 {
+            // Allocating makes the object part of the file, as a write does.
+            self.tag(fid, parent)?;
+        }
+        let call = |m: i32| {
+            // SAFETY: a valid open descriptor; the kernel checks the range.
+            let r = unsafe { libc::fallocate(f.as_raw_fd(), m, offset as libc::off_t, len as libc::off_t) };
+            if r != 0 { Err(Errno::from(std::io::Error::last_os_error())) } else { Ok(()) }
+        };
+        match call(mode) {
+            Err(e) if e.0 == libc::EOPNOTSUPP && mode & libc::FALLOC_FL_ZERO_RANGE != 0 => {
+                let keep = mode & libc::FALLOC_FL_KEEP_SIZE;
+                call(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)?;
+                call(keep)?;
+            }
+            r => r?,
+        }
+        if mode != libc::FALLOC_FL_KEEP_SIZE {
+            // Clients take a file's data-change time from its objects and compare it with
+            // the MDT's ctime, which has full clock resolution; the backing file system may
+            // stamp with a coarser clock, so a change right after a create could go unseen.
+            stamp_mtime(&f)?;
+        }
+        Ok(())
+    }
+
     pub fn destroy(&self, fid: &Fid) -> Result<(), Errno> {
         Self::check(fid)?;
         self.fds.lock().remove(fid);
@@ -253,6 +298,29 @@ impl ObjStore {
     pub fn statfs(&self) -> Result<libc::statvfs, Errno> {
         statvfs(&self.root)
     }
+}
+
+/// Sets an object's mtime to the current time at full resolution.
+fn stamp_mtime(f: &File) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: now.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(now.subsec_nanos() as i32),
+        },
+    ];
+    // SAFETY: a valid open descriptor and an array of two timespecs.
+    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } != 0 {
+        return Err(Errno::from(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// `statvfs(3)` of a path.
@@ -343,5 +411,33 @@ mod tests {
         assert_eq!(s.read(&o, 0, 1), Err(Errno::ENOENT));
         assert_eq!(s.write(&Fid::new(seq, 99, 0), &parent, 0, b"x"), Err(Errno::ENOENT));
         assert_eq!(s.read(&Fid::new(seq, 0, 0), 0, 1), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn fallocate_allocates_punches_and_zeroes() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = ObjStore::open(d.path(), ObjStoreConfig::default()).expect("open");
+        let seq = 0x240000400;
+        s.precreate(seq, 4).expect("precreate");
+        let o = Fid::new(seq, 1, 0);
+        let parent = Fid::new(0x200000401, 3, 0);
+        s.fallocate(&o, &parent, 0, 100_000, 0).expect("allocate");
+        assert_eq!(s.getattr(&o).expect("attr").0, 100_000);
+        assert_eq!(s.filter_fid(&o), Ok(Some(parent)));
+        s.fallocate(&o, &parent, 200_000, 4096, libc::FALLOC_FL_KEEP_SIZE).expect("keep size");
+        assert_eq!(s.getattr(&o).expect("attr").0, 100_000);
+        s.write(&o, &parent, 0, &[7u8; 100_000]).expect("write");
+        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        s.fallocate(&o, &parent, 10, 20, punch).expect("punch");
+        let data = s.read(&o, 0, 40).expect("read");
+        assert_eq!(&data[..10], &[7; 10]);
+        assert_eq!(&data[10..30], &[0; 20]);
+        assert_eq!(&data[30..], &[7; 10]);
+        s.fallocate(&o, &parent, 99_990, 20, libc::FALLOC_FL_ZERO_RANGE).expect("zero");
+        assert_eq!(s.getattr(&o).expect("attr").0, 100_010);
+        assert_eq!(s.read(&o, 99_980, 100).expect("read"), [&[7u8; 10][..], &[0; 20]].concat());
+        assert_eq!(s.fallocate(&o, &parent, 0, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(s.fallocate(&o, &parent, 0, 1, 0x40), Err(Errno(libc::EOPNOTSUPP)));
+        assert_eq!(s.fallocate(&Fid::new(seq, 99, 0), &parent, 0, 1, 0), Err(Errno::ENOENT));
     }
 }
