@@ -22,4 +22,7 @@ echo "== external suites on a real mount"
 cargo build --release --quiet -p nacre
 scripts/external-suites.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
 
+echo "== a small measurement series (PaF + IOR, CSV and plots) on a local directory and a mount"
+scripts/series-smoke.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
+
 echo "== all tests passed in $(( $(date +%s) - start ))s"
