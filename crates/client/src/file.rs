@@ -9,6 +9,11 @@ use nacre_rpc::msg::{InodeInfo, OpenFlags, Reply, Request};
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// `fallocate(2)` mode bits (linux/falloc.h), as the kernel passes them through FUSE.
+pub const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+pub const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+pub const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+
 pub struct OpenFile {
     pub fid: Fid,
     /// The MDT's open handle.
@@ -105,6 +110,57 @@ impl Client {
         Ok(n)
     }
 
+    /// `fallocate(2)`: mode 0 (`posix_fallocate`) makes `[off, off + len)` allocated and the
+    /// file at least `off + len` long; `KEEP_SIZE` allocates without growing the file;
+    /// `PUNCH_HOLE | KEEP_SIZE` and `ZERO_RANGE` zero the range. Collapse, insert and
+    /// unshare are not supported (EOPNOTSUPP), as on many local file systems.
+    pub async fn fallocate(
+        &self,
+        f: &OpenFile,
+        off: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        let (keep, punch, zero) = (
+            FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_PUNCH_HOLE,
+            FALLOC_FL_ZERO_RANGE,
+        );
+        if mode & !(keep | punch | zero) != 0 || mode & (punch | zero) == punch | zero {
+            return Err(Errno::ENOTSUP);
+        }
+        if mode & punch != 0 && mode & keep == 0 {
+            // vfs_fallocate's rule: a punch never changes the size.
+            return Err(Errno::ENOTSUP);
+        }
+        if !f.flags.write {
+            return Err(Errno::EBADF);
+        }
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut layout = f.layout().ok_or(Errno::EBADF)?;
+        let mut end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        if end > layout.max_size() {
+            if mode & punch == 0 {
+                return Err(Errno::EFBIG);
+            }
+            // Nothing can exist past the layout's end to punch.
+            end = layout.max_size();
+            if off >= end {
+                return Ok(());
+            }
+        }
+        if mode & punch == 0 && !layout.instantiated_to(end) {
+            layout = self.layout_intent(f.fid, end).await?;
+            *f.layout.write() = Some(layout.clone());
+        }
+        // The size and data changed behind the MDT: the close must report them.
+        f.wrote.store(true, Ordering::Release);
+        self.fallocate_objects(f.fid, &layout, off, end - off, mode)
+            .await
+    }
+
     /// Makes the file's data durable.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
         match f.layout() {
@@ -134,14 +190,17 @@ impl Client {
 
     /// Attributes with the size taken from the objects whatever the MDT says.
     async fn getattr_uncached(&self, fid: Fid) -> Result<InodeInfo, Errno> {
-        let mut info = match self.md_call(self.mdt_of(&fid), Request::Getattr { fid }).await? {
+        let mut info = match self
+            .md_call(self.mdt_of(&fid), Request::Getattr { fid })
+            .await?
+        {
             Reply::Inode(i) => i,
             _ => return Err(Errno::EPROTO),
         };
-        if let Some(l) = &info.layout {
-            if l.objects().next().is_some() {
-                self.glimpse(l, &mut info.attr).await?;
-            }
+        if let Some(l) = &info.layout
+            && l.objects().next().is_some()
+        {
+            self.glimpse(l, &mut info.attr).await?;
         }
         Ok(info)
     }

@@ -109,7 +109,13 @@ impl Client {
     }
 
     /// Writes `data` at `off` through `layout` (which must cover the range with objects).
-    pub async fn write_objects(&self, fid: Fid, layout: &Layout, off: u64, data: Bytes) -> Result<(), Errno> {
+    pub async fn write_objects(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+    ) -> Result<(), Errno> {
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
         if !p.holes.is_empty() || !p.dom.is_empty() {
             return Err(Errno::EIO);
@@ -133,10 +139,65 @@ impl Client {
         Ok(())
     }
 
+    /// `fallocate(2)` of `[off, off + len)` through `layout`: one request per object, since
+    /// a contiguous file range is a contiguous range of each object it touches. Ranges
+    /// without objects are already holes, so only a punch may meet them.
+    pub async fn fallocate_objects(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        let p = plan(layout, off, len, u64::MAX);
+        if !p.dom.is_empty() {
+            // Data-on-MDT bytes are not written through the OSTs either.
+            return Err(Errno::ENOTSUP);
+        }
+        if !p.holes.is_empty() && mode & crate::file::FALLOC_FL_PUNCH_HOLE == 0 {
+            return Err(Errno::EIO);
+        }
+        let mut per_obj: BTreeMap<Fid, (StripeObject, u32, u64, u64)> = BTreeMap::new();
+        for c in &p.chunks {
+            let e =
+                per_obj
+                    .entry(c.obj.fid)
+                    .or_insert((c.obj, c.stripe, c.obj_off, c.obj_off + c.len));
+            e.2 = e.2.min(c.obj_off);
+            e.3 = e.3.max(c.obj_off + c.len);
+        }
+        let calls = per_obj
+            .into_values()
+            .map(|(obj, stripe, start, end)| async move {
+                let imp = self.osc(obj.ost_idx)?;
+                let req = Request::OstFallocate {
+                    obj: obj.fid,
+                    parent: fid.with_ver(stripe),
+                    offset: start,
+                    len: end - start,
+                    mode,
+                };
+                imp.call(&req, Bytes::new())
+                    .await
+                    .map(|_| ())
+                    .map_err(rpc_errno)
+            });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+
     /// Reads `[off, off + len)` of the objects. Returns the buffer and the end (relative to
     /// `off`) of the data actually found; bytes past it are zeros, and the caller decides
     /// with the file size whether they are holes or beyond EOF.
-    pub async fn read_objects(&self, layout: &Layout, off: u64, len: u64) -> Result<(Bytes, u64), Errno> {
+    pub async fn read_objects(
+        &self,
+        layout: &Layout,
+        off: u64,
+        len: u64,
+    ) -> Result<(Bytes, u64), Errno> {
         let p = plan(layout, off, len, self.max_rpc());
         if p.chunks.len() == 1 && p.holes.is_empty() && p.dom.is_empty() {
             let c = p.chunks[0];
@@ -144,7 +205,10 @@ impl Client {
             let n = data.len() as u64;
             return Ok((data, n));
         }
-        let calls = p.chunks.iter().map(|c| async move { (c, self.read_chunk(c).await) });
+        let calls = p
+            .chunks
+            .iter()
+            .map(|c| async move { (c, self.read_chunk(c).await) });
         let mut buf = BytesMut::zeroed(len as usize);
         let mut found = 0u64;
         for (c, r) in join_all(calls).await {
@@ -174,7 +238,10 @@ impl Client {
     }
 
     /// Attributes of every object of `layout`, by object.
-    async fn object_attrs(&self, layout: &Layout) -> Result<Vec<(StripeObject, Option<ObjAttr>)>, Errno> {
+    async fn object_attrs(
+        &self,
+        layout: &Layout,
+    ) -> Result<Vec<(StripeObject, Option<ObjAttr>)>, Errno> {
         let mut by_ost: BTreeMap<u32, Vec<StripeObject>> = BTreeMap::new();
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(*o);
@@ -185,7 +252,9 @@ impl Client {
                 objs: objs.iter().map(|o| o.fid).collect(),
             };
             match imp.call(&req, Bytes::new()).await.map_err(rpc_errno)? {
-                (Reply::ObjAttrs(a), _) if a.len() == objs.len() => Ok(objs.into_iter().zip(a).collect::<Vec<_>>()),
+                (Reply::ObjAttrs(a), _) if a.len() == objs.len() => {
+                    Ok(objs.into_iter().zip(a).collect::<Vec<_>>())
+                }
                 _ => Err(Errno::EPROTO),
             }
         });
@@ -213,7 +282,11 @@ impl Client {
             }
         }
         // The MDT's size still counts for a Data-on-MDT part.
-        attr.size = if layout.dom_size() > 0 { size.max(attr.size.min(layout.dom_size())) } else { size };
+        attr.size = if layout.dom_size() > 0 {
+            size.max(attr.size.min(layout.dom_size()))
+        } else {
+            size
+        };
         attr.blocks = blocks;
         if mtime > attr.ctime {
             attr.mtime = mtime;
@@ -223,8 +296,18 @@ impl Client {
     }
 
     /// Makes the objects describe a file of exactly `size` bytes (truncate or extend).
-    pub async fn truncate_objects(&self, fid: Fid, layout: &Layout, size: u64) -> Result<(), Errno> {
-        let layout = if size > 0 && !layout.instantiated_to(size) && layout.component_at(size - 1).is_some_and(|c| c.pattern == Pattern::Raid0) {
+    pub async fn truncate_objects(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        size: u64,
+    ) -> Result<(), Errno> {
+        let layout = if size > 0
+            && !layout.instantiated_to(size)
+            && layout
+                .component_at(size - 1)
+                .is_some_and(|c| c.pattern == Pattern::Raid0)
+        {
             self.layout_intent(fid, size).await?
         } else {
             layout.clone()
@@ -237,10 +320,16 @@ impl Client {
         }
         let calls = punches.into_iter().map(|(o, s)| async move {
             let imp = self.osc(o.ost_idx)?;
-            imp.call(&Request::OstPunch { obj: o.fid, size: s }, Bytes::new())
-                .await
-                .map(|_| ())
-                .map_err(rpc_errno)
+            imp.call(
+                &Request::OstPunch {
+                    obj: o.fid,
+                    size: s,
+                },
+                Bytes::new(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(rpc_errno)
         });
         for r in join_all(calls).await {
             r?;
@@ -290,7 +379,8 @@ mod tests {
         let l = layout(3, 65536);
         for (off, len) in [(0u64, 1u64), (65535, 2), (10, 500_000), (1 << 20, 4 << 20)] {
             let p = plan(&l, off, len, 1 << 20);
-            let mut covered: Vec<(u64, u64)> = p.chunks.iter().map(|c| (c.buf_off, c.len)).collect();
+            let mut covered: Vec<(u64, u64)> =
+                p.chunks.iter().map(|c| (c.buf_off, c.len)).collect();
             covered.sort();
             let mut pos = 0;
             for (b, n) in covered {
@@ -311,6 +401,31 @@ mod tests {
         let p = plan(&l, 0, 4 << 20, 1 << 20);
         assert_eq!(p.chunks.len(), 4);
         assert!(p.chunks.iter().all(|c| c.len == 1 << 20));
+    }
+
+    #[test]
+    fn a_range_is_contiguous_in_each_object() {
+        // What fallocate_objects relies on to send one request per object.
+        let l = layout(4, 65536);
+        for (off, len) in [
+            (1000u64, 1u64),
+            (65000, 70000),
+            (3, 1 << 20),
+            (100_000, 3 << 20),
+        ] {
+            let p = plan(&l, off, len, u64::MAX);
+            let mut by_obj: BTreeMap<Fid, Vec<(u64, u64)>> = BTreeMap::new();
+            for c in &p.chunks {
+                by_obj
+                    .entry(c.obj.fid)
+                    .or_default()
+                    .push((c.obj_off, c.obj_off + c.len));
+            }
+            for ranges in by_obj.values_mut() {
+                ranges.sort();
+                assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
+            }
+        }
     }
 
     #[test]

@@ -45,7 +45,9 @@ impl MountSpec {
             return Err(format!("mount spec '{spec}': bad file system name '{fs}'"));
         }
         if !addr.contains(':') {
-            return Err(format!("mount spec '{spec}': the MGS address needs a port (HOST:PORT)"));
+            return Err(format!(
+                "mount spec '{spec}': the MGS address needs a port (HOST:PORT)"
+            ));
         }
         Ok(MountSpec {
             mgs: addr.to_string(),
@@ -87,10 +89,12 @@ impl Client {
             max_in_flight: 8,
             timeout: Duration::from_secs(60),
         };
-        let mgc = Mgc::connect(&spec.mgs, cc).await.map_err(|source| MountError::Mgs {
-            addr: spec.mgs.clone(),
-            source,
-        })?;
+        let mgc = Mgc::connect(&spec.mgs, cc)
+            .await
+            .map_err(|source| MountError::Mgs {
+                addr: spec.mgs.clone(),
+                source,
+            })?;
         let config = mgc.config();
         let cfg = config.borrow().clone();
         if cfg.mdts.is_empty() {
@@ -165,11 +169,19 @@ impl Client {
     }
 
     pub(crate) fn mdc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
-        self.mdcs.read().get(idx as usize).cloned().ok_or(Errno::EIO)
+        self.mdcs
+            .read()
+            .get(idx as usize)
+            .cloned()
+            .ok_or(Errno::EIO)
     }
 
     pub(crate) fn osc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
-        self.oscs.read().get(idx as usize).cloned().ok_or(Errno::EIO)
+        self.oscs
+            .read()
+            .get(idx as usize)
+            .cloned()
+            .ok_or(Errno::EIO)
     }
 
     /// The imports of all OSTs, for statfs and tunables.

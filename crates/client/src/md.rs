@@ -17,7 +17,10 @@ impl Client {
 
     pub(crate) async fn md_call(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
         let imp = self.mdc(mdt)?;
-        imp.call(&req, Bytes::new()).await.map(|(r, _)| r).map_err(rpc_errno)
+        imp.call(&req, Bytes::new())
+            .await
+            .map(|(r, _)| r)
+            .map_err(rpc_errno)
     }
 
     async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {
@@ -29,10 +32,10 @@ impl Client {
 
     /// Fills in the size from the OSTs when the MDT's is not exact.
     pub async fn complete(&self, mut info: InodeInfo) -> Result<InodeInfo, Errno> {
-        if !info.size_authoritative {
-            if let Some(l) = &info.layout {
-                self.glimpse(l, &mut info.attr).await?;
-            }
+        if !info.size_authoritative
+            && let Some(l) = &info.layout
+        {
+            self.glimpse(l, &mut info.attr).await?;
         }
         Ok(info)
     }
@@ -49,7 +52,8 @@ impl Client {
     }
 
     pub async fn getattr(&self, fid: Fid) -> Result<InodeInfo, Errno> {
-        self.md_inode(self.mdt_of(&fid), Request::Getattr { fid }).await
+        self.md_inode(self.mdt_of(&fid), Request::Getattr { fid })
+            .await
     }
 
     /// Changes attributes; a size change truncates or extends the OST objects first.
@@ -131,7 +135,15 @@ impl Client {
         .map(|_| ())
     }
 
-    pub async fn rename(&self, sp: Fid, sn: &[u8], dp: Fid, dn: &[u8], flags: u32, cred: &Cred) -> Result<(), Errno> {
+    pub async fn rename(
+        &self,
+        sp: Fid,
+        sn: &[u8],
+        dp: Fid,
+        dn: &[u8],
+        flags: u32,
+        cred: &Cred,
+    ) -> Result<(), Errno> {
         if self.mdt_of(&sp) != self.mdt_of(&dp) {
             // Cross-MDT renames need the distributed protocol.
             return Err(Errno::EXDEV);
@@ -151,7 +163,13 @@ impl Client {
         .map(|_| ())
     }
 
-    pub async fn link(&self, fid: Fid, parent: Fid, name: &[u8], cred: &Cred) -> Result<InodeInfo, Errno> {
+    pub async fn link(
+        &self,
+        fid: Fid,
+        parent: Fid,
+        name: &[u8],
+        cred: &Cred,
+    ) -> Result<InodeInfo, Errno> {
         self.md_inode(
             self.mdt_of(&parent),
             Request::Link {
@@ -165,15 +183,26 @@ impl Client {
     }
 
     /// One batch of directory entries after `cookie`, and whether it was the last.
-    pub async fn readdir(&self, fid: Fid, cookie: u64, max: u32) -> Result<(Vec<Dirent>, bool), Errno> {
-        match self.md_call(self.mdt_of(&fid), Request::Readdir { fid, cookie, max }).await? {
+    pub async fn readdir(
+        &self,
+        fid: Fid,
+        cookie: u64,
+        max: u32,
+    ) -> Result<(Vec<Dirent>, bool), Errno> {
+        match self
+            .md_call(self.mdt_of(&fid), Request::Readdir { fid, cookie, max })
+            .await?
+        {
             Reply::Dirents { entries, eof } => Ok((entries, eof)),
             _ => Err(Errno::EPROTO),
         }
     }
 
     pub async fn readlink(&self, fid: Fid) -> Result<Vec<u8>, Errno> {
-        match self.md_call(self.mdt_of(&fid), Request::Readlink { fid }).await? {
+        match self
+            .md_call(self.mdt_of(&fid), Request::Readlink { fid })
+            .await?
+        {
             Reply::Data(d) => Ok(d),
             _ => Err(Errno::EPROTO),
         }
@@ -181,7 +210,13 @@ impl Client {
 
     pub async fn getxattr(&self, fid: Fid, name: &[u8]) -> Result<Vec<u8>, Errno> {
         match self
-            .md_call(self.mdt_of(&fid), Request::GetXattr { fid, name: name.to_vec() })
+            .md_call(
+                self.mdt_of(&fid),
+                Request::GetXattr {
+                    fid,
+                    name: name.to_vec(),
+                },
+            )
             .await?
         {
             Reply::Data(d) => Ok(d),
@@ -190,13 +225,23 @@ impl Client {
     }
 
     pub async fn listxattr(&self, fid: Fid) -> Result<Vec<Vec<u8>>, Errno> {
-        match self.md_call(self.mdt_of(&fid), Request::ListXattr { fid }).await? {
+        match self
+            .md_call(self.mdt_of(&fid), Request::ListXattr { fid })
+            .await?
+        {
             Reply::Names(n) => Ok(n),
             _ => Err(Errno::EPROTO),
         }
     }
 
-    pub async fn setxattr(&self, fid: Fid, name: &[u8], value: &[u8], flags: i32, cred: &Cred) -> Result<(), Errno> {
+    pub async fn setxattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+        cred: &Cred,
+    ) -> Result<(), Errno> {
         self.md_call(
             self.mdt_of(&fid),
             Request::SetXattr {
@@ -232,7 +277,10 @@ impl Client {
     }
 
     pub async fn get_default_layout(&self, dir: Fid) -> Result<Option<Layout>, Errno> {
-        match self.md_call(self.mdt_of(&dir), Request::GetDefaultLayout { fid: dir }).await? {
+        match self
+            .md_call(self.mdt_of(&dir), Request::GetDefaultLayout { fid: dir })
+            .await?
+        {
             Reply::Layout(l) => Ok(l),
             _ => Err(Errno::EPROTO),
         }
@@ -240,14 +288,20 @@ impl Client {
 
     /// Asks the MDT to instantiate every component of `fid` below `end`.
     pub async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Layout, Errno> {
-        match self.md_call(self.mdt_of(&fid), Request::LayoutIntent { fid, end }).await? {
+        match self
+            .md_call(self.mdt_of(&fid), Request::LayoutIntent { fid, end })
+            .await?
+        {
             Reply::Layout(Some(l)) => Ok(l),
             _ => Err(Errno::EPROTO),
         }
     }
 
     pub async fn fid2path(&self, fid: Fid) -> Result<Vec<u8>, Errno> {
-        match self.md_call(self.mdt_of(&fid), Request::Fid2Path { fid }).await? {
+        match self
+            .md_call(self.mdt_of(&fid), Request::Fid2Path { fid })
+            .await?
+        {
             Reply::Path(p) => Ok(p),
             _ => Err(Errno::EPROTO),
         }
@@ -259,18 +313,24 @@ impl Client {
         let mdcs = self.mdcs();
         let oscs = self.oscs();
         let md = mdcs.iter().map(|i| async move {
-            (i.target(), match i.call(&Request::Statfs, Bytes::new()).await {
-                Ok((Reply::Statfs(s), _)) => Ok(s),
-                Ok(_) => Err(Errno::EPROTO),
-                Err(e) => Err(e.errno()),
-            })
+            (
+                i.target(),
+                match i.call(&Request::Statfs, Bytes::new()).await {
+                    Ok((Reply::Statfs(s), _)) => Ok(s),
+                    Ok(_) => Err(Errno::EPROTO),
+                    Err(e) => Err(e.errno()),
+                },
+            )
         });
         let os = oscs.iter().map(|i| async move {
-            (i.target(), match i.call(&Request::OstStatfs, Bytes::new()).await {
-                Ok((Reply::Statfs(s), _)) => Ok(s),
-                Ok(_) => Err(Errno::EPROTO),
-                Err(e) => Err(e.errno()),
-            })
+            (
+                i.target(),
+                match i.call(&Request::OstStatfs, Bytes::new()).await {
+                    Ok((Reply::Statfs(s), _)) => Ok(s),
+                    Ok(_) => Err(Errno::EPROTO),
+                    Err(e) => Err(e.errno()),
+                },
+            )
         });
         for f in md {
             out.push(f.await);

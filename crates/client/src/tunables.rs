@@ -53,12 +53,42 @@ pub struct TunableDef {
 }
 
 pub const TUNABLES: &[TunableDef] = &[
-    TunableDef { class: "osc", name: "max_rpcs_in_flight", min: 1, max: 256 },
-    TunableDef { class: "osc", name: "max_dirty_mb", min: 1, max: 2048 },
-    TunableDef { class: "osc", name: "max_pages_per_rpc", min: 16, max: 16384 },
-    TunableDef { class: "llite", name: "max_read_ahead_mb", min: 0, max: 1024 },
-    TunableDef { class: "llite", name: "max_read_ahead_per_file_mb", min: 0, max: 256 },
-    TunableDef { class: "llite", name: "recovery_timeout", min: 1, max: 3600 },
+    TunableDef {
+        class: "osc",
+        name: "max_rpcs_in_flight",
+        min: 1,
+        max: 256,
+    },
+    TunableDef {
+        class: "osc",
+        name: "max_dirty_mb",
+        min: 1,
+        max: 2048,
+    },
+    TunableDef {
+        class: "osc",
+        name: "max_pages_per_rpc",
+        min: 16,
+        max: 16384,
+    },
+    TunableDef {
+        class: "llite",
+        name: "max_read_ahead_mb",
+        min: 0,
+        max: 1024,
+    },
+    TunableDef {
+        class: "llite",
+        name: "max_read_ahead_per_file_mb",
+        min: 0,
+        max: 256,
+    },
+    TunableDef {
+        class: "llite",
+        name: "recovery_timeout",
+        min: 1,
+        max: 3600,
+    },
 ];
 
 impl Tunables {
@@ -99,7 +129,8 @@ impl Tunables {
     /// Applies a `set_param -P` record if it names a client tunable of this file system.
     pub fn apply_persistent(&self, pattern: &str, value: &str, fsname: &str) {
         let mut parts = pattern.splitn(3, '.');
-        let (Some(class), Some(dev), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(class), Some(dev), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
             return;
         };
         let Some(def) = TUNABLES.iter().find(|d| d.class == class && d.name == name) else {

@@ -26,7 +26,8 @@ impl Timespec {
         if self.sec >= 0 {
             UNIX_EPOCH + Duration::new(self.sec as u64, self.nsec)
         } else {
-            UNIX_EPOCH - Duration::from_secs(self.sec.unsigned_abs()) + Duration::from_nanos(u64::from(self.nsec))
+            UNIX_EPOCH - Duration::from_secs(self.sec.unsigned_abs())
+                + Duration::from_nanos(u64::from(self.nsec))
         }
     }
 

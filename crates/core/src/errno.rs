@@ -21,11 +21,50 @@ macro_rules! errnos {
 }
 
 errnos!(
-    EPERM, ENOENT, EIO, ENXIO, E2BIG, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST,
-    EXDEV, ENODEV, ENOTDIR, EISDIR, EINVAL, ENFILE, EMFILE, ETXTBSY, EFBIG, ENOSPC, ESPIPE,
-    EROFS, EMLINK, ERANGE, ENAMETOOLONG, ENOSYS, ENOTEMPTY, ELOOP, ENODATA, ENOTSUP, ESTALE,
-    ETIMEDOUT, ECONNREFUSED, EPROTO, EOVERFLOW, EDQUOT, ENOTCONN, EINPROGRESS, ESHUTDOWN,
-    EALREADY, ENOTSOCK, EBADMSG
+    EPERM,
+    ENOENT,
+    EIO,
+    ENXIO,
+    E2BIG,
+    EBADF,
+    EAGAIN,
+    ENOMEM,
+    EACCES,
+    EFAULT,
+    EBUSY,
+    EEXIST,
+    EXDEV,
+    ENODEV,
+    ENOTDIR,
+    EISDIR,
+    EINVAL,
+    ENFILE,
+    EMFILE,
+    ETXTBSY,
+    EFBIG,
+    ENOSPC,
+    ESPIPE,
+    EROFS,
+    EMLINK,
+    ERANGE,
+    ENAMETOOLONG,
+    ENOSYS,
+    ENOTEMPTY,
+    ELOOP,
+    ENODATA,
+    ENOTSUP,
+    ESTALE,
+    ETIMEDOUT,
+    ECONNREFUSED,
+    EPROTO,
+    EOVERFLOW,
+    EDQUOT,
+    ENOTCONN,
+    EINPROGRESS,
+    ESHUTDOWN,
+    EALREADY,
+    ENOTSOCK,
+    EBADMSG
 );
 
 impl Errno {
@@ -88,6 +127,9 @@ mod tests {
     #[test]
     fn describes_like_strerror() {
         assert_eq!(Errno::ENOENT.to_string(), "No such file or directory");
-        assert_eq!(Errno::from(std::io::Error::from_raw_os_error(libc::ENOSPC)), Errno::ENOSPC);
+        assert_eq!(
+            Errno::from(std::io::Error::from_raw_os_error(libc::ENOSPC)),
+            Errno::ENOSPC
+        );
     }
 }

@@ -187,8 +187,14 @@ mod tests {
     #[test]
     fn prints_like_lustre() {
         assert_eq!(Fid::ROOT.to_string(), "[0x200000007:0x1:0x0]");
-        assert_eq!(Fid::new(0x200000401, 0x1, 0).to_string(), "[0x200000401:0x1:0x0]");
-        assert_eq!(Fid::new(0x200000401, 0x1a, 2).bare(), "0x200000401:0x1a:0x2");
+        assert_eq!(
+            Fid::new(0x200000401, 0x1, 0).to_string(),
+            "[0x200000401:0x1:0x0]"
+        );
+        assert_eq!(
+            Fid::new(0x200000401, 0x1a, 2).bare(),
+            "0x200000401:0x1a:0x2"
+        );
         // DFID is "[%#llx:0x%x:0x%x]": '#' prints a zero sequence as plain 0.
         assert_eq!(Fid::ZERO.to_string(), "[0:0x0:0x0]");
         assert_eq!(Fid::ZERO.bare(), "0:0x0:0x0");
@@ -227,7 +233,9 @@ mod tests {
     fn inode_numbers_are_distinct_and_match_lustre() {
         // cl_fid_build_ino for [0x200000401:0x1:0x0]
         let f = Fid::new(0x200000401, 1, 0);
-        assert_eq!(f.ino(), (0x200000401u64 << 24) + ((0x200000401u64 >> 24) & 0xffffff0000) + 1);
+        assert_eq!(f.ino(), 0x0200_0004_0100_0001);
+        // Sequence 2^40: its low bits shift out, its high bits fold back in.
+        assert_eq!(Fid::new(0x0100_0000_0000, 5, 0).ino(), 0x1_0005);
         assert_ne!(Fid::new(0x200000401, 2, 0).ino(), f.ino());
         assert_ne!(Fid::ROOT.ino(), 1);
     }

@@ -136,7 +136,13 @@ pub struct Component {
 
 impl Component {
     /// A raid0 component template, not yet instantiated.
-    pub fn raid0(start: u64, end: u64, stripe_count: i32, stripe_size: u32, stripe_offset: i32) -> Component {
+    pub fn raid0(
+        start: u64,
+        end: u64,
+        stripe_count: i32,
+        stripe_size: u32,
+        stripe_offset: i32,
+    ) -> Component {
         Component {
             id: 0,
             flags: 0,
@@ -281,7 +287,13 @@ impl Layout {
             composite: false,
             layout_gen: 0,
             flags: 0,
-            components: vec![Component::raid0(0, EOF, stripe_count, stripe_size, stripe_offset)],
+            components: vec![Component::raid0(
+                0,
+                EOF,
+                stripe_count,
+                stripe_size,
+                stripe_offset,
+            )],
         }
     }
 
@@ -314,7 +326,9 @@ impl Layout {
 
     /// The Data-on-MDT component, if the layout has one.
     pub fn dom(&self) -> Option<&Component> {
-        self.components.first().filter(|c| c.pattern == Pattern::Mdt)
+        self.components
+            .first()
+            .filter(|c| c.pattern == Pattern::Mdt)
     }
 
     /// The size of the Data-on-MDT extent (0 when there is none).
@@ -389,7 +403,11 @@ mod tests {
         let o1 = c.object_size_for_file_size(1, size);
         assert_eq!(o0, 65536);
         assert_eq!(o1, 100_000 - 65536);
-        assert_eq!(c.file_size_from_object(0, o0).max(c.file_size_from_object(1, o1)), size);
+        assert_eq!(
+            c.file_size_from_object(0, o0)
+                .max(c.file_size_from_object(1, o1)),
+            size
+        );
         assert_eq!(c.file_size_from_object(1, 0), 0);
         // Truncate into the second row.
         let size = 3 * 65536 + 10;
@@ -420,7 +438,10 @@ mod tests {
         assert_eq!(flags_to_string(LCME_FL_INIT | LCME_FL_STALE), "init,stale");
         assert_eq!(flags_to_string(0x1000), "0x1000");
         assert_eq!(flags_to_string(LCME_FL_PREF_RD | LCME_FL_PREF_WR), "prefer");
-        assert_eq!(flags_to_string(LCME_FL_INIT | LCME_FL_PREF_WR), "init,prefwr");
+        assert_eq!(
+            flags_to_string(LCME_FL_INIT | LCME_FL_PREF_WR),
+            "init,prefwr"
+        );
         assert_eq!(flags_to_string(LCME_FL_STALE | 0x1000), "stale,0x1000");
     }
 }

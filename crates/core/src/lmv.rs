@@ -86,7 +86,8 @@ pub fn fnv_1a_64(name: &[u8]) -> u64 {
 
 /// Sum of the unsigned bytes in a 32-bit accumulator (Lustre's test hash).
 pub fn all_char(name: &[u8]) -> u32 {
-    name.iter().fold(0u32, |acc, &b| acc.wrapping_add(u32::from(b)))
+    name.iter()
+        .fold(0u32, |acc, &b| acc.wrapping_add(u32::from(b)))
 }
 
 /// A directory's stripe layout (`lmv_mds_md_v1`).
@@ -306,7 +307,12 @@ mod tests {
 
     #[test]
     fn single_stripe_is_always_zero() {
-        for h in [HashType::AllChar, HashType::Fnv1a64, HashType::Crush, HashType::Crush2] {
+        for h in [
+            HashType::AllChar,
+            HashType::Fnv1a64,
+            HashType::Crush,
+            HashType::Crush2,
+        ] {
             assert_eq!(h.stripe_index(b"anything", 1), 0);
         }
     }
@@ -322,7 +328,10 @@ mod tests {
         assert_eq!(crush::normalise(b".s.\xc4b1cde", true), b"s");
         // ...but 0x80-0xBF are not, so this UTF-8 suffix is temporary only for old CRUSH.
         assert_eq!(crush::normalise(".s.\u{c4}b1cd".as_bytes(), false), b"s");
-        assert_eq!(crush::normalise(".s.\u{c4}b1cd".as_bytes(), true), ".s.\u{c4}b1cd".as_bytes());
+        assert_eq!(
+            crush::normalise(".s.\u{c4}b1cd".as_bytes(), true),
+            ".s.\u{c4}b1cd".as_bytes()
+        );
         for count in 2..8 {
             assert_eq!(
                 HashType::Crush2.stripe_index(b".report.pdf.aB3xYz", count),

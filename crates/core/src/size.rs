@@ -22,7 +22,9 @@ pub fn parse_size(s: &str) -> Result<u64, ParseSizeError> {
     if digits_end == 0 {
         return Err(err("must start with a number"));
     }
-    let n: u64 = t[..digits_end].parse().map_err(|_| err("number too large"))?;
+    let n: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| err("number too large"))?;
     let suffix = t[digits_end..].to_ascii_lowercase();
     let suffix = suffix
         .strip_suffix("ib")

@@ -100,7 +100,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(TargetName::ost(10).full("testfs"), "testfs-OST000a");
-        assert_eq!(TargetName::parse("testfs-OST000a_UUID"), Some(TargetName::ost(10)));
+        assert_eq!(
+            TargetName::parse("testfs-OST000a_UUID"),
+            Some(TargetName::ost(10))
+        );
         assert_eq!(TargetName::parse("MDT0001"), Some(TargetName::mdt(1)));
         assert_eq!(TargetName::parse("foo"), None);
         assert!(validate_fsname("nacre").is_ok());

@@ -8,10 +8,10 @@
 
 use bytes::Bytes;
 use fuser::{
-    AccessFlags, Errno as FErrno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags as FOpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, Errno as FErrno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags as FOpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
@@ -87,7 +87,11 @@ fn errno(e: Errno) -> FErrno {
 }
 
 fn ino_of(fid: &Fid) -> u64 {
-    if *fid == Fid::ROOT { ROOT_INO } else { fid.ino() }
+    if *fid == Fid::ROOT {
+        ROOT_INO
+    } else {
+        fid.ino()
+    }
 }
 
 fn file_type(mode: u32) -> FileType {
@@ -170,7 +174,11 @@ impl Llite {
         if ino.0 == ROOT_INO {
             return Ok(Fid::ROOT);
         }
-        self.inodes.lock().get(&ino.0).map(|e| e.fid).ok_or(Errno::ESTALE)
+        self.inodes
+            .lock()
+            .get(&ino.0)
+            .map(|e| e.fid)
+            .ok_or(Errno::ESTALE)
     }
 
     /// Records an inode the kernel now knows (one more lookup reference).
@@ -241,7 +249,9 @@ impl fuser::Filesystem for Fs {
         let _ = config.set_max_write(MAX_WRITE);
         let _ = config.set_max_readahead(MAX_WRITE);
         let _ = config.set_max_background(64);
-        let want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_ASYNC_READ | InitFlags::FUSE_BIG_WRITES;
+        let want = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ASYNC_READ
+            | InitFlags::FUSE_BIG_WRITES;
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
@@ -337,17 +347,57 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         self.make(req, parent, name, mode, rdev, None, reply);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        self.make(req, parent, name, libc::S_IFDIR | (mode & 0o7777), 0, None, reply);
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.make(
+            req,
+            parent,
+            name,
+            libc::S_IFDIR | (mode & 0o7777),
+            0,
+            None,
+            reply,
+        );
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         let t = target.as_os_str().as_bytes().to_vec();
-        self.make(req, parent, link_name, libc::S_IFLNK | 0o777, 0, Some(t), reply);
+        self.make(
+            req,
+            parent,
+            link_name,
+            libc::S_IFLNK | 0o777,
+            0,
+            Some(t),
+            reply,
+        );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -378,14 +428,26 @@ impl fuser::Filesystem for Fs {
         let cred = cred(req);
         let me = self.clone();
         self.0.spawn(async move {
-            match me.0.client.rename(sp, &sn, dp, &dn, flags.bits(), &cred).await {
+            match me
+                .0
+                .client
+                .rename(sp, &sn, dp, &dn, flags.bits(), &cred)
+                .await
+            {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
             }
         });
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let pfid = try_reply!(reply, self.0.fid(newparent));
         let name = newname.as_bytes().to_vec();
@@ -408,7 +470,11 @@ impl fuser::Filesystem for Fs {
                 Ok((f, info)) => {
                     let keep = me.refresh_kernel_view(&info);
                     let fh = me.0.add_file(f);
-                    let fl = if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    let fl = if keep {
+                        FopenFlags::FOPEN_KEEP_CACHE
+                    } else {
+                        FopenFlags::empty()
+                    };
                     reply.opened(FileHandle(fh), fl);
                 }
                 Err(e) => reply.error(errno(e)),
@@ -416,7 +482,16 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
         let cred = cred(req);
@@ -424,17 +499,32 @@ impl fuser::Filesystem for Fs {
         let excl = flags & libc::O_EXCL != 0;
         let me = self.clone();
         self.0.spawn(async move {
-            let r = me
-                .0
-                .client
-                .create(pfid, &name, libc::S_IFREG | (mode & 0o7777), 0, &cred, None, LayoutRequest::Inherit, Some(of), excl)
-                .await;
+            let r =
+                me.0.client
+                    .create(
+                        pfid,
+                        &name,
+                        libc::S_IFREG | (mode & 0o7777),
+                        0,
+                        &cred,
+                        None,
+                        LayoutRequest::Inherit,
+                        Some(of),
+                        excl,
+                    )
+                    .await;
             match r {
                 Ok((info, Some(handle))) => {
                     me.0.remember(&info);
                     let f = OpenFile::new(info.attr.fid, handle, of, info.layout.clone());
                     let fh = me.0.add_file(f);
-                    reply.created(&me.0.ttl, &to_file_attr(&info), Generation(0), FileHandle(fh), FopenFlags::empty());
+                    reply.created(
+                        &me.0.ttl,
+                        &to_file_attr(&info),
+                        Generation(0),
+                        FileHandle(fh),
+                        FopenFlags::empty(),
+                    );
                 }
                 Ok((_, None)) => reply.error(FErrno::EIO),
                 Err(e) => reply.error(errno(e)),
@@ -486,7 +576,35 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let me = self.clone();
+        self.0.spawn(async move {
+            // The kernel sets the new size and drops punched pages itself on success.
+            match me.0.client.fallocate(&f, offset, length, mode).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // Writes are sent before they are acknowledged: nothing is held back to flush.
         reply.ok();
     }
@@ -514,7 +632,14 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let f = try_reply!(reply, self.0.file(fh));
         let me = self.clone();
         self.0.spawn(async move {
@@ -530,7 +655,14 @@ impl fuser::Filesystem for Fs {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let me = self.clone();
         self.0.spawn(async move {
@@ -553,7 +685,12 @@ impl fuser::Filesystem for Fs {
             match me.0.client.readdir(fid, start, READDIR_BATCH).await {
                 Ok((entries, _eof)) => {
                     for e in entries {
-                        if reply.add(INodeNo(ino_of(&e.fid)), e.cookie, kind_type(e.kind), OsStr::from_bytes(&e.name)) {
+                        if reply.add(
+                            INodeNo(ino_of(&e.fid)),
+                            e.cookie,
+                            kind_type(e.kind),
+                            OsStr::from_bytes(&e.name),
+                        ) {
                             break;
                         }
                     }
@@ -564,11 +701,25 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: FOpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: FOpenFlags,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // Every namespace change is in the MDT's journal before it is acknowledged.
         reply.ok();
     }
@@ -577,7 +728,9 @@ impl fuser::Filesystem for Fs {
         let me = self.clone();
         self.0.spawn(async move {
             match me.0.client.statfs().await {
-                Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+                Ok(s) => reply.statfs(
+                    s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+                ),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -666,17 +819,35 @@ fn xattr_reply(reply: ReplyXattr, size: u32, v: &[u8]) {
 
 impl Fs {
     #[allow(clippy::too_many_arguments)]
-    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, rdev: u32, symlink: Option<Vec<u8>>, reply: ReplyEntry) {
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        symlink: Option<Vec<u8>>,
+        reply: ReplyEntry,
+    ) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
         let cred = cred(req);
         let me = self.clone();
         self.0.spawn(async move {
-            let r = me
-                .0
-                .client
-                .create(pfid, &name, mode, rdev, &cred, symlink.as_deref(), LayoutRequest::Inherit, None, true)
-                .await;
+            let r =
+                me.0.client
+                    .create(
+                        pfid,
+                        &name,
+                        mode,
+                        rdev,
+                        &cred,
+                        symlink.as_deref(),
+                        LayoutRequest::Inherit,
+                        None,
+                        true,
+                    )
+                    .await;
             match r {
                 Ok((info, _)) => me.entry_reply(&info, reply),
                 Err(e) => reply.error(errno(e)),
@@ -748,7 +919,12 @@ impl Drop for Mount {
 }
 
 /// Mounts `client` at `mountpoint`; requests run on `rt`.
-pub fn mount(client: Arc<Client>, rt: tokio::runtime::Handle, mountpoint: &Path, opts: &MountOptions) -> std::io::Result<Mount> {
+pub fn mount(
+    client: Arc<Client>,
+    rt: tokio::runtime::Handle,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> std::io::Result<Mount> {
     let llite = Arc::new(Llite {
         client,
         rt,

@@ -22,10 +22,12 @@ use mdd::{CreateArgs, Created, Removed};
 use nacre_core::layout::{LCME_FL_INIT, Pattern};
 use nacre_core::{Errno, Fid, FileKind, Layout, TargetName, Timespec};
 use nacre_osd::{MdStore, MdStoreConfig, ReadView, Table};
-use nacre_rpc::conn::ConnConfig;
-use nacre_rpc::msg::{Dirent, FsConfig, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
-use nacre_rpc::server::{RequestCtx, Service};
 use nacre_rpc::Import;
+use nacre_rpc::conn::ConnConfig;
+use nacre_rpc::msg::{
+    Dirent, FsConfig, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs,
+};
+use nacre_rpc::server::{RequestCtx, Service};
 use open::{OpenHandle, OpenTable};
 use osp::Osp;
 use records::Inode;
@@ -76,7 +78,10 @@ fn now() -> Timespec {
 impl Mdt {
     /// Opens the MDT's store (formatting the root on MDT0 the first time), connects to the
     /// OSTs named in `config`, and starts the background tasks.
-    pub async fn start(cfg: MdtConfig, config: watch::Receiver<FsConfig>) -> Result<Arc<Mdt>, MdtError> {
+    pub async fn start(
+        cfg: MdtConfig,
+        config: watch::Receiver<FsConfig>,
+    ) -> Result<Arc<Mdt>, MdtError> {
         let store = MdStore::open(&cfg.dir.join("mdstore"), cfg.store.clone())?;
         let setup = |reason: String| MdtError::Setup {
             index: cfg.index,
@@ -137,7 +142,11 @@ impl Mdt {
                         None => {
                             let s = mdd::alloc_seq(tx, mdt_idx)?;
                             tx.put(Table::Meta, &kseq, &s.to_le_bytes())?;
-                            tx.put(Table::Fld, &s.to_be_bytes(), format!("OST{idx:04x}").as_bytes())?;
+                            tx.put(
+                                Table::Fld,
+                                &s.to_be_bytes(),
+                                format!("OST{idx:04x}").as_bytes(),
+                            )?;
                             s
                         }
                     };
@@ -199,10 +208,15 @@ impl Mdt {
     }
 
     fn info(&self, ino: Inode) -> InodeInfo {
-        let has_objects = ino.layout.as_ref().is_some_and(|l| l.objects().next().is_some());
+        let has_objects = ino
+            .layout
+            .as_ref()
+            .is_some_and(|l| l.objects().next().is_some());
         let fid = ino.fid();
         let size_authoritative = !has_objects
-            || (ino.lsom_valid && self.opens.writers(&fid) == 0 && !self.opens.has_lost_writer(&fid));
+            || (ino.lsom_valid
+                && self.opens.writers(&fid) == 0
+                && !self.opens.has_lost_writer(&fid));
         InodeInfo {
             attr: ino.attr,
             layout: ino.layout,
@@ -235,8 +249,12 @@ impl Mdt {
             .await;
         match res {
             Ok(0) => {}
-            Ok(n) => tracing::info!(target: "mdt", "MDT{:04x}: removed {n} open-unlinked files of the previous run", self.index),
-            Err(e) => tracing::warn!(target: "mdt", "MDT{:04x}: orphan cleanup failed: {e}", self.index),
+            Ok(n) => {
+                tracing::info!(target: "mdt", "MDT{:04x}: removed {n} open-unlinked files of the previous run", self.index)
+            }
+            Err(e) => {
+                tracing::warn!(target: "mdt", "MDT{:04x}: orphan cleanup failed: {e}", self.index)
+            }
         }
         self.llog_kick.notify_one();
     }
@@ -249,11 +267,10 @@ impl Mdt {
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 _ = shutdown.changed() => return,
             }
-            loop {
-                let recs = match self.view().and_then(|v| v.range(Table::Llog, &[], &[0xff; 9], LLOG_BATCH)) {
-                    Ok(r) => r,
-                    Err(_) => break,
-                };
+            while let Ok(recs) = self
+                .view()
+                .and_then(|v| v.range(Table::Llog, &[], &[0xff; 9], LLOG_BATCH))
+            {
                 if recs.is_empty() {
                     break;
                 }
@@ -275,7 +292,9 @@ impl Mdt {
                 }
                 let mut failed = false;
                 for (ost, fids) in by_ost {
-                    let Some(osp) = self.lod.osp(ost) else { continue };
+                    let Some(osp) = self.lod.osp(ost) else {
+                        continue;
+                    };
                     if let Err(e) = osp.destroy(fids).await {
                         tracing::debug!(target: "mdt", "destroy on OST{ost:04x} deferred: {e}");
                         failed = true;
@@ -304,6 +323,8 @@ impl Mdt {
         }
     }
 
+    // statvfs's field types differ between targets (u32 or u64): the casts are needed there.
+    #[allow(clippy::unnecessary_cast)]
     fn statfs(&self) -> Result<StatFs, Errno> {
         let st = nacre_osd::objstore::statvfs(&self.dir)?;
         let frsize = st.f_frsize as u64;
@@ -320,7 +341,18 @@ impl Mdt {
     }
 
     async fn create(&self, ctx: &RequestCtx, req: Request) -> Result<Reply, Errno> {
-        let Request::Create { parent, name, mode, rdev, cred, symlink, layout, open, exclusive } = req else {
+        let Request::Create {
+            parent,
+            name,
+            mode,
+            rdev,
+            cred,
+            symlink,
+            layout,
+            open,
+            exclusive,
+        } = req
+        else {
             return Err(Errno::EPROTO);
         };
         mdd::check_name(&name)?;
@@ -334,31 +366,41 @@ impl Mdt {
             return Err(Errno::ENOTDIR);
         }
         // Opening an existing file needs no new layout.
-        if open.is_some() && !exclusive {
-            if let Some((fid, _)) = mdd::lookup(&mut v, &parent, &name)? {
-                drop(v);
-                return self.open(ctx, fid, open.unwrap_or_default()).await;
-            }
+        if open.is_some()
+            && !exclusive
+            && let Some((fid, _)) = mdd::lookup(&mut v, &parent, &name)?
+        {
+            drop(v);
+            return self.open(ctx, fid, open.unwrap_or_default()).await;
         }
         let mut file_layout = None;
         if kind == FileKind::Regular {
             let root_default = if parent == Fid::ROOT {
                 pino.default_layout.clone()
             } else {
-                mdd::get_inode(&mut v, &Fid::ROOT).ok().and_then(|r| r.default_layout)
+                mdd::get_inode(&mut v, &Fid::ROOT)
+                    .ok()
+                    .and_then(|r| r.default_layout)
             };
             let explicit = match &layout {
                 LayoutRequest::Explicit(l) => Some(l),
                 LayoutRequest::Inherit => None,
             };
-            let mut l = self.lod.resolve(explicit, pino.default_layout.as_ref(), root_default.as_ref());
+            let mut l = self.lod.resolve(
+                explicit,
+                pino.default_layout.as_ref(),
+                root_default.as_ref(),
+            );
             if let Some(first) = l.components.first_mut() {
                 self.lod.instantiate(first).await?;
             }
             file_layout = Some(l);
         }
         drop(v);
-        let objs: Vec<_> = file_layout.iter().flat_map(|l| l.objects().copied()).collect();
+        let objs: Vec<_> = file_layout
+            .iter()
+            .flat_map(|l| l.objects().copied())
+            .collect();
         let want_write = open.is_some_and(|o| o.write);
         let args = CreateArgs {
             parent,
@@ -448,7 +490,13 @@ impl Mdt {
             self.opens.close(handle);
             return Err(Errno::EISDIR);
         }
-        let ino = if flags.write && ino.lsom_valid && ino.layout.as_ref().is_some_and(|l| l.objects().next().is_some()) {
+        let ino = if flags.write
+            && ino.lsom_valid
+            && ino
+                .layout
+                .as_ref()
+                .is_some_and(|l| l.objects().next().is_some())
+        {
             // Writes will bypass the MDT: its size stops being exact, durably.
             let r = self
                 .store
@@ -590,7 +638,10 @@ impl Mdt {
             .await;
         match res {
             Ok((l, used)) => {
-                let unused: Vec<_> = give_back.into_iter().filter(|o| !used.contains(o)).collect();
+                let unused: Vec<_> = give_back
+                    .into_iter()
+                    .filter(|o| !used.contains(o))
+                    .collect();
                 self.lod.give_back(&unused);
                 Ok(Reply::Layout(l))
             }
@@ -620,7 +671,12 @@ impl Mdt {
                 if entries.last().is_some_and(|e: &Dirent| e.cookie == hash) {
                     // Rare collision group at the boundary: include it.
                     let (child, kind) = records::parse_dirent_value(val)?;
-                    entries.push(Dirent { name: name.to_vec(), fid: child, kind, cookie: hash });
+                    entries.push(Dirent {
+                        name: name.to_vec(),
+                        fid: child,
+                        kind,
+                        cookie: hash,
+                    });
                     eof = false;
                     continue;
                 }
@@ -638,10 +694,10 @@ impl Mdt {
     }
 
     async fn set_layout(&self, fid: Fid, layout: Option<Layout>) -> Result<Reply, Errno> {
-        if let Some(l) = &layout {
-            if l.components.is_empty() {
-                return Err(Errno::EINVAL);
-            }
+        if let Some(l) = &layout
+            && l.components.is_empty()
+        {
+            return Err(Errno::EINVAL);
         }
         self.store
             .write(move |tx| {
@@ -680,13 +736,7 @@ impl Mdt {
             Request::Statfs => Ok(Reply::Statfs(self.statfs()?)),
             Request::Lookup { parent, name } => {
                 let mut v = self.view()?;
-                let (fid, _) = mdd::lookup(&mut v, &parent, &name)?.ok_or_else(|| {
-                    // A missing parent is reported as such, not as a missing name.
-                    match mdd::get_inode(&mut v, &parent) {
-                        Ok(_) => Errno::ENOENT,
-                        Err(_) => Errno::ESTALE,
-                    }
-                })?;
+                let fid = mdd::lookup_name(&mut v, &parent, &name)?;
                 Ok(Reply::Inode(self.info(mdd::get_inode(&mut v, &fid)?)))
             }
             Request::Getattr { fid } => {
@@ -699,7 +749,10 @@ impl Mdt {
             }
             Request::Setattr { fid, attr, .. } => {
                 let t = now();
-                let ino = self.store.write(move |tx| mdd::setattr(tx, &fid, &attr, t)).await?;
+                let ino = self
+                    .store
+                    .write(move |tx| mdd::setattr(tx, &fid, &attr, t))
+                    .await?;
                 Ok(Reply::Inode(self.info(ino)))
             }
             r @ Request::Create { .. } => self.create(&ctx, r).await,
@@ -708,7 +761,9 @@ impl Mdt {
                 self.close(handle, size, false).await?;
                 Ok(Reply::Ok)
             }
-            Request::Unlink { parent, name, dir, .. } => {
+            Request::Unlink {
+                parent, name, dir, ..
+            } => {
                 let t = now();
                 let r: Removed = self
                     .store
@@ -719,20 +774,43 @@ impl Mdt {
                 }
                 Ok(Reply::Ok)
             }
-            Request::Rename { src_parent, src_name, dst_parent, dst_name, flags, .. } => {
+            Request::Rename {
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+                flags,
+                ..
+            } => {
                 let t = now();
                 let r = self
                     .store
-                    .write(move |tx| mdd::rename(tx, &src_parent, &src_name, &dst_parent, &dst_name, flags, t, &is_open))
+                    .write(move |tx| {
+                        mdd::rename(
+                            tx,
+                            &src_parent,
+                            &src_name,
+                            &dst_parent,
+                            &dst_name,
+                            flags,
+                            t,
+                            &is_open,
+                        )
+                    })
                     .await?;
                 if !r.destroy.is_empty() {
                     self.llog_kick.notify_one();
                 }
                 Ok(Reply::Ok)
             }
-            Request::Link { fid, parent, name, .. } => {
+            Request::Link {
+                fid, parent, name, ..
+            } => {
                 let t = now();
-                let ino = self.store.write(move |tx| mdd::link(tx, &fid, &parent, &name, t)).await?;
+                let ino = self
+                    .store
+                    .write(move |tx| mdd::link(tx, &fid, &parent, &name, t))
+                    .await?;
                 Ok(Reply::Inode(self.info(ino)))
             }
             Request::Readdir { fid, cookie, max } => self.readdir(fid, cookie, max),
@@ -752,10 +830,23 @@ impl Mdt {
             Request::ListXattr { fid } => {
                 let mut v = self.view()?;
                 mdd::get_inode(&mut v, &fid)?;
-                let rows = v.range(Table::Xattrs, &fid.to_bytes(), &records::xattr_prefix_end(&fid), 65536)?;
-                Ok(Reply::Names(rows.into_iter().map(|(k, _)| k[16..].to_vec()).collect()))
+                let rows = v.range(
+                    Table::Xattrs,
+                    &fid.to_bytes(),
+                    &records::xattr_prefix_end(&fid),
+                    65536,
+                )?;
+                Ok(Reply::Names(
+                    rows.into_iter().map(|(k, _)| k[16..].to_vec()).collect(),
+                ))
             }
-            Request::SetXattr { fid, name, value, flags, .. } => {
+            Request::SetXattr {
+                fid,
+                name,
+                value,
+                flags,
+                ..
+            } => {
                 let t = now();
                 self.store
                     .write(move |tx| mdd::set_xattr(tx, &fid, &name, &value, flags, t))
@@ -764,7 +855,9 @@ impl Mdt {
             }
             Request::RemoveXattr { fid, name, .. } => {
                 let t = now();
-                self.store.write(move |tx| mdd::remove_xattr(tx, &fid, &name, t)).await?;
+                self.store
+                    .write(move |tx| mdd::remove_xattr(tx, &fid, &name, t))
+                    .await?;
                 Ok(Reply::Ok)
             }
             Request::SetLayout { fid, layout } => self.set_layout(fid, layout).await,
@@ -784,7 +877,12 @@ impl Mdt {
 }
 
 impl Service for Mdt {
-    async fn handle(self: Arc<Self>, ctx: RequestCtx, req: Request, _bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+    async fn handle(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        _bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
         let r = self.dispatch(ctx, req).await?;
         Ok((r, Bytes::new()))
     }

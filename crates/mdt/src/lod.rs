@@ -7,8 +7,8 @@
 
 use crate::osp::Osp;
 use nacre_core::layout::{
-    Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCME_FL_INIT, Layout, MIN_STRIPE_SIZE,
-    Pattern,
+    Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCME_FL_INIT,
+    Layout, MIN_STRIPE_SIZE, Pattern,
 };
 use nacre_core::{Errno, StripeObject};
 use parking_lot::{Mutex, RwLock};
@@ -82,7 +82,12 @@ impl Lod {
 
     /// The layout a new file gets: the first of `explicit`, `parent_default`,
     /// `root_default`, the file system default; with unset fields filled in.
-    pub fn resolve(&self, explicit: Option<&Layout>, parent_default: Option<&Layout>, root_default: Option<&Layout>) -> Layout {
+    pub fn resolve(
+        &self,
+        explicit: Option<&Layout>,
+        parent_default: Option<&Layout>,
+        root_default: Option<&Layout>,
+    ) -> Layout {
         let p = self.params();
         let mut l = explicit
             .or(parent_default)

@@ -31,7 +31,8 @@ const KEY_SEQ_NEXT: &[u8] = b"seq.next";
 const KEY_LLOG_NEXT: &[u8] = b"llog.next";
 
 pub fn check_name(name: &[u8]) -> Result<(), Errno> {
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
         return Err(Errno::EINVAL);
     }
     if name.len() > NAME_MAX {
@@ -51,11 +52,55 @@ pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<(), Errno> {
     tx.put(Table::Inodes, &ino.fid().to_bytes(), &ino.encode())
 }
 
-pub fn lookup<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<Option<(Fid, FileKind)>, Errno> {
+pub fn lookup<R: KvRead>(
+    tx: &mut R,
+    parent: &Fid,
+    name: &[u8],
+) -> Result<Option<(Fid, FileKind)>, Errno> {
     match tx.get(Table::Dirents, &dirent_key(parent, name))? {
         Some(v) => parse_dirent_value(&v).map(Some),
         None => Ok(None),
     }
+}
+
+/// A name as a client resolves it (the Lookup request): the namespace rules apply before
+/// the store is asked, so an over-long component is ENAMETOOLONG rather than "not found";
+/// `.` and `..` resolve to the directory and its parent (the first link, as Lustre does).
+pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<Fid, Errno> {
+    if name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    let found = match name {
+        b"." | b".." => {
+            let dir = get_inode(tx, parent).map_err(missing_parent)?;
+            if !dir.attr.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            match (name, dir.links.first()) {
+                (b"..", Some((p, _))) => Some(*p),
+                // The root (and `.`) is its own parent.
+                _ => Some(*parent),
+            }
+        }
+        _ => lookup(tx, parent, name)?.map(|(f, _)| f),
+    };
+    match found {
+        Some(f) => Ok(f),
+        // A missing parent is reported as such, not as a missing name.
+        None => Err(match get_inode(tx, parent) {
+            Ok(dir) if !dir.attr.is_dir() => Errno::ENOTDIR,
+            Ok(_) => Errno::ENOENT,
+            Err(e) => missing_parent(e),
+        }),
+    }
+}
+
+/// A directory FID the client holds that no longer names an inode is stale.
+fn missing_parent(e: Errno) -> Errno {
+    if e == Errno::ENOENT { Errno::ESTALE } else { e }
 }
 
 fn get_u64(tx: &mut Tx, key: &[u8]) -> Result<Option<u64>, Errno> {
@@ -154,7 +199,12 @@ pub enum Created {
 
 /// Creates a name and its inode. With `open_existing`, an existing regular file under that
 /// name is returned instead of EEXIST (open without O_EXCL).
-pub fn create(tx: &mut Tx, mdt_idx: u32, a: CreateArgs, open_existing: bool) -> Result<Created, Errno> {
+pub fn create(
+    tx: &mut Tx,
+    mdt_idx: u32,
+    a: CreateArgs,
+    open_existing: bool,
+) -> Result<Created, Errno> {
     check_name(&a.name)?;
     let kind = FileKind::from_mode(a.mode).ok_or(Errno::EINVAL)?;
     let mut parent = get_inode(tx, &a.parent)?;
@@ -211,9 +261,17 @@ pub fn create(tx: &mut Tx, mdt_idx: u32, a: CreateArgs, open_existing: bool) -> 
             mtime: a.now,
             ctime: a.now,
             btime: a.now,
-            rdev: if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) { a.rdev } else { 0 },
+            rdev: if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) {
+                a.rdev
+            } else {
+                0
+            },
         },
-        layout: if kind == FileKind::Regular { a.layout } else { None },
+        layout: if kind == FileKind::Regular {
+            a.layout
+        } else {
+            None
+        },
         lmv: None,
         // A directory default (not the root's) is copied into new subdirectories.
         default_layout: if is_dir && a.parent != Fid::ROOT {
@@ -227,7 +285,11 @@ pub fn create(tx: &mut Tx, mdt_idx: u32, a: CreateArgs, open_existing: bool) -> 
         lsom_valid: !a.open_for_write,
     };
     put_inode(tx, &ino)?;
-    tx.put(Table::Dirents, &dirent_key(&a.parent, &a.name), &records::dirent_value(&fid, kind))?;
+    tx.put(
+        Table::Dirents,
+        &dirent_key(&a.parent, &a.name),
+        &records::dirent_value(&fid, kind),
+    )?;
     if is_dir {
         parent.attr.nlink += 1;
     }
@@ -257,7 +319,11 @@ fn drop_link(
     is_open: &dyn Fn(&Fid) -> bool,
 ) -> Result<Removed, Errno> {
     let fid = child.fid();
-    if let Some(pos) = child.links.iter().position(|(p, n)| p == parent && n == name) {
+    if let Some(pos) = child
+        .links
+        .iter()
+        .position(|(p, n)| p == parent && n == name)
+    {
         child.links.remove(pos);
     }
     let mut out = Removed {
@@ -300,7 +366,11 @@ pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errn
             tx.delete(Table::Xattrs, &k)?;
         }
     }
-    let objs: Vec<StripeObject> = ino.layout.iter().flat_map(|l| l.objects().copied()).collect();
+    let objs: Vec<StripeObject> = ino
+        .layout
+        .iter()
+        .flat_map(|l| l.objects().copied())
+        .collect();
     if !objs.is_empty() {
         log_destroy(tx, &fid, &objs)?;
     }
@@ -321,7 +391,11 @@ pub fn decode_llog(v: &[u8]) -> Option<(Fid, Vec<StripeObject>)> {
 
 /// Whether directory `dir` has entries.
 pub fn dir_has_entries(tx: &mut Tx, dir: &Fid) -> Result<bool, Errno> {
-    tx.any_in(Table::Dirents, &records::dirent_start(dir, 0), &records::dirent_end(dir))
+    tx.any_in(
+        Table::Dirents,
+        &records::dirent_start(dir, 0),
+        &records::dirent_end(dir),
+    )
 }
 
 pub fn unlink(
@@ -365,7 +439,13 @@ pub fn unlink(
     drop_link(tx, &mut child, parent_fid, name, now, is_open)
 }
 
-pub fn link(tx: &mut Tx, fid: &Fid, parent_fid: &Fid, name: &[u8], now: Timespec) -> Result<Inode, Errno> {
+pub fn link(
+    tx: &mut Tx,
+    fid: &Fid,
+    parent_fid: &Fid,
+    name: &[u8],
+    now: Timespec,
+) -> Result<Inode, Errno> {
     check_name(name)?;
     let mut ino = get_inode(tx, fid)?;
     if ino.attr.is_dir() {
@@ -388,7 +468,11 @@ pub fn link(tx: &mut Tx, fid: &Fid, parent_fid: &Fid, name: &[u8], now: Timespec
         return Err(Errno::EEXIST);
     }
     let kind = ino.kind().ok_or(Errno::EIO)?;
-    tx.put(Table::Dirents, &dirent_key(parent_fid, name), &records::dirent_value(fid, kind))?;
+    tx.put(
+        Table::Dirents,
+        &dirent_key(parent_fid, name),
+        &records::dirent_value(fid, kind),
+    )?;
     ino.attr.nlink += 1;
     ino.attr.ctime = now;
     ino.links.push((*parent_fid, name.to_vec()));
@@ -422,7 +506,11 @@ pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
 
 fn relink(ino: &mut Inode, from: (&Fid, &[u8]), to: (&Fid, &[u8])) {
-    match ino.links.iter_mut().find(|(p, n)| p == from.0 && n.as_slice() == from.1) {
+    match ino
+        .links
+        .iter_mut()
+        .find(|(p, n)| p == from.0 && n.as_slice() == from.1)
+    {
         Some(l) => *l = (*to.0, to.1.to_vec()),
         None => ino.links.push((*to.0, to.1.to_vec())),
     }
@@ -452,7 +540,11 @@ pub fn rename(
     check_name(sn)?;
     check_name(dn)?;
     let mut sparent = get_inode(tx, sp)?;
-    let mut dparent = if sp == dp { sparent.clone() } else { get_inode(tx, dp)? };
+    let mut dparent = if sp == dp {
+        sparent.clone()
+    } else {
+        get_inode(tx, dp)?
+    };
     if !sparent.attr.is_dir() || !dparent.attr.is_dir() {
         return Err(Errno::ENOTDIR);
     }
@@ -482,8 +574,16 @@ pub fn rename(
             return Err(Errno::EINVAL);
         }
         let mut tino = get_inode(tx, &tfid)?;
-        tx.put(Table::Dirents, &dirent_key(sp, sn), &records::dirent_value(&tfid, tkind))?;
-        tx.put(Table::Dirents, &dirent_key(dp, dn), &records::dirent_value(&sfid, skind))?;
+        tx.put(
+            Table::Dirents,
+            &dirent_key(sp, sn),
+            &records::dirent_value(&tfid, tkind),
+        )?;
+        tx.put(
+            Table::Dirents,
+            &dirent_key(dp, dn),
+            &records::dirent_value(&sfid, skind),
+        )?;
         relink(&mut sino, (sp, sn), (dp, dn));
         relink(&mut tino, (dp, dn), (sp, sn));
         sino.attr.ctime = now;
@@ -517,7 +617,11 @@ pub fn rename(
             removed = drop_link(tx, &mut tino, dp, dn, now, is_open)?;
         }
         tx.delete(Table::Dirents, &dirent_key(sp, sn))?;
-        tx.put(Table::Dirents, &dirent_key(dp, dn), &records::dirent_value(&sfid, skind))?;
+        tx.put(
+            Table::Dirents,
+            &dirent_key(dp, dn),
+            &records::dirent_value(&sfid, skind),
+        )?;
         relink(&mut sino, (sp, sn), (dp, dn));
         sino.attr.ctime = now;
         if s_is_dir && sp != dp {
@@ -570,10 +674,10 @@ pub fn setattr(tx: &mut Tx, fid: &Fid, a: &SetAttr, now: Timespec) -> Result<Ino
         if !ino.attr.is_reg() {
             return Err(Errno::EINVAL);
         }
-        if let Some(l) = &ino.layout {
-            if size > l.max_size() {
-                return Err(Errno::EFBIG);
-            }
+        if let Some(l) = &ino.layout
+            && size > l.max_size()
+        {
+            return Err(Errno::EFBIG);
         }
         if size != ino.attr.size || a.mtime.is_none() {
             ino.attr.mtime = now;
@@ -592,7 +696,14 @@ pub fn setattr(tx: &mut Tx, fid: &Fid, a: &SetAttr, now: Timespec) -> Result<Ino
     Ok(ino)
 }
 
-pub fn set_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], value: &[u8], flags: i32, now: Timespec) -> Result<(), Errno> {
+pub fn set_xattr(
+    tx: &mut Tx,
+    fid: &Fid,
+    name: &[u8],
+    value: &[u8],
+    flags: i32,
+    now: Timespec,
+) -> Result<(), Errno> {
     check_xattr_name(name)?;
     if value.len() > XATTR_SIZE_MAX {
         return Err(Errno::E2BIG);
@@ -625,7 +736,11 @@ pub fn remove_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], now: Timespec) -> Resul
 /// refused rather than stored and ignored.
 pub fn check_xattr_name(name: &[u8]) -> Result<(), Errno> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
-        return Err(if name.is_empty() { Errno::EINVAL } else { Errno::ERANGE });
+        return Err(if name.is_empty() {
+            Errno::EINVAL
+        } else {
+            Errno::ERANGE
+        });
     }
     let ok = [&b"user."[..], b"trusted.", b"security.", b"lustre."]
         .iter()
@@ -651,4 +766,83 @@ pub fn fid2path<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Vec<u8>, Errno> {
         cur = *p;
     }
     Err(Errno::ELOOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_osd::{MdStore, MdStoreConfig};
+
+    fn args(parent: Fid, name: &[u8], mode: u32) -> CreateArgs {
+        CreateArgs {
+            parent,
+            name: name.to_vec(),
+            mode,
+            rdev: 0,
+            uid: 0,
+            gid: 0,
+            symlink: None,
+            layout: None,
+            fid: None,
+            now: Timespec::default(),
+            open_for_write: false,
+        }
+    }
+
+    #[test]
+    fn names_are_checked_before_use() {
+        assert_eq!(check_name(b"a"), Ok(()));
+        assert_eq!(check_name(&[b'x'; NAME_MAX]), Ok(()));
+        assert_eq!(check_name(&[b'x'; NAME_MAX + 1]), Err(Errno::ENAMETOOLONG));
+        for bad in [&b""[..], b".", b"..", b"a/b", b"a\0b"] {
+            assert_eq!(check_name(bad), Err(Errno::EINVAL), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn lookup_checks_names_and_resolves_dots() {
+        let d = tempfile::tempdir().expect("tmp");
+        let store = MdStore::open(d.path(), MdStoreConfig::default()).expect("store");
+        let (dir, file) = store
+            .write(|tx| {
+                format_root(tx, Timespec::default())?;
+                let Created::New(dir) =
+                    create(tx, 0, args(Fid::ROOT, b"d", libc::S_IFDIR | 0o755), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                let Created::New(file) =
+                    create(tx, 0, args(dir.fid(), b"f", libc::S_IFREG | 0o644), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                Ok((dir.fid(), file.fid()))
+            })
+            .await
+            .expect("create");
+        let mut v = store.read().expect("view");
+        assert_eq!(lookup_name(&mut v, &dir, b"f"), Ok(file));
+        assert_eq!(lookup_name(&mut v, &dir, b"."), Ok(dir));
+        assert_eq!(lookup_name(&mut v, &dir, b".."), Ok(Fid::ROOT));
+        assert_eq!(lookup_name(&mut v, &Fid::ROOT, b".."), Ok(Fid::ROOT));
+        assert_eq!(lookup_name(&mut v, &dir, b"g"), Err(Errno::ENOENT));
+        // An over-long component is refused whether or not such a name could exist.
+        assert_eq!(
+            lookup_name(&mut v, &dir, &[b'x'; NAME_MAX + 1]),
+            Err(Errno::ENAMETOOLONG)
+        );
+        assert_eq!(
+            lookup_name(&mut v, &dir, &[b'x'; NAME_MAX]),
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(lookup_name(&mut v, &dir, b""), Err(Errno::EINVAL));
+        assert_eq!(lookup_name(&mut v, &dir, b"a/b"), Err(Errno::EINVAL));
+        assert_eq!(lookup_name(&mut v, &file, b"x"), Err(Errno::ENOTDIR));
+        assert_eq!(
+            lookup_name(&mut v, &Fid::new(0x200000401, 999, 0), b"x"),
+            Err(Errno::ESTALE)
+        );
+        drop(v);
+        store.close().await;
+    }
 }

@@ -132,8 +132,20 @@ mod tests {
     fn counts_opens_and_writers() {
         let t = OpenTable::new();
         let f = Fid::new(0x200000401, 9, 0);
-        let a = t.open(OpenHandle { fid: f, conn_id: 1, write: true }).expect("open");
-        let b = t.open(OpenHandle { fid: f, conn_id: 2, write: false }).expect("open");
+        let a = t
+            .open(OpenHandle {
+                fid: f,
+                conn_id: 1,
+                write: true,
+            })
+            .expect("open");
+        let b = t
+            .open(OpenHandle {
+                fid: f,
+                conn_id: 2,
+                write: false,
+            })
+            .expect("open");
         assert!(t.is_open(&f));
         assert_eq!(t.writers(&f), 1);
         assert_eq!(t.handles_of(1), vec![a]);

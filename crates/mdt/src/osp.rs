@@ -138,7 +138,11 @@ impl Osp {
             self.want.notify_one();
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(if self.is_reachable() { Errno::EAGAIN } else { Errno::EIO });
+                return Err(if self.is_reachable() {
+                    Errno::EAGAIN
+                } else {
+                    Errno::EIO
+                });
             }
             let _ = tokio::time::timeout(left, waiter).await;
         }
@@ -180,7 +184,11 @@ impl Osp {
     /// Learns how far the OST has created objects in our sequence (after any restart).
     async fn sync_last_id(&self) -> bool {
         let seq = self.seq();
-        match self.import.call(&Request::OstGetLastId { seq }, Default::default()).await {
+        match self
+            .import
+            .call(&Request::OstGetLastId { seq }, Default::default())
+            .await
+        {
             Ok((Reply::LastId(id), _)) => {
                 let mut p = self.pool.lock();
                 p.last_created = id;
@@ -213,7 +221,14 @@ impl Osp {
         if target <= self.pool.lock().last_created {
             return;
         }
-        match self.import.call(&Request::OstPrecreate { seq, last: target }, Default::default()).await {
+        match self
+            .import
+            .call(
+                &Request::OstPrecreate { seq, last: target },
+                Default::default(),
+            )
+            .await
+        {
             Ok((Reply::LastId(id), _)) => {
                 let mut p = self.pool.lock();
                 p.last_created = p.last_created.max(id);
@@ -249,7 +264,11 @@ impl Osp {
         if fresh.is_some() {
             return fresh;
         }
-        match self.import.call(&Request::OstStatfs, Default::default()).await {
+        match self
+            .import
+            .call(&Request::OstStatfs, Default::default())
+            .await
+        {
             Ok((Reply::Statfs(s), _)) => {
                 *self.statfs.lock() = Some((s, Instant::now()));
                 self.reachable.store(true, Ordering::Release);

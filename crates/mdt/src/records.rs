@@ -107,7 +107,10 @@ pub fn dirent_value(child: &Fid, kind: FileKind) -> Vec<u8> {
 
 pub fn parse_dirent_value(v: &[u8]) -> Result<(Fid, FileKind), Errno> {
     let fid = Fid::from_bytes(v).ok_or(Errno::EIO)?;
-    let kind = v.get(16).and_then(|c| kind_from_code(*c)).ok_or(Errno::EIO)?;
+    let kind = v
+        .get(16)
+        .and_then(|c| kind_from_code(*c))
+        .ok_or(Errno::EIO)?;
     Ok((fid, kind))
 }
 

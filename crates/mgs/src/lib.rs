@@ -73,7 +73,10 @@ impl Mgs {
     }
 
     /// Applies `f` to the configuration, persists it and wakes watchers.
-    fn update(&self, f: impl FnOnce(&mut FsConfig) -> Result<(), Errno>) -> Result<FsConfig, Errno> {
+    fn update(
+        &self,
+        f: impl FnOnce(&mut FsConfig) -> Result<(), Errno>,
+    ) -> Result<FsConfig, Errno> {
         let mut c = self.config.lock();
         let mut next = c.clone();
         f(&mut next)?;
@@ -172,7 +175,12 @@ fn save(path: &Path, cfg: &FsConfig) -> Result<(), MgsError> {
 }
 
 impl Service for Mgs {
-    async fn handle(self: Arc<Self>, _ctx: RequestCtx, req: Request, _bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+    async fn handle(
+        self: Arc<Self>,
+        _ctx: RequestCtx,
+        req: Request,
+        _bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
         let reply = match req {
             Request::Ping => Reply::Pong {
                 target: "MGS".to_string(),
@@ -183,7 +191,9 @@ impl Service for Mgs {
                 Reply::Ok
             }
             Request::MgsGetConfig { newer_than } => match newer_than {
-                Some(g) if g >= self.config.lock().generation => Reply::Config(self.wait_newer(g).await),
+                Some(g) if g >= self.config.lock().generation => {
+                    Reply::Config(self.wait_newer(g).await)
+                }
                 _ => Reply::Config(self.config()),
             },
             Request::MgsSetParam { name, value } => {
@@ -209,21 +219,32 @@ mod tests {
         let m = Mgs::open(d.path()).expect("open");
         m.register(TargetName::ost(1), "127.0.0.1:9").expect("reg");
         m.register(TargetName::ost(0), "127.0.0.1:8").expect("reg");
-        m.set_param("lod.*.dom_stripesize", Some("65536")).expect("param");
+        m.set_param("lod.*.dom_stripesize", Some("65536"))
+            .expect("param");
         let c = m.config();
-        assert_eq!(c.osts.iter().map(|t| t.name.index).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            c.osts.iter().map(|t| t.name.index).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         let generation = c.generation;
         let m2 = m.clone();
         let waiter = tokio::spawn(async move { m2.wait_newer(generation).await });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        m.set_param("osc.*.max_dirty_mb", Some("64")).expect("param");
-        let seen = tokio::time::timeout(Duration::from_secs(2), waiter).await.expect("woken").expect("join");
+        m.set_param("osc.*.max_dirty_mb", Some("64"))
+            .expect("param");
+        let seen = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("woken")
+            .expect("join");
         assert_eq!(seen.params.len(), 2);
         drop(m);
         let m = Mgs::open(d.path()).expect("reopen");
         let c = m.config();
         assert_eq!(c.params.len(), 2);
-        assert!(c.osts.iter().all(|t| !t.active), "addresses must be re-registered after restart");
+        assert!(
+            c.osts.iter().all(|t| !t.active),
+            "addresses must be re-registered after restart"
+        );
         assert!(m.set_param("bad name", Some("1")).is_err());
     }
 }

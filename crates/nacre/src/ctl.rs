@@ -59,7 +59,9 @@ pub fn register(e: &MountEntry) -> Result<PathBuf> {
 }
 
 pub fn unregister(mountpoint: &Path) {
-    let p = run_dir().join("mounts").join(format!("{}.json", entry_name(mountpoint)));
+    let p = run_dir()
+        .join("mounts")
+        .join(format!("{}.json", entry_name(mountpoint)));
     let _ = std::fs::remove_file(p);
     let _ = std::fs::remove_file(socket_path(mountpoint));
 }
@@ -77,8 +79,12 @@ pub fn mounts() -> Vec<MountEntry> {
     };
     let mut out = Vec::new();
     for e in rd.flatten() {
-        let Ok(text) = std::fs::read_to_string(e.path()) else { continue };
-        let Ok(m) = serde_json::from_str::<MountEntry>(&text) else { continue };
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let Ok(m) = serde_json::from_str::<MountEntry>(&text) else {
+            continue;
+        };
         if pid_alive(m.pid) {
             out.push(m);
         }
@@ -93,8 +99,13 @@ pub fn find_mount(path: &Path) -> Result<(MountEntry, PathBuf)> {
         std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))?
     } else {
         // A path to create (setstripe on a new file): resolve its parent.
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = path.file_name().ok_or_else(|| anyhow!("{}: no file name", path.display()))?;
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .ok_or_else(|| anyhow!("{}: no file name", path.display()))?;
         std::fs::canonicalize(parent)
             .with_context(|| format!("{}: No such file or directory", parent.display()))?
             .join(name)
@@ -102,9 +113,9 @@ pub fn find_mount(path: &Path) -> Result<(MountEntry, PathBuf)> {
     let mut best: Option<(MountEntry, PathBuf)> = None;
     for m in mounts() {
         if let Ok(rel) = abs.strip_prefix(&m.mountpoint) {
-            let better = best
-                .as_ref()
-                .is_none_or(|(b, _)| m.mountpoint.as_os_str().len() > b.mountpoint.as_os_str().len());
+            let better = best.as_ref().is_none_or(|(b, _)| {
+                m.mountpoint.as_os_str().len() > b.mountpoint.as_os_str().len()
+            });
             if better {
                 best = Some((m, rel.to_path_buf()));
             }
@@ -123,7 +134,9 @@ pub fn call<Req: Serialize, Rep: for<'a> Deserialize<'a>>(socket: &Path, req: &R
     s.write_all(&line)?;
     let mut r = BufReader::new(s);
     let mut buf = Vec::new();
-    r.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut buf)?;
+    r.by_ref()
+        .take(MAX_LINE as u64)
+        .read_until(b'\n', &mut buf)?;
     if buf.is_empty() {
         bail!("the client at {} closed the connection", socket.display());
     }

@@ -17,28 +17,60 @@ use tokio::net::UnixListener;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum CtlRequest {
     /// Attributes, layout and FID of a path (relative to the mount root).
-    Stat { path: PathBuf },
+    Stat {
+        path: PathBuf,
+    },
     /// Entries of a directory.
-    List { path: PathBuf },
-    GetDefaultLayout { path: PathBuf },
-    SetDefaultLayout { path: PathBuf, layout: Option<Layout> },
+    List {
+        path: PathBuf,
+    },
+    GetDefaultLayout {
+        path: PathBuf,
+    },
+    SetDefaultLayout {
+        path: PathBuf,
+        layout: Option<Layout>,
+    },
     /// Creates a regular file with a layout (`lfs setstripe FILE`).
-    CreateFile { path: PathBuf, layout: Layout, mode: u32, uid: u32, gid: u32 },
+    CreateFile {
+        path: PathBuf,
+        layout: Layout,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
     Df,
-    Fid2Path { fid: Fid },
+    Fid2Path {
+        fid: Fid,
+    },
     /// Parameters of this process matching a glob pattern (`lctl get_param`).
-    GetParams { pattern: String, within: bool },
+    GetParams {
+        pattern: String,
+        within: bool,
+    },
     /// Sets every parameter matching `pattern` (`lctl set_param`).
-    SetParam { pattern: String, value: String },
-    SetParamPersistent { name: String, value: Option<String> },
+    SetParam {
+        pattern: String,
+        value: String,
+    },
+    SetParamPersistent {
+        name: String,
+        value: Option<String>,
+    },
     Info,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum CtlReply {
     Ok,
-    Error { errno: i32, message: String },
-    Inode { info: InodeInfo, mdt: u32 },
+    Error {
+        errno: i32,
+        message: String,
+    },
+    Inode {
+        info: InodeInfo,
+        mdt: u32,
+    },
     Entries(Vec<Dirent>),
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
@@ -46,7 +78,12 @@ pub enum CtlReply {
     Params(Vec<ParamValue>),
     /// Names of the parameters a `SetParam` changed.
     Set(Vec<String>),
-    Info { fsname: String, spec: String, mdts: u32, osts: u32 },
+    Info {
+        fsname: String,
+        spec: String,
+        mdts: u32,
+        osts: u32,
+    },
 }
 
 impl CtlReply {
@@ -126,12 +163,22 @@ impl CtlServer {
                 c.set_default_layout(dir.attr.fid, layout).await?;
                 CtlReply::Ok
             }
-            CtlRequest::CreateFile { path, layout, mode, uid, gid } => {
+            CtlRequest::CreateFile {
+                path,
+                layout,
+                mode,
+                uid,
+                gid,
+            } => {
                 let parent = path.parent().unwrap_or(Path::new(""));
                 let name = path.file_name().ok_or(Errno::EINVAL)?;
                 let p = resolve(c, parent).await?;
                 use std::os::unix::ffi::OsStrExt;
-                let cred = Cred { uid, gid, groups: Vec::new() };
+                let cred = Cred {
+                    uid,
+                    gid,
+                    groups: Vec::new(),
+                };
                 let (info, _) = c
                     .create(
                         p.attr.fid,
@@ -156,11 +203,15 @@ impl CtlServer {
                 let p = c.fid2path(fid).await?;
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())
             }
-            CtlRequest::GetParams { pattern, within } => CtlReply::Params(self.params.list_matching(&pattern, within)),
-            CtlRequest::SetParam { pattern, value } => match self.params.set_matching(&pattern, &value) {
-                Ok(names) => CtlReply::Set(names),
-                Err(m) => CtlReply::err(Errno::EINVAL, m),
-            },
+            CtlRequest::GetParams { pattern, within } => {
+                CtlReply::Params(self.params.list_matching(&pattern, within))
+            }
+            CtlRequest::SetParam { pattern, value } => {
+                match self.params.set_matching(&pattern, &value) {
+                    Ok(names) => CtlReply::Set(names),
+                    Err(m) => CtlReply::err(Errno::EINVAL, m),
+                }
+            }
             CtlRequest::SetParamPersistent { name, value } => {
                 c.set_param_persistent(&name, value.as_deref()).await?;
                 CtlReply::Ok

@@ -39,7 +39,10 @@ pub fn pid_alive(pid: u32) -> bool {
     }
     // A zombie still answers kill(0); check its state.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -49,9 +52,12 @@ pub fn is_mountpoint(p: &Path) -> bool {
     let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };
-    let Ok(abs) = std::path::absolute(p) else { return false };
+    let Ok(abs) = std::path::absolute(p) else {
+        return false;
+    };
     let want = abs.to_string_lossy().replace(' ', "\\040");
-    mi.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+    mi.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
 /// Unmounts `p`, lazily if it is busy or dead. Returns whether it was mounted.
@@ -72,7 +78,11 @@ pub fn unmount(p: &Path) -> Result<bool> {
         return Ok(true);
     }
     // Not root: let fusermount do it.
-    let st = std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(p).status();
+    let st = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(p)
+        .status();
     match st {
         Ok(s) if s.success() => Ok(true),
         _ => Err(anyhow!("cannot unmount {}: {first}", p.display())),
@@ -88,13 +98,17 @@ pub fn prepare_mountpoint(p: &Path) -> Result<PathBuf> {
             Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
                 unmount(p)?;
             }
-            _ => bail!("{} is already a mount point (unmount it first)", p.display()),
+            _ => bail!(
+                "{} is already a mount point (unmount it first)",
+                p.display()
+            ),
         }
     }
     if p.exists() && !p.is_dir() {
         bail!("mount point {} is not a directory", p.display());
     }
-    std::fs::create_dir_all(p).with_context(|| format!("cannot create mount point {}", p.display()))?;
+    std::fs::create_dir_all(p)
+        .with_context(|| format!("cannot create mount point {}", p.display()))?;
     if std::fs::read_dir(p)?.next().is_some() {
         bail!("mount point {} is not empty", p.display());
     }
@@ -106,7 +120,10 @@ pub fn prepare_mountpoint(p: &Path) -> Result<PathBuf> {
 pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().context("cannot find the nacre executable")?;
-    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--background" && a != "-b").collect();
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--background" && a != "-b")
+        .collect();
     args.push(CHILD_FLAG.to_string());
     let out = std::fs::OpenOptions::new()
         .create(true)
@@ -137,12 +154,19 @@ pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> 
             let tail = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = tail.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            bail!("the background process exited ({status}) before it was ready:\n{}", tail.join("\n"));
+            bail!(
+                "the background process exited ({status}) before it was ready:\n{}",
+                tail.join("\n")
+            );
         }
         if start.elapsed() > READY_TIMEOUT {
             // SAFETY: plain signal to our own child.
             unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-            bail!("the background process was not ready within {}s; see {}", READY_TIMEOUT.as_secs(), log.display());
+            bail!(
+                "the background process was not ready within {}s; see {}",
+                READY_TIMEOUT.as_secs(),
+                log.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -39,8 +39,12 @@ pub struct LocalFs {
 impl LocalFs {
     pub fn load(dir: &Path) -> Result<LocalFs> {
         let p = dir.join(LOCAL_FILE);
-        let text = std::fs::read_to_string(&p)
-            .with_context(|| format!("{} holds no nacre file system (no {LOCAL_FILE})", dir.display()))?;
+        let text = std::fs::read_to_string(&p).with_context(|| {
+            format!(
+                "{} holds no nacre file system (no {LOCAL_FILE})",
+                dir.display()
+            )
+        })?;
         serde_json::from_str(&text).with_context(|| format!("{} is malformed", p.display()))
     }
 
@@ -79,7 +83,11 @@ pub fn format(dir: &Path, fsname: &str, mdts: u32, osts: u32, mgs_port: u16) -> 
     if dir.join(LOCAL_FILE).exists() {
         bail!("{} already holds a file system", dir.display());
     }
-    let port = if mgs_port == 0 { free_port()? } else { mgs_port };
+    let port = if mgs_port == 0 {
+        free_port()?
+    } else {
+        mgs_port
+    };
     let fs = LocalFs {
         fsname: fsname.to_string(),
         mdts,
@@ -92,7 +100,12 @@ pub fn format(dir: &Path, fsname: &str, mdts: u32, osts: u32, mgs_port: u16) -> 
         Key::generate().save(&key_path)?;
     }
     let mgsnode = fs.mgs_addr();
-    target::format_target(&target_dir(dir, TargetName::mgs()), fsname, TargetName::mgs(), &mgsnode)?;
+    target::format_target(
+        &target_dir(dir, TargetName::mgs()),
+        fsname,
+        TargetName::mgs(),
+        &mgsnode,
+    )?;
     for i in 0..mdts {
         let n = TargetName::mdt(i);
         target::format_target(&target_dir(dir, n), fsname, n, &mgsnode)?;
@@ -102,7 +115,10 @@ pub fn format(dir: &Path, fsname: &str, mdts: u32, osts: u32, mgs_port: u16) -> 
         target::format_target(&target_dir(dir, n), fsname, n, &mgsnode)?;
     }
     // Written last: its presence means the format finished.
-    write_atomic(&dir.join(LOCAL_FILE), serde_json::to_string_pretty(&fs)?.as_bytes())?;
+    write_atomic(
+        &dir.join(LOCAL_FILE),
+        serde_json::to_string_pretty(&fs)?.as_bytes(),
+    )?;
     Ok(fs)
 }
 
@@ -156,7 +172,13 @@ impl LocalCluster {
         let d = target_dir(&self.dir, name);
         let id = TargetIdentity::load(&d)?;
         if id.name() != name || id.fsname != self.fs.fsname {
-            bail!("{} holds {} of '{}', expected {}", d.display(), id.name(), id.fsname, name);
+            bail!(
+                "{} holds {} of '{}', expected {}",
+                d.display(),
+                id.name(),
+                id.fsname,
+                name
+            );
         }
         let listener = node::bind("127.0.0.1:0").await?;
         let s = node::serve_ost(&d, &self.fs.fsname, i, &self.key, listener, &self.tuning).await?;
@@ -172,10 +194,25 @@ impl LocalCluster {
         let d = target_dir(&self.dir, name);
         let id = TargetIdentity::load(&d)?;
         if id.name() != name || id.fsname != self.fs.fsname {
-            bail!("{} holds {} of '{}', expected {}", d.display(), id.name(), id.fsname, name);
+            bail!(
+                "{} holds {} of '{}', expected {}",
+                d.display(),
+                id.name(),
+                id.fsname,
+                name
+            );
         }
         let listener = node::bind("127.0.0.1:0").await?;
-        let s = node::serve_mdt(&d, &self.fs.fsname, i, &self.key, listener, self.mgs.subscribe(), &self.tuning).await?;
+        let s = node::serve_mdt(
+            &d,
+            &self.fs.fsname,
+            i,
+            &self.key,
+            listener,
+            self.mgs.subscribe(),
+            &self.tuning,
+        )
+        .await?;
         self.mgs
             .register(name, &s.addr.to_string())
             .map_err(|e| anyhow::anyhow!("cannot register {name}: {e}"))?;

@@ -25,10 +25,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Format (if new) and run a whole file system on this machine, mounted at MNT
-    #[command(long_about = "Formats DIR if it holds no file system (1 MDT and 4 OSTs by default), starts the MGS, MDTs and \
+    #[command(
+        long_about = "Formats DIR if it holds no file system (1 MDT and 4 OSTs by default), starts the MGS, MDTs and \
 OSTs on 127.0.0.1 in this process and mounts the file system at MNT. It prints the spec other clients mount with \
 (HOST:PORT:/fsname). With --background it returns once the mount is ready; `nacre down DIR` stops it.\n\n\
-Example: nacre up /tmp/fs --mount /mnt/nacre --osts 2 --background")]
+Example: nacre up /tmp/fs --mount /mnt/nacre --osts 2 --background"
+    )]
     Up(UpCli),
     /// Unmount and stop a file system started with `nacre up`
     Down {
@@ -44,11 +46,13 @@ Example: nacre up /tmp/fs --mount /mnt/nacre --osts 2 --background")]
         dir: PathBuf,
     },
     /// Format one target directory (cluster use)
-    #[command(long_about = "Formats one target for a multi-process or multi-node file system.\n\n\
+    #[command(
+        long_about = "Formats one target for a multi-process or multi-node file system.\n\n\
 Example cluster on three shells:\n  nacre format --mgs --fsname demo /srv/mgs          # makes /srv/mgs/key\n  \
 nacre format --mdt --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/mdt0\n  \
 nacre format --ost --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/ost0\n  \
-nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serve /srv/mdt0")]
+nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serve /srv/mdt0"
+    )]
     Format(FormatCli),
     /// Serve one formatted target until interrupted (cluster use)
     Serve {
@@ -181,7 +185,10 @@ fn init_logging(server: bool) {
     let default = if server { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NACRE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -227,11 +234,28 @@ fn run(cli: Cli) -> Result<()> {
                 key: f.key,
             })
         }
-        Command::Serve { dir, listen, key, memory } => {
+        Command::Serve {
+            dir,
+            listen,
+            key,
+            memory,
+        } => {
             init_logging(true);
-            cmd::cluster::run_serve(cmd::cluster::ServeArgs { dir, listen, key, memory })
+            cmd::cluster::run_serve(cmd::cluster::ServeArgs {
+                dir,
+                listen,
+                key,
+                memory,
+            })
         }
-        Command::Mount { spec, mountpoint, key, background, attr_timeout, child } => {
+        Command::Mount {
+            spec,
+            mountpoint,
+            key,
+            background,
+            attr_timeout,
+            child,
+        } => {
             init_logging(child);
             cmd::mount::run_mount(cmd::mount::MountArgs {
                 spec,

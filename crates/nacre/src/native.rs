@@ -3,7 +3,10 @@
 
 use crate::cmd::mount::resolve_spec;
 use bytes::Bytes;
-use nacre_bench::backend::{DirEntry, FileHandle, FileKind as BKind, FileStat, FileSystem, FsStat, NativeConnector, OpenOptions};
+use nacre_bench::backend::{
+    DirEntry, FileHandle, FileKind as BKind, FileStat, FileSystem, FsStat, NativeConnector,
+    OpenOptions,
+};
 use nacre_client::file::OpenFile;
 use nacre_client::{Client, MountSpec};
 use nacre_core::{Errno, Fid, FileKind};
@@ -40,7 +43,8 @@ impl NativeFs {
         let key = std::env::var_os("NACRE_KEY").map(PathBuf::from);
         let (spec, key) = resolve_spec(spec, key.as_deref())?;
         let rt = crate::cmd::runtime()?;
-        let mspec = MountSpec::parse(&spec, key, &format!("bench-{}", std::process::id())).map_err(anyhow::Error::msg)?;
+        let mspec = MountSpec::parse(&spec, key, &format!("bench-{}", std::process::id()))
+            .map_err(anyhow::Error::msg)?;
         let client = rt.block_on(Client::mount(mspec))?;
         // SAFETY: these calls cannot fail.
         let cred = unsafe {
@@ -131,7 +135,11 @@ impl NativeFs {
     }
 
     fn file(&self, fh: FileHandle) -> io::Result<Arc<OpenFile>> {
-        self.files.lock().get(&fh.0).cloned().ok_or_else(|| ioerr(Errno::EBADF))
+        self.files
+            .lock()
+            .get(&fh.0)
+            .cloned()
+            .ok_or_else(|| ioerr(Errno::EBADF))
     }
 }
 
@@ -169,39 +177,51 @@ impl FileSystem for NativeFs {
     }
 
     fn create(&self, path: &Path, opts: OpenOptions) -> io::Result<FileHandle> {
-        self.rt.block_on(async {
-            let (parent, name) = self.parent_of(path).await?;
-            let (info, h) = self
-                .client
-                .create(parent, name, libc::S_IFREG | (opts.mode & 0o7777), 0, &self.cred, None, LayoutRequest::Inherit, Some(flags(&opts)), opts.exclusive)
-                .await?;
-            let h = h.ok_or(Errno::EIO)?;
-            if opts.truncate && info.attr.size > 0 {
-                let attr = nacre_core::attr::SetAttr {
-                    size: Some(0),
-                    ..Default::default()
-                };
-                self.client.setattr(info.attr.fid, attr, &self.cred).await?;
-            }
-            Ok(self.add(OpenFile::new(info.attr.fid, h, flags(&opts), info.layout)))
-        })
-        .map_err(ioerr)
+        self.rt
+            .block_on(async {
+                let (parent, name) = self.parent_of(path).await?;
+                let (info, h) = self
+                    .client
+                    .create(
+                        parent,
+                        name,
+                        libc::S_IFREG | (opts.mode & 0o7777),
+                        0,
+                        &self.cred,
+                        None,
+                        LayoutRequest::Inherit,
+                        Some(flags(&opts)),
+                        opts.exclusive,
+                    )
+                    .await?;
+                let h = h.ok_or(Errno::EIO)?;
+                if opts.truncate && info.attr.size > 0 {
+                    let attr = nacre_core::attr::SetAttr {
+                        size: Some(0),
+                        ..Default::default()
+                    };
+                    self.client.setattr(info.attr.fid, attr, &self.cred).await?;
+                }
+                Ok(self.add(OpenFile::new(info.attr.fid, h, flags(&opts), info.layout)))
+            })
+            .map_err(ioerr)
     }
 
     fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<FileHandle> {
-        self.rt.block_on(async {
-            let i = self.resolve(path).await?;
-            let (f, _) = self.client.open(i.attr.fid, flags(&opts)).await?;
-            if opts.truncate {
-                let attr = nacre_core::attr::SetAttr {
-                    size: Some(0),
-                    ..Default::default()
-                };
-                self.client.setattr(i.attr.fid, attr, &self.cred).await?;
-            }
-            Ok(self.add(f))
-        })
-        .map_err(ioerr)
+        self.rt
+            .block_on(async {
+                let i = self.resolve(path).await?;
+                let (f, _) = self.client.open(i.attr.fid, flags(&opts)).await?;
+                if opts.truncate {
+                    let attr = nacre_core::attr::SetAttr {
+                        size: Some(0),
+                        ..Default::default()
+                    };
+                    self.client.setattr(i.attr.fid, attr, &self.cred).await?;
+                }
+                Ok(self.add(f))
+            })
+            .map_err(ioerr)
     }
 
     fn pwrite(&self, fh: FileHandle, buf: &[u8], offset: u64) -> io::Result<usize> {
@@ -213,7 +233,10 @@ impl FileSystem for NativeFs {
 
     fn pread(&self, fh: FileHandle, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let f = self.file(fh)?;
-        let d = self.rt.block_on(self.client.read(&f, offset, buf.len() as u64)).map_err(ioerr)?;
+        let d = self
+            .rt
+            .block_on(self.client.read(&f, offset, buf.len() as u64))
+            .map_err(ioerr)?;
         buf[..d.len()].copy_from_slice(&d);
         Ok(d.len())
     }
@@ -224,13 +247,20 @@ impl FileSystem for NativeFs {
     }
 
     fn close(&self, fh: FileHandle) -> io::Result<()> {
-        let f = self.files.lock().remove(&fh.0).ok_or_else(|| ioerr(Errno::EBADF))?;
+        let f = self
+            .files
+            .lock()
+            .remove(&fh.0)
+            .ok_or_else(|| ioerr(Errno::EBADF))?;
         self.rt.block_on(self.client.release(&f)).map_err(ioerr)
     }
 
     fn fstat(&self, fh: FileHandle) -> io::Result<FileStat> {
         let f = self.file(fh)?;
-        let i = self.rt.block_on(self.client.getattr(f.fid)).map_err(ioerr)?;
+        let i = self
+            .rt
+            .block_on(self.client.getattr(f.fid))
+            .map_err(ioerr)?;
         Ok(stat_of(&i))
     }
 
@@ -253,7 +283,17 @@ impl FileSystem for NativeFs {
             .block_on(async {
                 let (p, n) = self.parent_of(path).await?;
                 self.client
-                    .create(p, n, libc::S_IFDIR | (mode & 0o7777), 0, &self.cred, None, LayoutRequest::Inherit, None, true)
+                    .create(
+                        p,
+                        n,
+                        libc::S_IFDIR | (mode & 0o7777),
+                        0,
+                        &self.cred,
+                        None,
+                        LayoutRequest::Inherit,
+                        None,
+                        true,
+                    )
                     .await
                     .map(|_| ())
             })
@@ -270,11 +310,18 @@ impl FileSystem for NativeFs {
             .map_err(ioerr)
     }
 
-    fn readdir(&self, path: &Path, visit: &mut dyn FnMut(DirEntry) -> ControlFlow<()>) -> io::Result<()> {
+    fn readdir(
+        &self,
+        path: &Path,
+        visit: &mut dyn FnMut(DirEntry) -> ControlFlow<()>,
+    ) -> io::Result<()> {
         let dir = self.rt.block_on(self.resolve(path)).map_err(ioerr)?;
         let mut cookie = 0;
         loop {
-            let (ents, eof) = self.rt.block_on(self.client.readdir(dir.attr.fid, cookie, 1024)).map_err(ioerr)?;
+            let (ents, eof) = self
+                .rt
+                .block_on(self.client.readdir(dir.attr.fid, cookie, 1024))
+                .map_err(ioerr)?;
             for e in ents {
                 cookie = e.cookie;
                 let kind = match e.kind {

@@ -80,11 +80,21 @@ fn server_config(fsname: &str, name: TargetName, key: &Key) -> Arc<ServerConfig>
     })
 }
 
-pub async fn serve_mgs(dir: &Path, fsname: &str, key: &Key, listener: TcpListener) -> Result<(Arc<Mgs>, Served)> {
+pub async fn serve_mgs(
+    dir: &Path,
+    fsname: &str,
+    key: &Key,
+    listener: TcpListener,
+) -> Result<(Arc<Mgs>, Served)> {
     let mgs = Mgs::open(dir)?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(listener, server_config(fsname, TargetName::mgs(), key), mgs.clone(), rx));
+    let task = tokio::spawn(serve(
+        listener,
+        server_config(fsname, TargetName::mgs(), key),
+        mgs.clone(),
+        rx,
+    ));
     Ok((
         mgs,
         Served {
@@ -98,19 +108,10 @@ pub async fn serve_mgs(dir: &Path, fsname: &str, key: &Key, listener: TcpListene
 }
 
 /// Tunables of a server process.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ServerTuning {
     pub store: MdStoreConfig,
     pub obj: ObjStoreConfig,
-}
-
-impl Default for ServerTuning {
-    fn default() -> Self {
-        ServerTuning {
-            store: MdStoreConfig::default(),
-            obj: ObjStoreConfig::default(),
-        }
-    }
 }
 
 pub async fn serve_mdt(
@@ -141,7 +142,12 @@ pub async fn serve_mdt(
         .with_context(|| format!("cannot start {}", name.full(fsname)))?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(listener, server_config(fsname, name, key), mdt.clone(), rx));
+    let task = tokio::spawn(serve(
+        listener,
+        server_config(fsname, name, key),
+        mdt.clone(),
+        rx,
+    ));
     Ok(Served {
         name,
         addr,
@@ -160,8 +166,13 @@ pub async fn serve_ost(
     tuning: &ServerTuning,
 ) -> Result<Served> {
     let name = TargetName::ost(index);
-    let store = ObjStore::open(dir, tuning.obj.clone())
-        .with_context(|| format!("cannot open the objects of {} in {}", name.full(fsname), dir.display()))?;
+    let store = ObjStore::open(dir, tuning.obj.clone()).with_context(|| {
+        format!(
+            "cannot open the objects of {} in {}",
+            name.full(fsname),
+            dir.display()
+        )
+    })?;
     let ost = Arc::new(Ost::new(index, store));
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);

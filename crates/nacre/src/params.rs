@@ -57,9 +57,16 @@ impl ClientParams {
             }
         }
         for i in 0..self.client.mdt_count() {
-            v.push((format!("mdc.{fs}-MDT{i:04x}-mdc-{}.max_rpcs_in_flight", self.sb), "max_rpcs_in_flight"));
+            v.push((
+                format!("mdc.{fs}-MDT{i:04x}-mdc-{}.max_rpcs_in_flight", self.sb),
+                "max_rpcs_in_flight",
+            ));
         }
-        for p in ["max_read_ahead_mb", "max_read_ahead_per_file_mb", "recovery_timeout"] {
+        for p in [
+            "max_read_ahead_mb",
+            "max_read_ahead_per_file_mb",
+            "recovery_timeout",
+        ] {
             v.push((format!("llite.{fs}-{}.{p}", self.sb), p));
         }
         v
@@ -72,7 +79,12 @@ impl ParamSource for ClientParams {
             .into_iter()
             .map(|(name, t)| ParamValue {
                 name,
-                value: self.client.tunables.get(t).map(|v| v.to_string()).unwrap_or_default(),
+                value: self
+                    .client
+                    .tunables
+                    .get(t)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
                 writable: true,
             })
             .collect()
@@ -118,7 +130,10 @@ impl ParamSource for MdtParams {
             rw("stripecount", p.stripe_count.to_string()),
             rw("stripeoffset", p.stripe_offset.to_string()),
             rw("dom_stripesize", p.dom_stripesize.to_string()),
-            rw("dom_stripesize_max_kb", (p.dom_stripesize >> 10).to_string()),
+            rw(
+                "dom_stripesize_max_kb",
+                (p.dom_stripesize >> 10).to_string(),
+            ),
             ParamValue {
                 name: format!("{lod}.numobd"),
                 value: self.mdt.lod().ost_count().to_string(),
@@ -132,7 +147,10 @@ impl ParamSource for MdtParams {
         ];
         for osp in self.mdt.lod().osps() {
             let (next, last) = osp.prealloc();
-            let base = format!("osp.{}-OST{:04x}-osc-MDT{:04x}", self.fsname, osp.ost_idx, self.mdt.index);
+            let base = format!(
+                "osp.{}-OST{:04x}-osc-MDT{:04x}",
+                self.fsname, osp.ost_idx, self.mdt.index
+            );
             v.push(ParamValue {
                 name: format!("{base}.prealloc_next_id"),
                 value: next.to_string(),
@@ -161,20 +179,30 @@ impl ParamSource for MdtParams {
             "stripesize" => {
                 let s = parse_size(value).map_err(|e| e.to_string())?;
                 if s == 0 || s % 65536 != 0 || s > u64::from(u32::MAX) {
-                    return Err(format!("{name}: stripe size must be a non-zero multiple of 64 KiB"));
+                    return Err(format!(
+                        "{name}: stripe size must be a non-zero multiple of 64 KiB"
+                    ));
                 }
                 p.stripe_size = s as u32;
             }
             "stripecount" => {
-                p.stripe_count = value.trim().parse().map_err(|_| format!("{name}: '{value}' is not a number"))?;
+                p.stripe_count = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{name}: '{value}' is not a number"))?;
                 if p.stripe_count < -1 {
                     return Err(format!("{name}: stripe count must be -1 or more"));
                 }
             }
             "stripeoffset" => {
-                p.stripe_offset = value.trim().parse().map_err(|_| format!("{name}: '{value}' is not a number"))?;
+                p.stripe_offset = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{name}: '{value}' is not a number"))?;
             }
-            "dom_stripesize" => p.dom_stripesize = dom_size(parse_size(value).map_err(|e| e.to_string())?),
+            "dom_stripesize" => {
+                p.dom_stripesize = dom_size(parse_size(value).map_err(|e| e.to_string())?)
+            }
             "dom_stripesize_max_kb" => p.dom_stripesize = dom_size(num(name, value)? << 10),
             _ => return Err(format!("{name}: read-only or unknown parameter")),
         }
@@ -204,7 +232,13 @@ impl NodeParams {
         self.sources
             .iter()
             .flat_map(|s| s.list())
-            .filter(|p| if within { pat.matches_within(&p.name) } else { pat.matches(&p.name) })
+            .filter(|p| {
+                if within {
+                    pat.matches_within(&p.name)
+                } else {
+                    pat.matches(&p.name)
+                }
+            })
             .collect()
     }
 

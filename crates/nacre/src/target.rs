@@ -34,8 +34,13 @@ impl TargetIdentity {
 
     pub fn load(dir: &Path) -> Result<TargetIdentity> {
         let p = dir.join(TARGET_FILE);
-        let text = std::fs::read_to_string(&p)
-            .with_context(|| format!("{} is not a formatted nacre target (no {})", dir.display(), TARGET_FILE))?;
+        let text = std::fs::read_to_string(&p).with_context(|| {
+            format!(
+                "{} is not a formatted nacre target (no {})",
+                dir.display(),
+                TARGET_FILE
+            )
+        })?;
         let id: TargetIdentity =
             serde_json::from_str(&text).with_context(|| format!("{} is malformed", p.display()))?;
         if id.format_version != FORMAT_VERSION {
@@ -60,7 +65,8 @@ impl TargetIdentity {
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
     f.write_all(data)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -80,11 +86,19 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 }
 
 /// Formats one target directory.
-pub fn format_target(dir: &Path, fsname: &str, name: TargetName, mgsnode: &str) -> Result<TargetIdentity> {
+pub fn format_target(
+    dir: &Path,
+    fsname: &str,
+    name: TargetName,
+    mgsnode: &str,
+) -> Result<TargetIdentity> {
     validate_fsname(fsname).map_err(anyhow::Error::msg)?;
     prepare_dir(dir)?;
     if dir.join(TARGET_FILE).exists() {
-        bail!("{} is already formatted (remove it to start over)", dir.display());
+        bail!(
+            "{} is already formatted (remove it to start over)",
+            dir.display()
+        );
     }
     match name.kind {
         TargetKind::Mgs => nacre_mgs::Mgs::format(dir, fsname)?,

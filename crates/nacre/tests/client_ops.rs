@@ -27,42 +27,83 @@ fn rw() -> OpenFlags {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_io_and_restart() {
-    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_test_writer()
+        .try_init();
     let dir = tempfile::tempdir().expect("tmp");
     local::format(dir.path(), "testfs", 1, 3, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let root = c.root();
 
     // Directories and a striped file.
     let (d, _) = c
-        .create(root, b"dir", DIR, 0, &cred, None, LayoutRequest::Inherit, None, false)
+        .create(
+            root,
+            b"dir",
+            DIR,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Inherit,
+            None,
+            false,
+        )
         .await
         .expect("mkdir");
     assert_eq!(
-        c.create(root, b"dir", DIR, 0, &cred, None, LayoutRequest::Inherit, None, false)
-            .await
-            .err(),
+        c.create(
+            root,
+            b"dir",
+            DIR,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Inherit,
+            None,
+            false
+        )
+        .await
+        .err(),
         Some(Errno::EEXIST)
     );
     let layout = Layout::plain(3, 65536, -1);
     let (fi, h) = c
-        .create(d.attr.fid, b"striped", FILE, 0, &cred, None, LayoutRequest::Explicit(layout), Some(rw()), true)
+        .create(
+            d.attr.fid,
+            b"striped",
+            FILE,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Explicit(layout),
+            Some(rw()),
+            true,
+        )
         .await
         .expect("create");
     let l = fi.layout.clone().expect("layout");
     assert_eq!(l.components[0].objects.len(), 3);
     let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), Some(l));
     let data = pattern(1_000_003, 7);
-    c.write(&f, 0, Bytes::from(data.clone())).await.expect("write");
+    c.write(&f, 0, Bytes::from(data.clone()))
+        .await
+        .expect("write");
     // Sparse write far away.
-    c.write(&f, 5 << 30, Bytes::from_static(b"tail")).await.expect("far write");
+    c.write(&f, 5 << 30, Bytes::from_static(b"tail"))
+        .await
+        .expect("far write");
     let back = c.read(&f, 0, data.len() as u64).await.expect("read");
     assert_eq!(&back[..], &data[..]);
     let hole = c.read(&f, 3 << 30, 16).await.expect("hole");
@@ -73,21 +114,41 @@ async fn namespace_io_and_restart() {
     assert_eq!(&eof[..], b"il");
     c.release(&f).await.expect("close");
     let st = c.lookup(d.attr.fid, b"striped").await.expect("lookup");
-    assert!(st.size_authoritative, "size exact after the last writer closed");
+    assert!(
+        st.size_authoritative,
+        "size exact after the last writer closed"
+    );
     assert_eq!(st.attr.size, (5 << 30) + 4);
 
     // Truncate down and up.
-    c.setattr(fi.attr.fid, SetAttr { size: Some(100), ..SetAttr::default() }, &cred)
-        .await
-        .expect("truncate");
+    c.setattr(
+        fi.attr.fid,
+        SetAttr {
+            size: Some(100),
+            ..SetAttr::default()
+        },
+        &cred,
+    )
+    .await
+    .expect("truncate");
     let (f2, info) = c.open(fi.attr.fid, rw()).await.expect("open");
     assert_eq!(info.attr.size, 100);
     assert_eq!(&c.read(&f2, 0, 1000).await.expect("read")[..], &data[..100]);
     c.release(&f2).await.expect("close");
-    c.setattr(fi.attr.fid, SetAttr { size: Some(300_000), ..SetAttr::default() }, &cred)
-        .await
-        .expect("extend");
-    assert_eq!(c.getattr(fi.attr.fid).await.expect("stat").attr.size, 300_000);
+    c.setattr(
+        fi.attr.fid,
+        SetAttr {
+            size: Some(300_000),
+            ..SetAttr::default()
+        },
+        &cred,
+    )
+    .await
+    .expect("extend");
+    assert_eq!(
+        c.getattr(fi.attr.fid).await.expect("stat").attr.size,
+        300_000
+    );
     let (f3, _) = c.open(fi.attr.fid, rw()).await.expect("open");
     let ext = c.read(&f3, 0, 400_000).await.expect("read");
     assert_eq!(ext.len(), 300_000);
@@ -95,32 +156,81 @@ async fn namespace_io_and_restart() {
     c.release(&f3).await.expect("close");
 
     // Links, symlinks, rename, xattrs, readdir, fid2path.
-    c.link(fi.attr.fid, root, b"hard", &cred).await.expect("link");
-    assert_eq!(c.getattr(fi.attr.fid).await.expect("stat").attr.nlink, 2);
-    c.create(root, b"sym", libc::S_IFLNK | 0o777, 0, &cred, Some(b"dir/striped"), LayoutRequest::Inherit, None, false)
+    c.link(fi.attr.fid, root, b"hard", &cred)
         .await
-        .expect("symlink");
+        .expect("link");
+    assert_eq!(c.getattr(fi.attr.fid).await.expect("stat").attr.nlink, 2);
+    c.create(
+        root,
+        b"sym",
+        libc::S_IFLNK | 0o777,
+        0,
+        &cred,
+        Some(b"dir/striped"),
+        LayoutRequest::Inherit,
+        None,
+        false,
+    )
+    .await
+    .expect("symlink");
     let s = c.lookup(root, b"sym").await.expect("lookup");
-    assert_eq!(c.readlink(s.attr.fid).await.expect("readlink"), b"dir/striped");
-    c.rename(root, b"hard", d.attr.fid, b"moved", 0, &cred).await.expect("rename");
-    c.setxattr(fi.attr.fid, b"user.colour", b"blue", 0, &cred).await.expect("setxattr");
-    assert_eq!(c.getxattr(fi.attr.fid, b"user.colour").await.expect("get"), b"blue");
-    assert_eq!(c.getxattr(fi.attr.fid, b"user.none").await.err(), Some(Errno::ENODATA));
+    assert_eq!(
+        c.readlink(s.attr.fid).await.expect("readlink"),
+        b"dir/striped"
+    );
+    c.rename(root, b"hard", d.attr.fid, b"moved", 0, &cred)
+        .await
+        .expect("rename");
+    c.setxattr(fi.attr.fid, b"user.colour", b"blue", 0, &cred)
+        .await
+        .expect("setxattr");
+    assert_eq!(
+        c.getxattr(fi.attr.fid, b"user.colour").await.expect("get"),
+        b"blue"
+    );
+    assert_eq!(
+        c.getxattr(fi.attr.fid, b"user.none").await.err(),
+        Some(Errno::ENODATA)
+    );
     let (ents, eof) = c.readdir(d.attr.fid, 0, 100).await.expect("readdir");
     assert!(eof);
-    let mut names: Vec<_> = ents.iter().map(|e| String::from_utf8_lossy(&e.name).to_string()).collect();
+    let mut names: Vec<_> = ents
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.name).to_string())
+        .collect();
     names.sort();
     assert_eq!(names, vec!["moved", "striped"]);
-    assert_eq!(c.fid2path(fi.attr.fid).await.expect("fid2path"), b"dir/striped");
-    assert_eq!(c.rmdir(root, b"dir", &cred).await.err(), Some(Errno::ENOTEMPTY));
+    assert_eq!(
+        c.fid2path(fi.attr.fid).await.expect("fid2path"),
+        b"dir/striped"
+    );
+    assert_eq!(
+        c.rmdir(root, b"dir", &cred).await.err(),
+        Some(Errno::ENOTEMPTY)
+    );
     // Renaming a directory under itself.
-    assert_eq!(c.rename(root, b"dir", d.attr.fid, b"inside", 0, &cred).await.err(), Some(Errno::EINVAL));
+    assert_eq!(
+        c.rename(root, b"dir", d.attr.fid, b"inside", 0, &cred)
+            .await
+            .err(),
+        Some(Errno::EINVAL)
+    );
 
     // Many files: readdir pages with stable cookies.
     for i in 0..300 {
-        c.create(d.attr.fid, format!("f{i:04}").as_bytes(), FILE, 0, &cred, None, LayoutRequest::Inherit, None, false)
-            .await
-            .expect("create");
+        c.create(
+            d.attr.fid,
+            format!("f{i:04}").as_bytes(),
+            FILE,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Inherit,
+            None,
+            false,
+        )
+        .await
+        .expect("create");
     }
     let mut cookie = 0;
     let mut seen = std::collections::HashSet::new();
@@ -140,7 +250,9 @@ async fn namespace_io_and_restart() {
     cluster.stop().await;
 
     // Everything survives a clean restart.
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("restart");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("restart");
     let c = mount(&cluster).await;
     let st = c.getattr(fid).await.expect("stat after restart");
     assert_eq!(st.attr.size, 300_000);
@@ -148,7 +260,9 @@ async fn namespace_io_and_restart() {
     let (f4, _) = c.open(fid, rw()).await.expect("open");
     assert_eq!(&c.read(&f4, 0, 100).await.expect("read")[..], &data[..100]);
     c.release(&f4).await.expect("close");
-    c.unlink(d.attr.fid, b"striped", &cred).await.expect("unlink");
+    c.unlink(d.attr.fid, b"striped", &cred)
+        .await
+        .expect("unlink");
     c.unlink(d.attr.fid, b"moved", &cred).await.expect("unlink");
     assert_eq!(c.getattr(fid).await.err(), Some(Errno::ESTALE));
     cluster.stop().await;
@@ -158,9 +272,16 @@ async fn namespace_io_and_restart() {
 async fn wrong_key_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     local::format(dir.path(), "testfs", 1, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
-    let spec = MountSpec::parse(&cluster.spec(), nacre_rpc::Key::generate(), "intruder").expect("spec");
-    let err = Client::mount(spec).await.err().expect("must be refused").to_string();
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
+    let spec =
+        MountSpec::parse(&cluster.spec(), nacre_rpc::Key::generate(), "intruder").expect("spec");
+    let err = Client::mount(spec)
+        .await
+        .err()
+        .expect("must be refused")
+        .to_string();
     assert!(err.contains("does not hold the key"), "{err}");
     cluster.stop().await;
 }
@@ -169,7 +290,9 @@ async fn wrong_key_is_refused() {
 async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
     let dir = tempfile::tempdir().expect("tmp");
     local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
-    let mut cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let mut cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
     let c = mount(&cluster).await;
     c.tunables.set("recovery_timeout", 2).expect("tunable");
     c.refresh_imports();
@@ -177,21 +300,41 @@ async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
     let mut layout = Layout::plain(1, 65536, 0);
     layout.components[0].ost_list = vec![0];
     let (fi, h) = c
-        .create(c.root(), b"f", FILE, 0, &cred, None, LayoutRequest::Explicit(layout), Some(rw()), true)
+        .create(
+            c.root(),
+            b"f",
+            FILE,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Explicit(layout),
+            Some(rw()),
+            true,
+        )
         .await
         .expect("create");
-    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), fi.layout.clone());
+    let f =
+        nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), fi.layout.clone());
     let data = pattern(300_000, 3);
-    c.write(&f, 0, Bytes::from(data.clone())).await.expect("write");
+    c.write(&f, 0, Bytes::from(data.clone()))
+        .await
+        .expect("write");
     cluster.stop_ost(0).await;
     let t = std::time::Instant::now();
     let r = tokio::time::timeout(std::time::Duration::from_secs(20), c.read(&f, 0, 1000)).await;
     let r = r.expect("a read from a vanished OST must not hang");
     assert_eq!(r.err(), Some(Errno::EIO));
-    assert!(t.elapsed() < std::time::Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
     // The OST comes back (on a new port): the same open file reads again.
     cluster.start_ost(0).await.expect("restart OST");
-    let back = c.read(&f, 0, data.len() as u64).await.expect("read after restart");
+    let back = c
+        .read(&f, 0, data.len() as u64)
+        .await
+        .expect("read after restart");
     assert_eq!(&back[..], &data[..]);
     c.release(&f).await.expect("close");
     cluster.stop().await;
@@ -215,16 +358,24 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
     }
     let dir = tempfile::tempdir().expect("tmp");
     let small = dir.path().join("ost1");
-    assert!(mount_tmpfs(&small, "6m"), "cannot mount a tmpfs (needs root; set NACRE_SKIP_ROOT=1 to skip)");
+    assert!(
+        mount_tmpfs(&small, "6m"),
+        "cannot mount a tmpfs (needs root; set NACRE_SKIP_ROOT=1 to skip)"
+    );
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
         }
     }
     let _guard = Unmount(small.clone());
     local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default()).await.expect("start");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let on = |ost: u32| {
@@ -234,19 +385,43 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
     };
     // A file on the healthy OST.
     let (ki, kh) = c
-        .create(c.root(), b"keep", FILE, 0, &cred, None, on(0), Some(rw()), true)
+        .create(
+            c.root(),
+            b"keep",
+            FILE,
+            0,
+            &cred,
+            None,
+            on(0),
+            Some(rw()),
+            true,
+        )
         .await
         .expect("create keep");
-    let keep = nacre_client::file::OpenFile::new(ki.attr.fid, kh.expect("h"), rw(), ki.layout.clone());
+    let keep =
+        nacre_client::file::OpenFile::new(ki.attr.fid, kh.expect("h"), rw(), ki.layout.clone());
     let kdata = pattern(2 << 20, 9);
-    c.write(&keep, 0, Bytes::from(kdata.clone())).await.expect("write keep");
+    c.write(&keep, 0, Bytes::from(kdata.clone()))
+        .await
+        .expect("write keep");
     c.release(&keep).await.expect("close");
     // Fill the small OST.
     let (fi, fh) = c
-        .create(c.root(), b"fill", FILE, 0, &cred, None, on(1), Some(rw()), true)
+        .create(
+            c.root(),
+            b"fill",
+            FILE,
+            0,
+            &cred,
+            None,
+            on(1),
+            Some(rw()),
+            true,
+        )
         .await
         .expect("create fill");
-    let fill = nacre_client::file::OpenFile::new(fi.attr.fid, fh.expect("h"), rw(), fi.layout.clone());
+    let fill =
+        nacre_client::file::OpenFile::new(fi.attr.fid, fh.expect("h"), rw(), fi.layout.clone());
     let chunk = Bytes::from(vec![7u8; 1 << 20]);
     let mut err = None;
     for i in 0..64u64 {
@@ -259,10 +434,23 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
     c.release(&fill).await.expect("close");
     // The other file is intact, and new files still go to the OST with space.
     let (k2, _) = c.open(ki.attr.fid, rw()).await.expect("reopen");
-    assert_eq!(&c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..], &kdata[..]);
+    assert_eq!(
+        &c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..],
+        &kdata[..]
+    );
     c.release(&k2).await.expect("close");
     let (ni, _) = c
-        .create(c.root(), b"new", FILE, 0, &cred, None, LayoutRequest::Inherit, None, true)
+        .create(
+            c.root(),
+            b"new",
+            FILE,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Inherit,
+            None,
+            true,
+        )
         .await
         .expect("create after ENOSPC");
     assert!(ni.layout.is_some());

@@ -15,13 +15,27 @@ fn lfs_and_lctl_on_a_mount() {
 
     let df = ok(&["lfs", "df", &m]);
     assert!(df.starts_with("UUID"), "{df}");
-    assert_eq!(df.lines().filter(|l| l.contains("_UUID")).count(), 4, "{df}");
+    assert_eq!(
+        df.lines().filter(|l| l.contains("_UUID")).count(),
+        4,
+        "{df}"
+    );
     assert!(df.contains("filesystem_summary:"), "{df}");
     assert!(ok(&["lfs", "df", "-h", &m]).contains("bytes"));
     assert!(ok(&["lfs", "df", "-i", &m]).contains("Inodes"));
 
     // A plain striped file, checked field by field.
-    ok(&["lfs", "setstripe", "-c", "2", "-S", "1M", "-i", "1", &p("f")]);
+    ok(&[
+        "lfs",
+        "setstripe",
+        "-c",
+        "2",
+        "-S",
+        "1M",
+        "-i",
+        "1",
+        &p("f"),
+    ]);
     std::fs::write(fs.path("f"), vec![1u8; 3 << 20]).expect("write");
     let gs = ok(&["lfs", "getstripe", &p("f")]);
     let field = |name: &str| {
@@ -34,7 +48,10 @@ fn lfs_and_lctl_on_a_mount() {
     assert_eq!(field("lmm_stripe_size:"), "1048576");
     assert_eq!(field("lmm_pattern:"), "raid0");
     assert_eq!(field("lmm_stripe_offset:"), "1");
-    let objs: Vec<&str> = gs.lines().filter(|l| l.starts_with('\t') && !l.contains("obdidx")).collect();
+    let objs: Vec<&str> = gs
+        .lines()
+        .filter(|l| l.starts_with('\t') && !l.contains("obdidx"))
+        .collect();
     assert_eq!(objs.len(), 2, "{gs}");
     assert_eq!(objs[0].split_whitespace().next(), Some("1"));
     assert_eq!(objs[1].split_whitespace().next(), Some("2"));
@@ -69,8 +86,16 @@ fn lfs_and_lctl_on_a_mount() {
     let v = ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"]);
     assert_eq!(v.lines().count(), 3, "{v}");
     ok(&["lctl", "set_param", "osc.*.max_rpcs_in_flight=16"]);
-    assert!(ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"]).lines().all(|l| l == "16"));
-    assert!(!run(&["lctl", "set_param", "osc.*.max_rpcs_in_flight=0"]).status.success());
+    assert!(
+        ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"])
+            .lines()
+            .all(|l| l == "16")
+    );
+    assert!(
+        !run(&["lctl", "set_param", "osc.*.max_rpcs_in_flight=0"])
+            .status
+            .success()
+    );
     ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
     let mut applied = false;
     for _ in 0..50 {
@@ -86,6 +111,9 @@ fn lfs_and_lctl_on_a_mount() {
     // Persistent settings survive a restart.
     fs.down();
     fs.up_again();
-    assert_eq!(ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim(), "2");
+    assert_eq!(
+        ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim(),
+        "2"
+    );
     fs.down();
 }

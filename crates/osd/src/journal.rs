@@ -16,8 +16,15 @@ use std::path::Path;
 /// contains it gives the same state, so replay needs no undo.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mutation {
-    Put { table: u8, key: Vec<u8>, val: Vec<u8> },
-    Del { table: u8, key: Vec<u8> },
+    Put {
+        table: u8,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
+    Del {
+        table: u8,
+        key: Vec<u8>,
+    },
 }
 
 const RECORD_HEADER: usize = 16;
@@ -53,7 +60,8 @@ impl Journal {
         let mut pos = 0usize;
         while pos + RECORD_HEADER <= data.len() {
             let len = u32::from_le_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
-            let crc = u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
+            let crc =
+                u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
             // `len` counts the transno and the payload, not the len and crc words.
             if !(8..=MAX_RECORD).contains(&len) || pos + 8 + len as usize > data.len() {
                 break;
@@ -137,7 +145,17 @@ mod tests {
         let p = d.path().join("j");
         let mut j = Journal::open(&p).expect("open");
         j.append(1, &[put(b"a")]).expect("a");
-        j.append(2, &[put(b"b"), Mutation::Del { table: 1, key: b"a".to_vec() }]).expect("b");
+        j.append(
+            2,
+            &[
+                put(b"b"),
+                Mutation::Del {
+                    table: 1,
+                    key: b"a".to_vec(),
+                },
+            ],
+        )
+        .expect("b");
         drop(j);
         let mut j = Journal::open(&p).expect("reopen");
         let (recs, len) = j.replay().expect("replay");

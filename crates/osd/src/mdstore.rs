@@ -153,7 +153,8 @@ pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
 /// Reads shared by transactions and read views, so lookups are written once.
 pub trait KvRead {
     fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno>;
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno>;
+    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize)
+    -> Result<KvPairs, Errno>;
 }
 
 impl KvRead for Tx<'_, '_> {
@@ -161,7 +162,13 @@ impl KvRead for Tx<'_, '_> {
         Tx::get(self, t, key)
     }
 
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
+    fn range(
+        &mut self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<KvPairs, Errno> {
         Tx::range(self, t, start, end, limit)
     }
 }
@@ -171,7 +178,13 @@ impl KvRead for ReadView {
         ReadView::get(self, t, key)
     }
 
-    fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
+    fn range(
+        &mut self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<KvPairs, Errno> {
         ReadView::range(self, t, start, end, limit)
     }
 }
@@ -194,7 +207,9 @@ impl Tx<'_, '_> {
 
     pub fn exists(&mut self, t: Table, key: &[u8]) -> Result<bool, Errno> {
         let tab = &self.tables[t as usize];
-        tab.get(key).map(|v| v.is_some()).map_err(|e| storage_errno(&e))
+        tab.get(key)
+            .map(|v| v.is_some())
+            .map_err(|e| storage_errno(&e))
     }
 
     pub fn put(&mut self, t: Table, key: &[u8], val: &[u8]) -> Result<(), Errno> {
@@ -231,7 +246,13 @@ impl Tx<'_, '_> {
     }
 
     /// Up to `limit` entries with keys in `[start, end)`.
-    pub fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
+    pub fn range(
+        &mut self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<KvPairs, Errno> {
         let tab = &self.tables[t as usize];
         collect_range(tab.range::<&[u8]>(start..end), limit)
     }
@@ -293,7 +314,13 @@ impl ReadView {
             .map_err(|e| storage_errno(&e))
     }
 
-    pub fn range(&self, t: Table, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, Errno> {
+    pub fn range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<KvPairs, Errno> {
         let tab = self.txn.open_table(t.def()).map_err(|e| {
             tracing::error!(target: "osd", "open table: {e}");
             Errno::EIO
@@ -459,7 +486,10 @@ fn replay(db: &Database, journal: &mut Journal) -> Result<u64, String> {
         for t in ALL_TABLES {
             tables.push(wtxn.open_table(t.def()).map_err(|e| e.to_string())?);
         }
-        if let Some(v) = tables[Table::Meta as usize].get(CHECKPOINT_KEY).map_err(|e| e.to_string())? {
+        if let Some(v) = tables[Table::Meta as usize]
+            .get(CHECKPOINT_KEY)
+            .map_err(|e| e.to_string())?
+        {
             let b = v.value();
             if b.len() == 8 {
                 checkpoint = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
@@ -475,11 +505,15 @@ fn replay(db: &Database, journal: &mut Journal) -> Result<u64, String> {
                 match m {
                     Mutation::Put { table, key, val } => {
                         let t = Table::from_u8(table).ok_or("unknown table in journal")?;
-                        tables[t as usize].insert(key.as_slice(), val.as_slice()).map_err(|e| e.to_string())?;
+                        tables[t as usize]
+                            .insert(key.as_slice(), val.as_slice())
+                            .map_err(|e| e.to_string())?;
                     }
                     Mutation::Del { table, key } => {
                         let t = Table::from_u8(table).ok_or("unknown table in journal")?;
-                        tables[t as usize].remove(key.as_slice()).map_err(|e| e.to_string())?;
+                        tables[t as usize]
+                            .remove(key.as_slice())
+                            .map_err(|e| e.to_string())?;
                     }
                 }
             }
@@ -643,7 +677,9 @@ impl Executor {
             let _ = wtxn.set_durability(redb::Durability::Immediate);
             wtxn.set_quick_repair(true);
             {
-                let mut meta = wtxn.open_table(Table::Meta.def()).map_err(|e| e.to_string())?;
+                let mut meta = wtxn
+                    .open_table(Table::Meta.def())
+                    .map_err(|e| e.to_string())?;
                 meta.insert(CHECKPOINT_KEY, self.transno.to_le_bytes().as_slice())
                     .map_err(|e| e.to_string())?;
             }
@@ -680,7 +716,9 @@ mod tests {
     async fn writes_are_visible_and_failed_ones_leave_nothing() {
         let d = tempfile::tempdir().expect("tmp");
         let s = MdStore::open(d.path(), cfg()).expect("open");
-        s.write(|tx| tx.put(Table::Inodes, b"a", b"1")).await.expect("put");
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
         let r: Result<(), Errno> = s
             .write(|tx| {
                 tx.put(Table::Inodes, b"b", b"2")?;
@@ -690,7 +728,10 @@ mod tests {
             .await;
         assert_eq!(r, Err(Errno::EEXIST));
         let v = s.read().expect("read");
-        assert_eq!(v.get(Table::Inodes, b"a").expect("get"), Some(b"1".to_vec()));
+        assert_eq!(
+            v.get(Table::Inodes, b"a").expect("get"),
+            Some(b"1".to_vec())
+        );
         assert_eq!(v.get(Table::Inodes, b"b").expect("get"), None);
         s.close().await;
     }
@@ -719,8 +760,16 @@ mod tests {
             t.await.expect("join").expect("write");
         }
         let v = s.read().expect("read");
-        assert_eq!(v.get(Table::Meta, b"counter").expect("get"), Some(200u32.to_le_bytes().to_vec()));
-        assert_eq!(v.range(Table::Dirents, &[0], &[0xff; 5], 1000).expect("range").len(), 200);
+        assert_eq!(
+            v.get(Table::Meta, b"counter").expect("get"),
+            Some(200u32.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            v.range(Table::Dirents, &[0], &[0xff; 5], 1000)
+                .expect("range")
+                .len(),
+            200
+        );
         assert!(s.stats().batches.load(Ordering::Relaxed) <= 200);
         s.close().await;
     }
@@ -730,7 +779,9 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         {
             let s = MdStore::open(d.path(), cfg()).expect("open");
-            s.write(|tx| tx.put(Table::Inodes, b"kept", b"1")).await.expect("put");
+            s.write(|tx| tx.put(Table::Inodes, b"kept", b"1"))
+                .await
+                .expect("put");
             s.close().await;
         }
         // What a killed process leaves: records in the journal that redb never made durable.
@@ -739,22 +790,40 @@ mod tests {
             j.append(
                 1_000,
                 &[
-                    Mutation::Put { table: Table::Inodes as u8, key: b"late".to_vec(), val: b"2".to_vec() },
-                    Mutation::Del { table: Table::Inodes as u8, key: b"kept".to_vec() },
+                    Mutation::Put {
+                        table: Table::Inodes as u8,
+                        key: b"late".to_vec(),
+                        val: b"2".to_vec(),
+                    },
+                    Mutation::Del {
+                        table: Table::Inodes as u8,
+                        key: b"kept".to_vec(),
+                    },
                 ],
             )
             .expect("append");
         }
         let s = MdStore::open(d.path(), cfg()).expect("reopen");
         let v = s.read().expect("read");
-        assert_eq!(v.get(Table::Inodes, b"late").expect("get"), Some(b"2".to_vec()));
+        assert_eq!(
+            v.get(Table::Inodes, b"late").expect("get"),
+            Some(b"2".to_vec())
+        );
         assert_eq!(v.get(Table::Inodes, b"kept").expect("get"), None);
         // Transaction numbers continue after the replayed ones.
-        s.write(|tx| tx.put(Table::Inodes, b"next", b"3")).await.expect("put");
+        s.write(|tx| tx.put(Table::Inodes, b"next", b"3"))
+            .await
+            .expect("put");
         s.close().await;
         drop(s);
         let s = MdStore::open(d.path(), cfg()).expect("reopen");
-        assert_eq!(s.read().expect("read").get(Table::Inodes, b"next").expect("get"), Some(b"3".to_vec()));
+        assert_eq!(
+            s.read()
+                .expect("read")
+                .get(Table::Inodes, b"next")
+                .expect("get"),
+            Some(b"3".to_vec())
+        );
         s.close().await;
     }
 
@@ -762,8 +831,14 @@ mod tests {
     async fn checkpoint_empties_the_journal() {
         let d = tempfile::tempdir().expect("tmp");
         let s = MdStore::open(d.path(), cfg()).expect("open");
-        s.write(|tx| tx.put(Table::Inodes, b"a", b"1")).await.expect("put");
-        let jl = || std::fs::metadata(d.path().join("journal")).map(|m| m.len()).unwrap_or(0);
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        let jl = || {
+            std::fs::metadata(d.path().join("journal"))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        };
         assert!(jl() > 0);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(jl(), 0, "idle checkpoint did not run");

@@ -235,12 +235,24 @@ impl ObjStore {
     /// `fallocate(2)` on the object file with the client's mode: allocate (growing the
     /// object unless `KEEP_SIZE`), punch a hole or zero a range. The backing file system
     /// decides what it supports; a zero range it lacks is done as punch then allocate.
-    pub fn fallocate(&self, fid: &Fid, parent: &Fid, offset: u64, len: u64, mode: i32) -> Result<(), Errno> {
+    pub fn fallocate(
+        &self,
+        fid: &Fid,
+        parent: &Fid,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
         use std::os::fd::AsRawFd;
-        if len == 0 || offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+        if len == 0
+            || offset
+                .checked_add(len)
+                .is_none_or(|end| end > i64::MAX as u64)
+        {
             return Err(Errno::EINVAL);
         }
-        let allowed = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        let allowed =
+            libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
         if mode & !allowed != 0 {
             return Err(Errno(libc::EOPNOTSUPP));
         }
@@ -251,8 +263,14 @@ impl ObjStore {
         }
         let call = |m: i32| {
             // SAFETY: a valid open descriptor; the kernel checks the range.
-            let r = unsafe { libc::fallocate(f.as_raw_fd(), m, offset as libc::off_t, len as libc::off_t) };
-            if r != 0 { Err(Errno::from(std::io::Error::last_os_error())) } else { Ok(()) }
+            let r = unsafe {
+                libc::fallocate(f.as_raw_fd(), m, offset as libc::off_t, len as libc::off_t)
+            };
+            if r != 0 {
+                Err(Errno::from(std::io::Error::last_os_error()))
+            } else {
+                Ok(())
+            }
         };
         match call(mode) {
             Err(e) if e.0 == libc::EOPNOTSUPP && mode & libc::FALLOC_FL_ZERO_RANGE != 0 => {
@@ -409,7 +427,10 @@ mod tests {
         assert_eq!(s.read(&o, 0, 100).expect("read"), vec![0; 3]);
         s.destroy(&o).expect("destroy");
         assert_eq!(s.read(&o, 0, 1), Err(Errno::ENOENT));
-        assert_eq!(s.write(&Fid::new(seq, 99, 0), &parent, 0, b"x"), Err(Errno::ENOENT));
+        assert_eq!(
+            s.write(&Fid::new(seq, 99, 0), &parent, 0, b"x"),
+            Err(Errno::ENOENT)
+        );
         assert_eq!(s.read(&Fid::new(seq, 0, 0), 0, 1), Err(Errno::EINVAL));
     }
 
@@ -424,7 +445,8 @@ mod tests {
         s.fallocate(&o, &parent, 0, 100_000, 0).expect("allocate");
         assert_eq!(s.getattr(&o).expect("attr").0, 100_000);
         assert_eq!(s.filter_fid(&o), Ok(Some(parent)));
-        s.fallocate(&o, &parent, 200_000, 4096, libc::FALLOC_FL_KEEP_SIZE).expect("keep size");
+        s.fallocate(&o, &parent, 200_000, 4096, libc::FALLOC_FL_KEEP_SIZE)
+            .expect("keep size");
         assert_eq!(s.getattr(&o).expect("attr").0, 100_000);
         s.write(&o, &parent, 0, &[7u8; 100_000]).expect("write");
         let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
@@ -433,11 +455,21 @@ mod tests {
         assert_eq!(&data[..10], &[7; 10]);
         assert_eq!(&data[10..30], &[0; 20]);
         assert_eq!(&data[30..], &[7; 10]);
-        s.fallocate(&o, &parent, 99_990, 20, libc::FALLOC_FL_ZERO_RANGE).expect("zero");
+        s.fallocate(&o, &parent, 99_990, 20, libc::FALLOC_FL_ZERO_RANGE)
+            .expect("zero");
         assert_eq!(s.getattr(&o).expect("attr").0, 100_010);
-        assert_eq!(s.read(&o, 99_980, 100).expect("read"), [&[7u8; 10][..], &[0; 20]].concat());
+        assert_eq!(
+            s.read(&o, 99_980, 100).expect("read"),
+            [&[7u8; 10][..], &[0; 20]].concat()
+        );
         assert_eq!(s.fallocate(&o, &parent, 0, 0, 0), Err(Errno::EINVAL));
-        assert_eq!(s.fallocate(&o, &parent, 0, 1, 0x40), Err(Errno(libc::EOPNOTSUPP)));
-        assert_eq!(s.fallocate(&Fid::new(seq, 99, 0), &parent, 0, 1, 0), Err(Errno::ENOENT));
+        assert_eq!(
+            s.fallocate(&o, &parent, 0, 1, 0x40),
+            Err(Errno(libc::EOPNOTSUPP))
+        );
+        assert_eq!(
+            s.fallocate(&Fid::new(seq, 99, 0), &parent, 0, 1, 0),
+            Err(Errno::ENOENT)
+        );
     }
 }

@@ -1,12 +1,12 @@
 //! The object storage target (Lustre's ofd): serves object reads, writes, truncates,
-//! destroys, syncs and statfs over the wire, and precreates objects for the MDTs.
+//! fallocates, destroys, syncs and statfs over the wire, and precreates objects for the MDTs.
 //!
 //! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
 //! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
 
 use bytes::Bytes;
-use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::Errno;
+use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_osd::ObjStore;
 use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
@@ -44,6 +44,8 @@ impl Ost {
             .map_err(|_| Errno::EIO)?
     }
 
+    // statvfs's field types differ between targets (u32 or u64): the casts are needed there.
+    #[allow(clippy::unnecessary_cast)]
     fn statfs(&self) -> Result<StatFs, Errno> {
         let st = self.store.statfs()?;
         let frsize = st.f_frsize as u64;
@@ -60,20 +62,38 @@ impl Ost {
 }
 
 impl Service for Ost {
-    async fn handle(self: Arc<Self>, _ctx: RequestCtx, req: Request, bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+    async fn handle(
+        self: Arc<Self>,
+        _ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
         let none = Bytes::new();
         match req {
-            Request::Ping => Ok((Reply::Pong { target: format!("OST{:04x}", self.index) }, none)),
-            Request::OstWrite { obj, parent, offset } => {
+            Request::Ping => Ok((
+                Reply::Pong {
+                    target: format!("OST{:04x}", self.index),
+                },
+                none,
+            )),
+            Request::OstWrite {
+                obj,
+                parent,
+                offset,
+            } => {
                 offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
-                let n = self.blocking(move |s| s.write(&obj, &parent, offset, &bulk)).await?;
+                let n = self
+                    .blocking(move |s| s.write(&obj, &parent, offset, &bulk))
+                    .await?;
                 Ok((Reply::Written(n), none))
             }
             Request::OstRead { obj, offset, len } => {
                 if len > MAX_READ {
                     return Err(Errno::EINVAL);
                 }
-                let data = self.blocking(move |s| s.read(&obj, offset, len as usize)).await?;
+                let data = self
+                    .blocking(move |s| s.read(&obj, offset, len as usize))
+                    .await?;
                 Ok((Reply::Ok, Bytes::from(data)))
             }
             Request::OstGetattr { objs } => {
@@ -82,9 +102,11 @@ impl Service for Ost {
                         Ok(objs
                             .iter()
                             .map(|o| {
-                                s.getattr(o)
-                                    .ok()
-                                    .map(|(size, blocks, mtime)| ObjAttr { size, blocks, mtime })
+                                s.getattr(o).ok().map(|(size, blocks, mtime)| ObjAttr {
+                                    size,
+                                    blocks,
+                                    mtime,
+                                })
                             })
                             .collect())
                     })
@@ -93,6 +115,17 @@ impl Service for Ost {
             }
             Request::OstPunch { obj, size } => {
                 self.blocking(move |s| s.punch(&obj, size)).await?;
+                Ok((Reply::Ok, none))
+            }
+            Request::OstFallocate {
+                obj,
+                parent,
+                offset,
+                len,
+                mode,
+            } => {
+                self.blocking(move |s| s.fallocate(&obj, &parent, offset, len, mode))
+                    .await?;
                 Ok((Reply::Ok, none))
             }
             Request::OstDestroy { objs } => {

@@ -101,7 +101,8 @@ impl Key {
 
     fn mac(&self, label: &[u8], parts: &[&[u8]]) -> [u8; 32] {
         // HMAC accepts keys of any length; ours is fixed.
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        let mut m =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
         m.update(label);
         for p in parts {
             m.update(&(p.len() as u32).to_le_bytes());
@@ -110,12 +111,28 @@ impl Key {
         m.finalize().into_bytes().into()
     }
 
-    pub(crate) fn client_proof(&self, server_nonce: &[u8], client_nonce: &[u8], fsname: &str) -> [u8; 32] {
-        self.mac(CLIENT_LABEL, &[server_nonce, client_nonce, fsname.as_bytes()])
+    pub(crate) fn client_proof(
+        &self,
+        server_nonce: &[u8],
+        client_nonce: &[u8],
+        fsname: &str,
+    ) -> [u8; 32] {
+        self.mac(
+            CLIENT_LABEL,
+            &[server_nonce, client_nonce, fsname.as_bytes()],
+        )
     }
 
-    pub(crate) fn server_proof(&self, server_nonce: &[u8], client_nonce: &[u8], fsname: &str) -> [u8; 32] {
-        self.mac(SERVER_LABEL, &[server_nonce, client_nonce, fsname.as_bytes()])
+    pub(crate) fn server_proof(
+        &self,
+        server_nonce: &[u8],
+        client_nonce: &[u8],
+        fsname: &str,
+    ) -> [u8; 32] {
+        self.mac(
+            SERVER_LABEL,
+            &[server_nonce, client_nonce, fsname.as_bytes()],
+        )
     }
 }
 
@@ -178,9 +195,21 @@ mod tests {
     fn proofs_depend_on_key_and_nonces() {
         let a = Key::generate();
         let b = Key::generate();
-        assert!(mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.client_proof(b"s", b"c", "fs")));
-        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &b.client_proof(b"s", b"c", "fs")));
-        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.client_proof(b"s", b"d", "fs")));
-        assert!(!mac_eq(&a.client_proof(b"s", b"c", "fs"), &a.server_proof(b"s", b"c", "fs")));
+        assert!(mac_eq(
+            &a.client_proof(b"s", b"c", "fs"),
+            &a.client_proof(b"s", b"c", "fs")
+        ));
+        assert!(!mac_eq(
+            &a.client_proof(b"s", b"c", "fs"),
+            &b.client_proof(b"s", b"c", "fs")
+        ));
+        assert!(!mac_eq(
+            &a.client_proof(b"s", b"c", "fs"),
+            &a.client_proof(b"s", b"d", "fs")
+        ));
+        assert!(!mac_eq(
+            &a.client_proof(b"s", b"c", "fs"),
+            &a.server_proof(b"s", b"c", "fs")
+        ));
     }
 }

@@ -112,7 +112,9 @@ impl Conn {
             peer: peer.clone(),
             reason,
         };
-        let mut stream = TcpStream::connect(addr).await.map_err(|e| disc(e.to_string()))?;
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| disc(e.to_string()))?;
         stream.set_nodelay(true).map_err(|e| disc(e.to_string()))?;
         let hello = frame::read_frame(&mut stream)
             .await
@@ -146,17 +148,20 @@ impl Conn {
         let verdict = frame::read_frame(&mut stream)
             .await
             .map_err(|e| handshake_error(&peer, e))?;
-        let verdict: ServerVerdict = msg::decode(&verdict.body).map_err(|e| RpcError::Protocol {
-            peer: peer.clone(),
-            reason: format!("bad server verdict: {e}"),
-        })?;
+        let verdict: ServerVerdict =
+            msg::decode(&verdict.body).map_err(|e| RpcError::Protocol {
+                peer: peer.clone(),
+                reason: format!("bad server verdict: {e}"),
+            })?;
         match verdict {
             ServerVerdict::Refused { reason } => Err(RpcError::Auth {
                 peer,
                 reason: format!("server refused the connection: {reason}"),
             }),
             ServerVerdict::Accepted { proof } => {
-                let expect = cfg.key.server_proof(&hello.nonce, &client_nonce, &cfg.fsname);
+                let expect = cfg
+                    .key
+                    .server_proof(&hello.nonce, &client_nonce, &cfg.fsname);
                 if auth::mac_eq(&proof, &expect) {
                     Ok((stream, hello.target))
                 } else {
@@ -194,7 +199,11 @@ impl Conn {
         timeout: Duration,
     ) -> Result<(Reply, Bytes), RpcError> {
         let inner = &self.inner;
-        let _permit = inner.in_flight.acquire().await.map_err(|_| self.disconnected())?;
+        let _permit = inner
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| self.disconnected())?;
         if self.is_closed() {
             return Err(self.disconnected());
         }
@@ -203,7 +212,8 @@ impl Conn {
         let header = frame::make_header(req.opcode(), xid, 0, &body, &bulk);
         let (wtx, wrx) = oneshot::channel();
         inner.pending.lock().insert(xid, wtx);
-        let sent = tokio::time::timeout(timeout, inner.tx.send(Outgoing { header, body, bulk })).await;
+        let sent =
+            tokio::time::timeout(timeout, inner.tx.send(Outgoing { header, body, bulk })).await;
         match sent {
             Ok(Ok(())) => {}
             Ok(Err(_)) => {

@@ -35,7 +35,10 @@ impl RpcError {
     /// Whether the request certainly did not reach a handler, or may safely be sent again
     /// when it is idempotent.
     pub fn is_transport(&self) -> bool {
-        matches!(self, RpcError::Disconnected { .. } | RpcError::Timeout { .. })
+        matches!(
+            self,
+            RpcError::Disconnected { .. } | RpcError::Timeout { .. }
+        )
     }
 }
 

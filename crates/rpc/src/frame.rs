@@ -214,7 +214,10 @@ mod tests {
         for i in 0..v.len() {
             let mut c = v.clone();
             c[i] ^= 0x40;
-            assert!(decode_slice(&c).is_err() || decode_slice(&c).ok().flatten().is_none(), "byte {i}");
+            assert!(
+                decode_slice(&c).is_err() || decode_slice(&c).ok().flatten().is_none(),
+                "byte {i}"
+            );
         }
     }
 
@@ -223,7 +226,10 @@ mod tests {
         let mut h = make_header(1, 1, 0, b"", b"");
         h.bulk_len = MAX_BULK + 1;
         let enc = h.encode();
-        assert_eq!(decode_slice(&enc).err(), Some(FrameError::BulkTooLarge(MAX_BULK + 1)));
+        assert_eq!(
+            decode_slice(&enc).err(),
+            Some(FrameError::BulkTooLarge(MAX_BULK + 1))
+        );
         let mut bad = enc;
         bad[0] = 0;
         assert!(matches!(decode_slice(&bad), Err(FrameError::BadMagic(_))));

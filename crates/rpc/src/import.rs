@@ -65,7 +65,11 @@ impl Import {
 
     /// Whether a connection is up right now.
     pub async fn is_connected(&self) -> bool {
-        self.conn.lock().await.as_ref().is_some_and(|c| !c.is_closed())
+        self.conn
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|c| !c.is_closed())
     }
 
     /// Adjusts in-flight bound for future connections (`max_rpcs_in_flight`).
@@ -75,10 +79,10 @@ impl Import {
 
     async fn connection(&self) -> Result<Conn, RpcError> {
         let mut g = self.conn.lock().await;
-        if let Some(c) = g.as_ref() {
-            if !c.is_closed() {
-                return Ok(c.clone());
-            }
+        if let Some(c) = g.as_ref()
+            && !c.is_closed()
+        {
+            return Ok(c.clone());
         }
         let addr = self.address().ok_or_else(|| RpcError::Disconnected {
             peer: self.target.short(),
@@ -101,12 +105,16 @@ impl Import {
         loop {
             let res = match self.connection().await {
                 Ok(c) => {
-                    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-                    let r = c.call_with_timeout(req, bulk.clone(), left.min(self.cfg.timeout)).await;
-                    if let Err(e) = &r {
-                        if e.is_transport() {
-                            self.reset().await;
-                        }
+                    let left = deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(1));
+                    let r = c
+                        .call_with_timeout(req, bulk.clone(), left.min(self.cfg.timeout))
+                        .await;
+                    if let Err(e) = &r
+                        && e.is_transport()
+                    {
+                        self.reset().await;
                     }
                     // A non-idempotent request that may have run is not sent again.
                     if matches!(&r, Err(e) if e.is_transport()) && !req.is_idempotent() {

@@ -28,7 +28,13 @@ impl Mgc {
     /// Connects, fetches the configuration and starts following it.
     pub async fn connect(addr: &str, cfg: ConnConfig) -> Result<std::sync::Arc<Mgc>, RpcError> {
         let conn = Conn::connect(addr, &cfg).await?;
-        let first = match conn.call(&Request::MgsGetConfig { newer_than: None }, Default::default()).await? {
+        let first = match conn
+            .call(
+                &Request::MgsGetConfig { newer_than: None },
+                Default::default(),
+            )
+            .await?
+        {
             (Reply::Config(c), _) => c,
             _ => {
                 return Err(RpcError::Protocol {
@@ -89,7 +95,11 @@ impl Mgc {
     }
 }
 
-async fn follow(mgc: std::sync::Weak<Mgc>, tx: watch::Sender<FsConfig>, mut stop: watch::Receiver<bool>) {
+async fn follow(
+    mgc: std::sync::Weak<Mgc>,
+    tx: watch::Sender<FsConfig>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let Some(m) = mgc.upgrade() else { return };
         let generation = tx.borrow().generation;

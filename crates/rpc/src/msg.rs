@@ -118,18 +118,35 @@ pub enum Request {
 
     // --- MGS ---
     /// A target announces where it serves.
-    MgsRegister { target: TargetName, addr: String },
+    MgsRegister {
+        target: TargetName,
+        addr: String,
+    },
     /// The configuration; with `newer_than`, waits (up to the MGS's poll time) until the
     /// generation passes it, so clients and servers learn of changes at once.
-    MgsGetConfig { newer_than: Option<u64> },
+    MgsGetConfig {
+        newer_than: Option<u64>,
+    },
     /// `lctl set_param -P NAME=VALUE` (or `-d` to delete).
-    MgsSetParam { name: String, value: Option<String> },
+    MgsSetParam {
+        name: String,
+        value: Option<String>,
+    },
 
     // --- MDT: namespace ---
     Statfs,
-    Lookup { parent: Fid, name: Vec<u8> },
-    Getattr { fid: Fid },
-    Setattr { fid: Fid, attr: SetAttr, cred: Cred },
+    Lookup {
+        parent: Fid,
+        name: Vec<u8>,
+    },
+    Getattr {
+        fid: Fid,
+    },
+    Setattr {
+        fid: Fid,
+        attr: SetAttr,
+        cred: Cred,
+    },
     Create {
         parent: Fid,
         name: Vec<u8>,
@@ -144,10 +161,22 @@ pub enum Request {
         /// `O_EXCL`: fail with EEXIST rather than open an existing file.
         exclusive: bool,
     },
-    Open { fid: Fid, flags: OpenFlags, cred: Cred },
+    Open {
+        fid: Fid,
+        flags: OpenFlags,
+        cred: Cred,
+    },
     /// Close an open handle; a writer reports the size and blocks it saw.
-    Close { handle: u64, size: Option<(u64, u64)> },
-    Unlink { parent: Fid, name: Vec<u8>, dir: bool, cred: Cred },
+    Close {
+        handle: u64,
+        size: Option<(u64, u64)>,
+    },
+    Unlink {
+        parent: Fid,
+        name: Vec<u8>,
+        dir: bool,
+        cred: Cred,
+    },
     Rename {
         src_parent: Fid,
         src_name: Vec<u8>,
@@ -157,39 +186,110 @@ pub enum Request {
         flags: u32,
         cred: Cred,
     },
-    Link { fid: Fid, parent: Fid, name: Vec<u8>, cred: Cred },
-    Readdir { fid: Fid, cookie: u64, max: u32 },
-    Readlink { fid: Fid },
-    GetXattr { fid: Fid, name: Vec<u8> },
-    ListXattr { fid: Fid },
-    SetXattr { fid: Fid, name: Vec<u8>, value: Vec<u8>, flags: i32, cred: Cred },
-    RemoveXattr { fid: Fid, name: Vec<u8>, cred: Cred },
+    Link {
+        fid: Fid,
+        parent: Fid,
+        name: Vec<u8>,
+        cred: Cred,
+    },
+    Readdir {
+        fid: Fid,
+        cookie: u64,
+        max: u32,
+    },
+    Readlink {
+        fid: Fid,
+    },
+    GetXattr {
+        fid: Fid,
+        name: Vec<u8>,
+    },
+    ListXattr {
+        fid: Fid,
+    },
+    SetXattr {
+        fid: Fid,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        flags: i32,
+        cred: Cred,
+    },
+    RemoveXattr {
+        fid: Fid,
+        name: Vec<u8>,
+        cred: Cred,
+    },
     /// Set a file's layout (empty files only) or a directory's default (`None` deletes it).
-    SetLayout { fid: Fid, layout: Option<Layout> },
+    SetLayout {
+        fid: Fid,
+        layout: Option<Layout>,
+    },
     /// A directory's default layout.
-    GetDefaultLayout { fid: Fid },
+    GetDefaultLayout {
+        fid: Fid,
+    },
     /// Make sure every component of `fid` below `end` has objects (a write reaches them).
-    LayoutIntent { fid: Fid, end: u64 },
+    LayoutIntent {
+        fid: Fid,
+        end: u64,
+    },
     /// The path of `fid` relative to the root, from its link back-pointers.
-    Fid2Path { fid: Fid },
-    SetDefaultLmv { fid: Fid, lmv: Option<LmvTemplate> },
+    Fid2Path {
+        fid: Fid,
+    },
+    SetDefaultLmv {
+        fid: Fid,
+        lmv: Option<LmvTemplate>,
+    },
 
     // --- OST: objects ---
     /// Write the bulk at `offset` of object `obj`; `parent` is the file FID with the stripe
     /// index in `ver` (the object's filter fid, set on first write).
-    OstWrite { obj: Fid, parent: Fid, offset: u64 },
-    OstRead { obj: Fid, offset: u64, len: u32 },
+    OstWrite {
+        obj: Fid,
+        parent: Fid,
+        offset: u64,
+    },
+    OstRead {
+        obj: Fid,
+        offset: u64,
+        len: u32,
+    },
     /// Sizes and blocks of objects (Lustre's glimpse).
-    OstGetattr { objs: Vec<Fid> },
+    OstGetattr {
+        objs: Vec<Fid>,
+    },
     /// Truncate an object to `size`.
-    OstPunch { obj: Fid, size: u64 },
-    OstDestroy { objs: Vec<Fid> },
-    OstSync { objs: Vec<Fid> },
+    OstPunch {
+        obj: Fid,
+        size: u64,
+    },
+    OstDestroy {
+        objs: Vec<Fid>,
+    },
+    OstSync {
+        objs: Vec<Fid>,
+    },
     OstStatfs,
     /// Create objects in `seq` up to and including `last`; replies with the new last id.
-    OstPrecreate { seq: u64, last: u32 },
+    OstPrecreate {
+        seq: u64,
+        last: u32,
+    },
     /// The highest object id created in `seq`.
-    OstGetLastId { seq: u64 },
+    OstGetLastId {
+        seq: u64,
+    },
+    /// `fallocate(2)` on `[offset, offset + len)` of object `obj` with the file's `mode`
+    /// (allocate, keep size, punch hole, zero range); `parent` as for [`Request::OstWrite`].
+    /// Appended last: postcard numbers variants by position.
+    OstFallocate {
+        obj: Fid,
+        parent: Fid,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    },
 }
 
 /// Replies. Every request has exactly one.
@@ -197,13 +297,24 @@ pub enum Request {
 pub enum Reply {
     Ok,
     Error(Errno),
-    Pong { target: String },
+    Pong {
+        target: String,
+    },
     Config(FsConfig),
     Statfs(StatFs),
     Inode(InodeInfo),
-    Created { inode: InodeInfo, handle: Option<u64> },
-    Opened { inode: InodeInfo, handle: u64 },
-    Dirents { entries: Vec<Dirent>, eof: bool },
+    Created {
+        inode: InodeInfo,
+        handle: Option<u64>,
+    },
+    Opened {
+        inode: InodeInfo,
+        handle: u64,
+    },
+    Dirents {
+        entries: Vec<Dirent>,
+        eof: bool,
+    },
     Data(Vec<u8>),
     Names(Vec<Vec<u8>>),
     Layout(Option<Layout>),
@@ -252,6 +363,7 @@ impl Request {
             Request::OstStatfs => 46,
             Request::OstPrecreate { .. } => 47,
             Request::OstGetLastId { .. } => 48,
+            Request::OstFallocate { .. } => 49,
         }
     }
 
@@ -312,6 +424,13 @@ mod tests {
                 obj: Fid::new(0x240000400, 5, 0),
                 parent: Fid::ROOT,
                 offset: 1 << 40,
+            },
+            Request::OstFallocate {
+                obj: Fid::new(0x240000400, 5, 0),
+                parent: Fid::ROOT,
+                offset: 4096,
+                len: 1 << 20,
+                mode: 3,
             },
         ];
         for r in reqs {

@@ -268,14 +268,29 @@ mod tests {
         let (addr, _sd) = start(key.clone()).await;
         let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
         assert_eq!(c.target(), "testfs-OST0000");
-        let (r, b) = c.call(&Request::Ping, Bytes::from_static(b"xyz")).await.expect("ping");
-        assert_eq!(r, Reply::Pong { target: "client-a".into() });
+        let (r, b) = c
+            .call(&Request::Ping, Bytes::from_static(b"xyz"))
+            .await
+            .expect("ping");
+        assert_eq!(
+            r,
+            Reply::Pong {
+                target: "client-a".into()
+            }
+        );
         assert_eq!(&b[..], b"xyz");
         let e = c.call(&Request::Statfs, Bytes::new()).await.err();
         assert_eq!(e, Some(RpcError::Errno(Errno::ENOSYS)));
         // A 4 MiB bulk reply.
         let (_, b) = c
-            .call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 4 << 20 }, Bytes::new())
+            .call(
+                &Request::OstRead {
+                    obj: nacre_core::Fid::ROOT,
+                    offset: 0,
+                    len: 4 << 20,
+                },
+                Bytes::new(),
+            )
             .await
             .expect("read");
         assert_eq!(b.len(), 4 << 20);
@@ -289,21 +304,33 @@ mod tests {
         let slow = {
             let c = c.clone();
             tokio::spawn(async move {
-                c.call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 1 }, Bytes::new())
-                    .await
+                c.call(
+                    &Request::OstRead {
+                        obj: nacre_core::Fid::ROOT,
+                        offset: 0,
+                        len: 1,
+                    },
+                    Bytes::new(),
+                )
+                .await
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let t = std::time::Instant::now();
         c.call(&Request::Ping, Bytes::new()).await.expect("ping");
-        assert!(t.elapsed() < Duration::from_millis(250), "fast call waited for slow one");
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "fast call waited for slow one"
+        );
         slow.await.expect("join").expect("slow call");
     }
 
     #[tokio::test]
     async fn wrong_key_is_refused_clearly() {
         let (addr, _sd) = start(Key::generate()).await;
-        let e = Conn::connect(&addr, &cfg(Key::generate())).await.err().expect("must fail");
+        let e = Conn::connect(&addr, &cfg(Key::generate()))
+            .await
+            .expect_err("must fail");
         let msg = e.to_string();
         assert!(matches!(e, RpcError::Auth { .. }), "{msg}");
         assert!(msg.contains("does not hold the key"), "{msg}");
@@ -315,7 +342,7 @@ mod tests {
         let (addr, _sd) = start(key.clone()).await;
         let mut c = cfg(key);
         c.fsname = "other".into();
-        let e = Conn::connect(&addr, &c).await.err().expect("must fail");
+        let e = Conn::connect(&addr, &c).await.expect_err("must fail");
         assert!(e.to_string().contains("'testfs', not 'other'"), "{e}");
     }
 
@@ -327,13 +354,23 @@ mod tests {
         let slow = {
             let c = c.clone();
             tokio::spawn(async move {
-                c.call(&Request::OstRead { obj: nacre_core::Fid::ROOT, offset: 0, len: 1 }, Bytes::new())
-                    .await
+                c.call(
+                    &Request::OstRead {
+                        obj: nacre_core::Fid::ROOT,
+                        offset: 0,
+                        len: 1,
+                    },
+                    Bytes::new(),
+                )
+                .await
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         sd.send(true).expect("shutdown");
-        let r = tokio::time::timeout(Duration::from_secs(3), slow).await.expect("no hang").expect("join");
+        let r = tokio::time::timeout(Duration::from_secs(3), slow)
+            .await
+            .expect("no hang")
+            .expect("join");
         // Either the reply made it before shutdown or the call failed as a transport error.
         if let Err(e) = r {
             assert!(e.is_transport(), "{e}");
@@ -348,7 +385,9 @@ mod tests {
         let mut s = TcpStream::connect(&addr).await.expect("connect");
         let _ = s.write_all(&[0xAB; 200]).await;
         drop(s);
-        let c = Conn::connect(&addr, &cfg(key)).await.expect("server still serves");
+        let c = Conn::connect(&addr, &cfg(key))
+            .await
+            .expect("server still serves");
         c.call(&Request::Ping, Bytes::new()).await.expect("ping");
     }
 }

@@ -1,8 +1,8 @@
 //! `nacre format` and `nacre serve`: one target per process, for a cluster.
 
+use crate::daemon;
 use crate::node::{self, ServerTuning};
 use crate::target::{self, TargetIdentity};
-use crate::daemon;
 use anyhow::{Context, Result, bail};
 use nacre_core::{TargetKind, TargetName};
 use nacre_rpc::Key;
@@ -21,10 +21,15 @@ pub struct FormatArgs {
 }
 
 pub fn run_format(a: FormatArgs) -> Result<()> {
-    let name = TargetName { kind: a.kind, index: a.index };
+    let name = TargetName {
+        kind: a.kind,
+        index: a.index,
+    };
     match a.kind {
         TargetKind::Mgs => {
-            let mgsnode = a.mgsnode.unwrap_or_else(|| format!("0.0.0.0:{}", crate::local::DEFAULT_MGS_PORT));
+            let mgsnode = a
+                .mgsnode
+                .unwrap_or_else(|| format!("0.0.0.0:{}", crate::local::DEFAULT_MGS_PORT));
             let id = target::format_target(&a.dir, &a.fsname, name, &mgsnode)?;
             let key_path = a.dir.join("key");
             match &a.key {
@@ -34,20 +39,34 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
                 }
                 None => Key::generate().save(&key_path)?,
             }
-            println!("formatted {} in {}", id.name().full(&id.fsname), a.dir.display());
-            println!("  the file system key is {}; copy it to every server and client", key_path.display());
+            println!(
+                "formatted {} in {}",
+                id.name().full(&id.fsname),
+                a.dir.display()
+            );
+            println!(
+                "  the file system key is {}; copy it to every server and client",
+                key_path.display()
+            );
         }
         TargetKind::Mdt | TargetKind::Ost => {
             let Some(mgsnode) = a.mgsnode else {
                 bail!("formatting {} needs --mgsnode HOST:PORT", name);
             };
             let Some(k) = a.key else {
-                bail!("formatting {} needs --key FILE (the key made when the MGS was formatted)", name);
+                bail!(
+                    "formatting {} needs --key FILE (the key made when the MGS was formatted)",
+                    name
+                );
             };
             let key = Key::load(&k)?;
             let id = target::format_target(&a.dir, &a.fsname, name, &mgsnode)?;
             key.save(&a.dir.join("key"))?;
-            println!("formatted {} in {} (MGS at {mgsnode})", id.name().full(&id.fsname), a.dir.display());
+            println!(
+                "formatted {} in {} (MGS at {mgsnode})",
+                id.name().full(&id.fsname),
+                a.dir.display()
+            );
         }
     }
     Ok(())
@@ -61,7 +80,9 @@ pub struct ServeArgs {
 }
 
 fn key_for(dir: &Path, key: Option<&Path>) -> Result<Key> {
-    let p = key.map(Path::to_path_buf).unwrap_or_else(|| dir.join("key"));
+    let p = key
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir.join("key"));
     Key::load(&p).with_context(|| format!("{} needs the file system key", dir.display()))
 }
 
@@ -95,7 +116,8 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     .await
                     .with_context(|| format!("cannot reach the MGS at {}", id.mgsnode))?;
                 let s = if id.kind == TargetKind::Mdt {
-                    node::serve_mdt(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning).await?
+                    node::serve_mdt(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning)
+                        .await?
                 } else {
                     node::serve_ost(&a.dir, &id.fsname, id.index, &key, l, &tuning).await?
                 };
@@ -106,7 +128,9 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                 } else {
                     s.addr.to_string()
                 };
-                mgc.register(name, &advertised).await.context("cannot register with the MGS")?;
+                mgc.register(name, &advertised)
+                    .await
+                    .context("cannot register with the MGS")?;
                 println!("{full} serving on {advertised}");
                 (s, Some(mgc))
             }

@@ -71,13 +71,21 @@ pub fn run(args: &[String]) -> Result<i32> {
             for pat in &q.patterns {
                 let found = gather(pat, false)?;
                 if found.is_empty() {
-                    eprintln!("error: get_param: param_path '{}': No such file or directory", pat.as_str());
+                    eprintln!(
+                        "error: get_param: param_path '{}': No such file or directory",
+                        pat.as_str()
+                    );
                     rc = 2;
                 }
                 for p in found {
-                    let kind = ParamKind::File { writable: p.writable };
+                    let kind = ParamKind::File {
+                        writable: p.writable,
+                    };
                     let shown = lapi::lctl::param_display_name(&p.name, kind, &q.output);
-                    print!("{}", lapi::lctl::format_get_param(&q.output, &shown, &p.value));
+                    print!(
+                        "{}",
+                        lapi::lctl::format_get_param(&q.output, &shown, &p.value)
+                    );
                 }
             }
             Ok(rc)
@@ -88,7 +96,10 @@ pub fn run(args: &[String]) -> Result<i32> {
             for pat in &q.patterns {
                 let found = gather(pat, true)?;
                 if found.is_empty() {
-                    eprintln!("error: list_param: param_path '{}': No such file or directory", pat.as_str());
+                    eprintln!(
+                        "error: list_param: param_path '{}': No such file or directory",
+                        pat.as_str()
+                    );
                     rc = 2;
                 }
                 // Names at the depth of the pattern: devices for `osc.*`, parameters for `osc.*.*`.
@@ -99,7 +110,12 @@ pub fn run(args: &[String]) -> Result<i32> {
                     let (name, kind) = if comps.len() > depth {
                         (comps[..depth].join("."), ParamKind::Dir)
                     } else {
-                        (p.name.clone(), ParamKind::File { writable: p.writable })
+                        (
+                            p.name.clone(),
+                            ParamKind::File {
+                                writable: p.writable,
+                            },
+                        )
                     };
                     if !shown.iter().any(|(n, _)| *n == name) {
                         shown.push((name, kind));
@@ -129,7 +145,13 @@ fn set_param(args: &[String]) -> Result<i32> {
             // Any client of the file system can reach its MGS.
             let value = if r.delete { None } else { value.clone() };
             let m = &procs[0];
-            match call(m, &CtlRequest::SetParamPersistent { name: name.clone(), value }) {
+            match call(
+                m,
+                &CtlRequest::SetParamPersistent {
+                    name: name.clone(),
+                    value,
+                },
+            ) {
                 Ok(_) => {}
                 Err((e, msg)) => {
                     eprintln!("error: set_param: {name}: {msg}");
@@ -141,7 +163,13 @@ fn set_param(args: &[String]) -> Result<i32> {
         let Some(value) = value else { continue };
         let mut any = false;
         for m in &procs {
-            match call(m, &CtlRequest::SetParam { pattern: name.clone(), value: value.clone() }) {
+            match call(
+                m,
+                &CtlRequest::SetParam {
+                    pattern: name.clone(),
+                    value: value.clone(),
+                },
+            ) {
                 Ok(CtlReply::Set(names)) => {
                     for n in names {
                         any = true;

@@ -29,7 +29,12 @@ pub fn call(m: &MountEntry, req: &CtlRequest) -> Result<CtlReply, (Errno, String
 }
 
 fn stat(m: &MountEntry, rel: &Path) -> Result<(nacre_rpc::msg::InodeInfo, u32), (Errno, String)> {
-    match call(m, &CtlRequest::Stat { path: rel.to_path_buf() })? {
+    match call(
+        m,
+        &CtlRequest::Stat {
+            path: rel.to_path_buf(),
+        },
+    )? {
         CtlReply::Inode { info, mdt } => Ok((info, mdt)),
         _ => Err((Errno::EPROTO, "unexpected reply".into())),
     }
@@ -80,7 +85,8 @@ fn df(args: &[String]) -> Result<i32> {
         bail!("lfs df: no nacre file system is mounted on this node");
     }
     for m in mounts {
-        let CtlReply::Df(stats) = call(&m, &CtlRequest::Df).map_err(|(_, msg)| anyhow!(msg))? else {
+        let CtlReply::Df(stats) = call(&m, &CtlRequest::Df).map_err(|(_, msg)| anyhow!(msg))?
+        else {
             return Err(unexpected());
         };
         let targets: Vec<lapi::df::TargetStat> = stats
@@ -103,28 +109,45 @@ fn df(args: &[String]) -> Result<i32> {
                 }
             })
             .collect();
-        print!("{}", lapi::df::df(&req.options, &m.mountpoint.to_string_lossy(), &targets).map_err(lapi_err)?);
+        print!(
+            "{}",
+            lapi::df::df(&req.options, &m.mountpoint.to_string_lossy(), &targets)
+                .map_err(lapi_err)?
+        );
     }
     Ok(0)
 }
 
-fn entry_for(m: &MountEntry, rel: &Path, shown: &str, depth: i32) -> Result<StripeEntry, (Errno, String)> {
+fn entry_for(
+    m: &MountEntry,
+    rel: &Path,
+    shown: &str,
+    depth: i32,
+) -> Result<StripeEntry, (Errno, String)> {
     let (info, mdt) = stat(m, rel)?;
     if !info.attr.is_dir() {
         return Ok(StripeEntry::file(shown, info.attr.fid, mdt, info.layout));
     }
-    let default_layout = match call(m, &CtlRequest::GetDefaultLayout { path: rel.to_path_buf() })? {
+    let default_layout = match call(
+        m,
+        &CtlRequest::GetDefaultLayout {
+            path: rel.to_path_buf(),
+        },
+    )? {
         CtlReply::Layout(l) => l,
         _ => None,
     };
     let mut entries = Vec::new();
-    if depth != 0 {
-        if let CtlReply::Entries(ents) = call(m, &CtlRequest::List { path: rel.to_path_buf() })? {
-            for e in ents {
-                let name = String::from_utf8_lossy(&e.name).into_owned();
-                let child_shown = format!("{}/{}", shown.trim_end_matches('/'), name);
-                entries.push(entry_for(m, &rel.join(&name), &child_shown, depth - 1)?);
-            }
+    let list = CtlRequest::List {
+        path: rel.to_path_buf(),
+    };
+    if depth != 0
+        && let CtlReply::Entries(ents) = call(m, &list)?
+    {
+        for e in ents {
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            let child_shown = format!("{}/{}", shown.trim_end_matches('/'), name);
+            entries.push(entry_for(m, &rel.join(&name), &child_shown, depth - 1)?);
         }
     }
     Ok(StripeEntry {
@@ -152,7 +175,10 @@ fn getstripe(args: &[String]) -> Result<i32> {
             }
         };
         match entry_for(&m, &rel, p, req.options.max_depth()) {
-            Ok(entry) => print!("{}", lapi::getstripe::getstripe(&req.options, &entry, &FsDefaults::default())),
+            Ok(entry) => print!(
+                "{}",
+                lapi::getstripe::getstripe(&req.options, &entry, &FsDefaults::default())
+            ),
             Err((e, _)) => {
                 eprintln!("lfs getstripe: cannot get layout of '{p}': {e}");
                 rc = e.code();
@@ -174,15 +200,27 @@ fn setstripe(args: &[String]) -> Result<i32> {
         let path = PathBuf::from(p);
         let (m, rel) = ctl::find_mount(&path)?;
         let res = match &req.action {
-            SetstripeAction::SetLayout(layout) => set_layout(&m, &rel, layout, req.mode.unwrap_or(0o644)),
-            SetstripeAction::DeleteDefault => {
-                match stat(&m, &rel) {
-                    Ok((info, _)) if !info.attr.is_dir() => Err((Errno::ENOTDIR, "not a directory".into())),
-                    Ok(_) => call(&m, &CtlRequest::SetDefaultLayout { path: rel.clone(), layout: None }).map(|_| ()),
-                    Err(e) => Err(e),
-                }
+            SetstripeAction::SetLayout(layout) => {
+                set_layout(&m, &rel, layout, req.mode.unwrap_or(0o644))
             }
-            other => Err((Errno::ENOTSUP, format!("{} is not supported", action_name(other)))),
+            SetstripeAction::DeleteDefault => match stat(&m, &rel) {
+                Ok((info, _)) if !info.attr.is_dir() => {
+                    Err((Errno::ENOTDIR, "not a directory".into()))
+                }
+                Ok(_) => call(
+                    &m,
+                    &CtlRequest::SetDefaultLayout {
+                        path: rel.clone(),
+                        layout: None,
+                    },
+                )
+                .map(|_| ()),
+                Err(e) => Err(e),
+            },
+            other => Err((
+                Errno::ENOTSUP,
+                format!("{} is not supported", action_name(other)),
+            )),
         };
         if let Err((e, msg)) = res {
             eprintln!("lfs setstripe: setstripe error for '{p}': {msg}");
@@ -204,20 +242,41 @@ fn action_name(a: &SetstripeAction) -> &'static str {
     }
 }
 
-fn set_layout(m: &MountEntry, rel: &Path, layout: &Layout, mode: u32) -> Result<(), (Errno, String)> {
+fn set_layout(
+    m: &MountEntry,
+    rel: &Path,
+    layout: &Layout,
+    mode: u32,
+) -> Result<(), (Errno, String)> {
     let osts = match call(m, &CtlRequest::Info)? {
         CtlReply::Info { osts, .. } => osts,
         _ => return Err((Errno::EPROTO, "unexpected reply".into())),
     };
-    lapi::setstripe::validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (Errno::EINVAL, e.to_string()))?;
+    lapi::setstripe::validate(layout, &LayoutCtx::with_ost_count(osts))
+        .map_err(|e| (Errno::EINVAL, e.to_string()))?;
     match stat(m, rel) {
-        Ok((info, _)) if info.attr.is_dir() => {
-            call(m, &CtlRequest::SetDefaultLayout { path: rel.to_path_buf(), layout: Some(layout.clone()) }).map(|_| ())
-        }
+        Ok((info, _)) if info.attr.is_dir() => call(
+            m,
+            &CtlRequest::SetDefaultLayout {
+                path: rel.to_path_buf(),
+                layout: Some(layout.clone()),
+            },
+        )
+        .map(|_| ()),
         Ok(_) => Err((Errno::EEXIST, "stripe already set".into())),
         Err((Errno::ENOENT, _)) => {
             let (uid, gid) = creds();
-            call(m, &CtlRequest::CreateFile { path: rel.to_path_buf(), layout: layout.clone(), mode, uid, gid }).map(|_| ())
+            call(
+                m,
+                &CtlRequest::CreateFile {
+                    path: rel.to_path_buf(),
+                    layout: layout.clone(),
+                    mode,
+                    uid,
+                    gid,
+                },
+            )
+            .map(|_| ())
         }
         Err(e) => Err(e),
     }
@@ -230,7 +289,8 @@ fn path2fid(args: &[String]) -> Result<i32> {
     }
     let mut rc = 0;
     for p in &paths {
-        let r = ctl::find_mount(Path::new(p.as_str())).map_err(|e| (Errno::ENOENT, format!("{e:#}")));
+        let r =
+            ctl::find_mount(Path::new(p.as_str())).map_err(|e| (Errno::ENOENT, format!("{e:#}")));
         match r.and_then(|(m, rel)| stat(&m, &rel)) {
             Ok((info, _)) if paths.len() == 1 => println!("{}", info.attr.fid),
             Ok((info, _)) => println!("{p}: {}", info.attr.fid),
@@ -244,7 +304,10 @@ fn path2fid(args: &[String]) -> Result<i32> {
 }
 
 fn fid2path(args: &[String]) -> Result<i32> {
-    let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with('-') || a.starts_with("-0x")).collect();
+    let pos: Vec<&String> = args
+        .iter()
+        .filter(|a| !a.starts_with('-') || a.starts_with("-0x"))
+        .collect();
     let Some((mnt, fids)) = pos.split_first() else {
         bail!("lfs fid2path: usage: lfs fid2path MOUNT FID...");
     };

@@ -10,7 +10,9 @@ use anyhow::Result;
 
 /// A multi-threaded runtime for a command that runs servers or a client.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("nacre")

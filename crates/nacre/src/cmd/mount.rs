@@ -2,8 +2,8 @@
 
 use crate::ctl::{self, MountEntry};
 use crate::ctl_server::CtlServer;
-use crate::params::{ClientParams, NodeParams, ParamSource, apply_persistent};
 use crate::daemon;
+use crate::params::{ClientParams, NodeParams, ParamSource, apply_persistent};
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
 use nacre_rpc::Key;
@@ -49,8 +49,13 @@ pub fn mount_client(
         fsname: spec.to_string(),
         ..nacre_fuse::MountOptions::default()
     };
-    let mount = nacre_fuse::mount(client.clone(), rt.clone(), mountpoint, &opts)
-        .with_context(|| format!("cannot mount on {} (is fuse3 installed and /dev/fuse usable?)", mountpoint.display()))?;
+    let mount =
+        nacre_fuse::mount(client.clone(), rt.clone(), mountpoint, &opts).with_context(|| {
+            format!(
+                "cannot mount on {} (is fuse3 installed and /dev/fuse usable?)",
+                mountpoint.display()
+            )
+        })?;
     let entry = MountEntry {
         mountpoint: mountpoint.to_path_buf(),
         spec: spec.to_string(),
@@ -98,11 +103,15 @@ pub fn resolve_spec(spec: &str, key: Option<&Path>) -> Result<(String, Key)> {
     let p = Path::new(spec);
     if p.is_dir() {
         let fs = crate::local::LocalFs::load(p)?;
-        let key_path = key.map(Path::to_path_buf).unwrap_or_else(|| p.join(crate::local::KEY_FILE));
+        let key_path = key
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| p.join(crate::local::KEY_FILE));
         return Ok((fs.spec(), Key::load(&key_path)?));
     }
     let Some(key) = key else {
-        bail!("mounting {spec} needs the file system's key: --key FILE (the 'key' file of the MGS's directory)");
+        bail!(
+            "mounting {spec} needs the file system's key: --key FILE (the 'key' file of the MGS's directory)"
+        );
     };
     Ok((spec.to_string(), Key::load(key)?))
 }
@@ -123,7 +132,11 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
         let log = ctl::run_dir().join(format!("mount-{}.log", std::process::id()));
         std::fs::create_dir_all(ctl::run_dir())?;
         let m2 = mnt.clone();
-        daemon::spawn_background(&log, |pid| ctl::mounts().iter().any(|e| e.mountpoint == m2 && e.pid == pid))?;
+        daemon::spawn_background(&log, |pid| {
+            ctl::mounts()
+                .iter()
+                .any(|e| e.mountpoint == m2 && e.pid == pid)
+        })?;
         println!("mounted {spec} on {}", mnt.display());
         return Ok(());
     }
@@ -148,7 +161,11 @@ pub fn run_umount(mountpoint: &Path) -> Result<()> {
             println!("unmounted {}", abs.display());
             return Ok(());
         }
-        bail!("the client serving {} (pid {}) did not stop", abs.display(), e.pid);
+        bail!(
+            "the client serving {} (pid {}) did not stop",
+            abs.display(),
+            e.pid
+        );
     }
     if daemon::unmount(&abs)? {
         println!("unmounted {}", abs.display());

@@ -5,12 +5,12 @@ use crate::daemon::{self, RunState};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
 use crate::params::{MdtParams, ParamSource};
-use std::sync::Arc;
 use crate::target::write_atomic;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
 use nacre_core::size::human;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub struct UpArgs {
@@ -39,16 +39,17 @@ pub fn run_up(a: UpArgs) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
         bail!("{} exists and is not a directory", dir.display());
     }
-    if let Some(rs) = daemon::load_run(&dir) {
-        if daemon::pid_alive(rs.pid) && rs.pid != std::process::id() {
-            bail!(
-                "{} is already up (pid {}), mounted on {}; `nacre down {}` stops it",
-                dir.display(),
-                rs.pid,
-                rs.mount.display(),
-                dir.display()
-            );
-        }
+    if let Some(rs) = daemon::load_run(&dir)
+        && daemon::pid_alive(rs.pid)
+        && rs.pid != std::process::id()
+    {
+        bail!(
+            "{} is already up (pid {}), mounted on {}; `nacre down {}` stops it",
+            dir.display(),
+            rs.pid,
+            rs.mount.display(),
+            dir.display()
+        );
     }
     let fs = if dir.join(local::LOCAL_FILE).exists() {
         let fs = LocalFs::load(&dir)?;
@@ -65,26 +66,43 @@ pub fn run_up(a: UpArgs) -> Result<()> {
     } else {
         let port = match a.port {
             Some(p) => p,
-            None if std::net::TcpListener::bind(("127.0.0.1", local::DEFAULT_MGS_PORT)).is_ok() => local::DEFAULT_MGS_PORT,
+            None if std::net::TcpListener::bind(("127.0.0.1", local::DEFAULT_MGS_PORT)).is_ok() => {
+                local::DEFAULT_MGS_PORT
+            }
             None => local::free_port()?,
         };
-        let fs = local::format(&dir, &a.fsname, a.mdts.unwrap_or(1), a.osts.unwrap_or(4), port)?;
+        let fs = local::format(
+            &dir,
+            &a.fsname,
+            a.mdts.unwrap_or(1),
+            a.osts.unwrap_or(4),
+            port,
+        )?;
         if !a.child {
-            println!("formatted '{}' in {}: {} MDT(s), {} OST(s)", fs.fsname, dir.display(), fs.mdts, fs.osts);
+            println!(
+                "formatted '{}' in {}: {} MDT(s), {} OST(s)",
+                fs.fsname,
+                dir.display(),
+                fs.mdts,
+                fs.osts
+            );
         }
         fs
     };
     let mnt = daemon::prepare_mountpoint(&a.mount)?;
     if a.background && !a.child {
         let log = dir.join("nacre.log");
-        daemon::spawn_background(&log, |pid| daemon::load_run(&dir).is_some_and(|r| r.pid == pid))?;
+        daemon::spawn_background(&log, |pid| {
+            daemon::load_run(&dir).is_some_and(|r| r.pid == pid)
+        })?;
         print_ready(&fs, &dir, &mnt);
         return Ok(());
     }
     let rt = super::runtime()?;
     let tuning = tuning_for(a.memory, fs.mdts);
     let cluster = rt.block_on(LocalCluster::start(&dir, tuning))?;
-    let mspec = MountSpec::parse(&cluster.spec(), cluster.key.clone(), "local").map_err(anyhow::Error::msg)?;
+    let mspec = MountSpec::parse(&cluster.spec(), cluster.key.clone(), "local")
+        .map_err(anyhow::Error::msg)?;
     let client = match rt.block_on(Client::mount(mspec)) {
         Ok(c) => c,
         Err(e) => {
@@ -104,7 +122,14 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             }) as Arc<dyn ParamSource>
         })
         .collect();
-    let mounted = match mount_client(rt.handle(), client, &mnt, &cluster.spec(), a.attr_timeout, servers) {
+    let mounted = match mount_client(
+        rt.handle(),
+        client,
+        &mnt,
+        &cluster.spec(),
+        a.attr_timeout,
+        servers,
+    ) {
         Ok(m) => m,
         Err(e) => {
             rt.block_on(cluster.stop());
@@ -116,10 +141,16 @@ pub fn run_up(a: UpArgs) -> Result<()> {
         mount: mnt.clone(),
         spec: fs.spec(),
     };
-    write_atomic(&daemon::run_file(&dir), serde_json::to_string_pretty(&state)?.as_bytes())?;
+    write_atomic(
+        &daemon::run_file(&dir),
+        serde_json::to_string_pretty(&state)?.as_bytes(),
+    )?;
     if !a.child {
         print_ready(&fs, &dir, &mnt);
-        println!("running in the foreground; Ctrl-C (or `nacre down {}`) stops it", dir.display());
+        println!(
+            "running in the foreground; Ctrl-C (or `nacre down {}`) stops it",
+            dir.display()
+        );
     }
     tracing::info!("up: {} mounted on {}", fs.spec(), mnt.display());
     rt.block_on(daemon::wait_for_signal());
@@ -131,8 +162,16 @@ pub fn run_up(a: UpArgs) -> Result<()> {
 }
 
 fn print_ready(fs: &LocalFs, dir: &Path, mnt: &Path) {
-    println!("nacre file system '{}' is up and mounted on {}", fs.fsname, mnt.display());
-    println!("  other clients mount it with:  nacre mount {} MNT --key {}", fs.spec(), dir.join(local::KEY_FILE).display());
+    println!(
+        "nacre file system '{}' is up and mounted on {}",
+        fs.fsname,
+        mnt.display()
+    );
+    println!(
+        "  other clients mount it with:  nacre mount {} MNT --key {}",
+        fs.spec(),
+        dir.join(local::KEY_FILE).display()
+    );
     println!("  spec: {}", fs.spec());
 }
 
@@ -144,26 +183,28 @@ pub fn run_down(dir: &Path, force: bool) -> Result<()> {
         println!("{} is not up", dir.display());
         return Ok(());
     };
-    if daemon::pid_alive(rs.pid) {
-        if !daemon::stop_pid(rs.pid, daemon::STOP_TIMEOUT) {
-            if !force {
-                bail!(
-                    "nacre (pid {}) did not stop within {}s; `nacre down --force {}` kills it",
-                    rs.pid,
-                    daemon::STOP_TIMEOUT.as_secs(),
-                    dir.display()
-                );
-            }
-            // SAFETY: plain signal.
-            unsafe { libc::kill(rs.pid as i32, libc::SIGKILL) };
-            std::thread::sleep(Duration::from_millis(200));
+    if daemon::pid_alive(rs.pid) && !daemon::stop_pid(rs.pid, daemon::STOP_TIMEOUT) {
+        if !force {
+            bail!(
+                "nacre (pid {}) did not stop within {}s; `nacre down --force {}` kills it",
+                rs.pid,
+                daemon::STOP_TIMEOUT.as_secs(),
+                dir.display()
+            );
         }
+        // SAFETY: plain signal.
+        unsafe { libc::kill(rs.pid as i32, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(200));
     }
     // Whatever a killed process left behind.
     daemon::unmount(&rs.mount)?;
     crate::ctl::unregister(&rs.mount);
     let _ = std::fs::remove_file(daemon::run_file(dir));
-    println!("stopped {} (was mounted on {})", dir.display(), rs.mount.display());
+    println!(
+        "stopped {} (was mounted on {})",
+        dir.display(),
+        rs.mount.display()
+    );
     Ok(())
 }
 
@@ -174,11 +215,21 @@ pub fn run_status(dir: &Path) -> Result<()> {
     println!("key:          {}", dir.join(local::KEY_FILE).display());
     let running = daemon::load_run(dir).filter(|r| daemon::pid_alive(r.pid));
     match &running {
-        Some(r) => println!("state:        up (pid {}), mounted on {}", r.pid, r.mount.display()),
-        None => println!("state:        down (`nacre up {} --mount MNT` starts it)", dir.display()),
+        Some(r) => println!(
+            "state:        up (pid {}), mounted on {}",
+            r.pid,
+            r.mount.display()
+        ),
+        None => println!(
+            "state:        down (`nacre up {} --mount MNT` starts it)",
+            dir.display()
+        ),
     }
     if running.is_none() {
-        println!("targets:      MGS, {} MDT(s), {} OST(s) (not running)", fs.mdts, fs.osts);
+        println!(
+            "targets:      MGS, {} MDT(s), {} OST(s) (not running)",
+            fs.mdts, fs.osts
+        );
         return Ok(());
     }
     let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
@@ -191,11 +242,22 @@ pub fn run_status(dir: &Path) -> Result<()> {
         }
         let cfg = c.config();
         println!("targets:");
-        println!("  {:<16} {:<22} {:<8} {:>10} {:>10} {:>12}", "TARGET", "ADDRESS", "STATE", "USED", "SIZE", "INODES");
-        println!("  {:<16} {:<22} {:<8}", format!("{}-MGS", fs.fsname), fs.mgs_addr(), "up");
+        println!(
+            "  {:<16} {:<22} {:<8} {:>10} {:>10} {:>12}",
+            "TARGET", "ADDRESS", "STATE", "USED", "SIZE", "INODES"
+        );
+        println!(
+            "  {:<16} {:<22} {:<8}",
+            format!("{}-MGS", fs.fsname),
+            fs.mgs_addr(),
+            "up"
+        );
         let stats = c.target_statfs().await;
         for t in cfg.mdts.iter().chain(cfg.osts.iter()) {
-            let st = stats.iter().find(|(n, _)| *n == t.name).and_then(|(_, r)| r.as_ref().ok().copied());
+            let st = stats
+                .iter()
+                .find(|(n, _)| *n == t.name)
+                .and_then(|(_, r)| r.as_ref().ok().copied());
             let state = if !t.active {
                 "down"
             } else if st.is_some() {

@@ -47,7 +47,10 @@ pub fn require_fuse() -> bool {
         eprintln!("NACRE_SKIP_FUSE is set: skipping a FUSE test");
         return false;
     }
-    assert!(Path::new("/dev/fuse").exists(), "/dev/fuse is missing: install fuse3 (or set NACRE_SKIP_FUSE=1)");
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: install fuse3 (or set NACRE_SKIP_FUSE=1)"
+    );
     true
 }
 
@@ -87,7 +90,13 @@ impl UpFs {
     }
 
     pub fn up_again(&self) {
-        ok(&["up", self.dir.to_str().expect("utf8"), "--mount", self.mnt.to_str().expect("utf8"), "--background"]);
+        ok(&[
+            "up",
+            self.dir.to_str().expect("utf8"),
+            "--mount",
+            self.mnt.to_str().expect("utf8"),
+            "--background",
+        ]);
     }
 
     /// The pid of the running `up` process.
@@ -100,7 +109,11 @@ impl UpFs {
     pub fn spec(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("nacre.json")).expect("nacre.json");
         let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        format!("127.0.0.1:{}:/{}", v["mgs_port"], v["fsname"].as_str().expect("fsname"))
+        format!(
+            "127.0.0.1:{}:/{}",
+            v["mgs_port"],
+            v["fsname"].as_str().expect("fsname")
+        )
     }
 }
 
@@ -118,7 +131,12 @@ pub fn free_port() -> u16 {
 }
 
 pub fn sh(cmd: &str, cwd: &Path) -> String {
-    let o = Command::new("sh").arg("-c").arg(cmd).current_dir(cwd).output().expect("sh");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .output()
+        .expect("sh");
     assert!(
         o.status.success(),
         "`{cmd}` failed in {}:\n{}\n{}",
@@ -131,5 +149,9 @@ pub fn sh(cmd: &str, cwd: &Path) -> String {
 
 pub fn md5(p: &Path) -> String {
     let o = Command::new("md5sum").arg(p).output().expect("md5sum");
-    String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap_or_default().to_string()
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
