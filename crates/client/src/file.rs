@@ -169,39 +169,16 @@ impl Client {
         }
     }
 
-    /// Closes the handle; a writer reports the size its objects now imply.
+    /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
-        let size = if f.flags.write && f.wrote() {
-            let info = self.getattr_uncached(f.fid).await?;
-            Some((info.attr.size, info.attr.blocks))
-        } else {
-            None
-        };
         self.md_call(
             self.mdt_of(&f.fid),
             Request::Close {
                 handle: f.handle,
-                size,
+                wrote: f.flags.write && f.wrote(),
             },
         )
         .await
         .map(|_| ())
-    }
-
-    /// Attributes with the size taken from the objects whatever the MDT says.
-    async fn getattr_uncached(&self, fid: Fid) -> Result<InodeInfo, Errno> {
-        let mut info = match self
-            .md_call(self.mdt_of(&fid), Request::Getattr { fid })
-            .await?
-        {
-            Reply::Inode(i) => i,
-            _ => return Err(Errno::EPROTO),
-        };
-        if let Some(l) = &info.layout
-            && l.objects().next().is_some()
-        {
-            self.glimpse(l, &mut info.attr).await?;
-        }
-        Ok(info)
     }
 }

@@ -9,7 +9,7 @@ use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::layout::Pattern;
-use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, Timespec};
+use nacre_core::{Attr, Errno, Fid, Layout, StripeObject};
 use nacre_rpc::msg::{ObjAttr, Reply, Request};
 use std::collections::BTreeMap;
 
@@ -268,19 +268,12 @@ impl Client {
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
         let attrs = self.object_attrs(layout).await?;
-        let mut size = 0u64;
-        let mut blocks = 0u64;
-        let mut mtime = Timespec::default();
-        for c in &layout.components {
-            for (idx, o) in c.objects.iter().enumerate() {
-                let Some((_, Some(a))) = attrs.iter().find(|(so, _)| so == o) else {
-                    continue;
-                };
-                size = size.max(c.file_size_from_object(idx, a.size));
-                blocks += a.blocks;
-                mtime = mtime.max(a.mtime);
-            }
-        }
+        let (size, blocks, mtime) = layout.merge_object_attrs(|o| {
+            attrs
+                .iter()
+                .find(|(so, _)| so == o)
+                .and_then(|(_, a)| a.map(|a| (a.size, a.blocks, a.mtime)))
+        });
         // The MDT's size still counts for a Data-on-MDT part.
         attr.size = if layout.dom_size() > 0 {
             size.max(attr.size.min(layout.dom_size()))

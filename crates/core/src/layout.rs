@@ -351,6 +351,27 @@ impl Layout {
         self.components.iter().rev().find(|c| c.is_init())
     }
 
+    /// File size, blocks and latest data change implied by the objects' own sizes, blocks
+    /// and modification times (`attrs` answers for each object, `None` if missing).
+    pub fn merge_object_attrs(
+        &self,
+        attrs: impl Fn(&StripeObject) -> Option<(u64, u64, crate::Timespec)>,
+    ) -> (u64, u64, crate::Timespec) {
+        let mut size = 0u64;
+        let mut blocks = 0u64;
+        let mut mtime = crate::Timespec::default();
+        for c in &self.components {
+            for (idx, o) in c.objects.iter().enumerate() {
+                if let Some((s, b, m)) = attrs(o) {
+                    size = size.max(c.file_size_from_object(idx, s));
+                    blocks += b;
+                    mtime = mtime.max(m);
+                }
+            }
+        }
+        (size, blocks, mtime)
+    }
+
     /// Whether every component below `end` has been instantiated.
     pub fn instantiated_to(&self, end: u64) -> bool {
         self.components

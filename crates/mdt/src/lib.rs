@@ -213,10 +213,7 @@ impl Mdt {
             .as_ref()
             .is_some_and(|l| l.objects().next().is_some());
         let fid = ino.fid();
-        let size_authoritative = !has_objects
-            || (ino.lsom_valid
-                && self.opens.writers(&fid) == 0
-                && !self.opens.has_lost_writer(&fid));
+        let size_authoritative = !has_objects || self.opens.size_trusted(&fid, ino.lsom_valid);
         InodeInfo {
             attr: ino.attr,
             layout: ino.layout,
@@ -523,61 +520,118 @@ impl Mdt {
         })
     }
 
-    /// Closes a handle. A writer reports the size it saw (`Some`, after a glimpse) or that it
-    /// wrote nothing (`None`); when the last writer is gone the MDT's size is exact again,
-    /// unless a writer vanished without closing and nobody has reported since.
-    async fn close(&self, handle: u64, size: Option<(u64, u64)>, lost: bool) -> Result<(), Errno> {
+    /// Closes a handle. `wrote` says the handle changed the file's data; `lost` that its
+    /// client vanished (it may have written). When the last writer of a dirty file is gone,
+    /// the size is settled from the objects in the background.
+    async fn close(self: &Arc<Self>, handle: u64, wrote: bool, lost: bool) -> Result<(), Errno> {
         let Some((h, last, writers)) = self.opens.close(handle) else {
             // Unknown handle: from before a restart, or already closed.
             return Ok(());
         };
         let fid = h.fid;
-        if !h.write && !last {
+        if h.write && (wrote || lost) {
+            self.opens.mark_dirty(fid);
+        }
+        let last_writer = h.write && writers == 0;
+        if last_writer {
+            match self.opens.dirty_gen(&fid) {
+                Some(generation) => {
+                    tokio::spawn(self.clone().settle(fid, generation));
+                }
+                None => self.opens.mark_clean(fid),
+            }
+        }
+        if !last {
             return Ok(());
         }
-        if lost && h.write {
-            self.opens.mark_lost_writer(fid);
-        }
-        let report = if h.write && !lost { size } else { None };
-        let last_writer = h.write && writers == 0;
-        let becomes_valid = last_writer && (report.is_some() || !self.opens.has_lost_writer(&fid));
-        if last_writer && report.is_some() {
-            self.opens.clear_lost_writer(&fid);
-        }
-        // Skip the transaction when it would change nothing.
         let ino = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid));
         let Ok(ino) = ino else { return Ok(()) };
-        let destroy = last && ino.attr.nlink == 0;
-        if !destroy && report.is_none() && (!becomes_valid || ino.lsom_valid) {
+        if ino.attr.nlink > 0 {
             return Ok(());
         }
+        // The last close of an unlinked file: now it goes.
         let destroyed = self
             .store
-            .write(move |tx| {
-                let mut ino = match mdd::get_inode(tx, &fid) {
-                    Ok(i) => i,
-                    Err(Errno::ENOENT) => return Ok(false),
-                    Err(e) => return Err(e),
-                };
-                if destroy && ino.attr.nlink == 0 {
-                    mdd::destroy_inode(tx, &ino)?;
-                    return Ok(true);
-                }
-                if let Some((s, b)) = report {
-                    ino.attr.size = s;
-                    ino.attr.blocks = b;
-                }
-                if becomes_valid {
-                    ino.lsom_valid = true;
-                }
-                mdd::put_inode(tx, &ino)?;
-                Ok(false)
+            .write(move |tx| match mdd::get_inode(tx, &fid) {
+                Ok(ino) if ino.attr.nlink == 0 => mdd::destroy_inode(tx, &ino).map(|_| true),
+                Ok(_) | Err(Errno::ENOENT) => Ok(false),
+                Err(e) => Err(e),
             })
             .await?;
         if destroyed {
             self.llog_kick.notify_one();
         }
         Ok(())
+    }
+
+    /// Sizes a file from its objects after its last writer left, and records the exact size
+    /// (Lazy Size-on-MDT). Abandoned if anything changed the file meanwhile.
+    async fn settle(self: Arc<Self>, fid: Fid, generation: u64) {
+        let Ok(ino) = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) else {
+            return;
+        };
+        let Some(layout) = ino.layout.clone() else {
+            return;
+        };
+        let Some((size, blocks, mtime)) = self.glimpse(&layout).await else {
+            return;
+        };
+        let me = self.clone();
+        let r = self
+            .store
+            .write(move |tx| {
+                // Checked in the transaction: an open or truncate after this point is ordered
+                // after it; dirtiness is cleared only once the size is committed, so nobody
+                // trusts the old size in between.
+                if !me.opens.may_settle(&fid, generation) {
+                    return Ok(false);
+                }
+                let mut ino = match mdd::get_inode(tx, &fid) {
+                    Ok(i) => i,
+                    Err(Errno::ENOENT) => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                ino.attr.size = size.max(ino.attr.size.min(layout.dom_size()));
+                ino.attr.blocks = blocks;
+                if mtime > ino.attr.ctime {
+                    ino.attr.mtime = mtime;
+                    ino.attr.ctime = mtime;
+                }
+                ino.lsom_valid = true;
+                mdd::put_inode(tx, &ino).map(|_| true)
+            })
+            .await;
+        match r {
+            Ok(true) => self.opens.settled(&fid, generation),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index)
+            }
+        }
+    }
+
+    /// Size, blocks and latest data change of a layout's objects, asked of the OSTs.
+    async fn glimpse(&self, layout: &Layout) -> Option<(u64, u64, Timespec)> {
+        let mut by_ost: std::collections::BTreeMap<u32, Vec<Fid>> = Default::default();
+        for o in layout.objects() {
+            by_ost.entry(o.ost_idx).or_default().push(o.fid);
+        }
+        let mut found: std::collections::HashMap<Fid, nacre_rpc::msg::ObjAttr> = Default::default();
+        for (ost, objs) in by_ost {
+            let osp = self.lod.osp(ost)?;
+            let req = Request::OstGetattr { objs: objs.clone() };
+            match osp.import.call(&req, Bytes::new()).await {
+                Ok((Reply::ObjAttrs(attrs), _)) if attrs.len() == objs.len() => {
+                    for (f, a) in objs.into_iter().zip(attrs) {
+                        if let Some(a) = a {
+                            found.insert(f, a);
+                        }
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(layout.merge_object_attrs(|o| found.get(&o.fid).map(|a| (a.size, a.blocks, a.mtime))))
     }
 
     async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Reply, Errno> {
@@ -749,16 +803,24 @@ impl Mdt {
             }
             Request::Setattr { fid, attr, .. } => {
                 let t = now();
+                let sized = attr.size.is_some();
+                let me = self.clone();
                 let ino = self
                     .store
-                    .write(move |tx| mdd::setattr(tx, &fid, &attr, t))
+                    .write(move |tx| {
+                        mdd::setattr(tx, &fid, &attr, t, &|f: &Fid| me.opens.writers(f) > 0)
+                    })
                     .await?;
+                if sized {
+                    // The client made the objects match this size before asking.
+                    self.opens.size_set(&fid);
+                }
                 Ok(Reply::Inode(self.info(ino)))
             }
             r @ Request::Create { .. } => self.create(&ctx, r).await,
             Request::Open { fid, flags, .. } => self.open(&ctx, fid, flags).await,
-            Request::Close { handle, size } => {
-                self.close(handle, size, false).await?;
+            Request::Close { handle, wrote } => {
+                self.close(handle, wrote, false).await?;
                 Ok(Reply::Ok)
             }
             Request::Unlink {
@@ -883,13 +945,22 @@ impl Service for Mdt {
         req: Request,
         _bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
-        let r = self.dispatch(ctx, req).await?;
-        Ok((r, Bytes::new()))
+        let trace = tracing::enabled!(target: "mdt::req", tracing::Level::TRACE);
+        let shown = if trace {
+            format!("{req:?}")
+        } else {
+            String::new()
+        };
+        let r = self.dispatch(ctx, req).await;
+        if trace {
+            tracing::trace!(target: "mdt::req", "{shown} -> {r:?}");
+        }
+        Ok((r?, Bytes::new()))
     }
 
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
         for h in self.opens.handles_of(ctx.conn_id) {
-            let _ = self.close(h, None, true).await;
+            let _ = self.close(h, false, true).await;
         }
     }
 }

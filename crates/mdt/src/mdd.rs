@@ -656,7 +656,15 @@ fn resolve_time(t: SetTime, now: Timespec) -> Timespec {
 
 /// Applies attribute changes. Size changes of OST objects are the client's job (it punches
 /// them); here the MDT records the new size, which is then exact.
-pub fn setattr(tx: &mut Tx, fid: &Fid, a: &SetAttr, now: Timespec) -> Result<Inode, Errno> {
+/// Applies attribute changes. A size change records the new size, exact unless
+/// `writers_open` says a writer still holds the file (its writes bypass the MDT).
+pub fn setattr(
+    tx: &mut Tx,
+    fid: &Fid,
+    a: &SetAttr,
+    now: Timespec,
+    writers_open: &dyn Fn(&Fid) -> bool,
+) -> Result<Inode, Errno> {
     let mut ino = get_inode(tx, fid)?;
     if let Some(mode) = a.mode {
         ino.attr.mode = (ino.attr.mode & libc::S_IFMT) | (mode & 0o7777);
@@ -683,7 +691,7 @@ pub fn setattr(tx: &mut Tx, fid: &Fid, a: &SetAttr, now: Timespec) -> Result<Ino
             ino.attr.mtime = now;
         }
         ino.attr.size = size;
-        ino.lsom_valid = true;
+        ino.lsom_valid = !writers_open(fid);
     }
     if let Some(t) = a.atime {
         ino.attr.atime = resolve_time(t, now);

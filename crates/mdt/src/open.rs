@@ -3,6 +3,13 @@
 //! The MDT tracks opens (as Lustre's MDT does with its open handles) for two reasons: a file
 //! unlinked while open must keep its inode and objects until the last close, and the size
 //! the MDT stores is exact only while nobody holds the file open for writing.
+//!
+//! Size state per file, in memory (a restart forgets it, which is safe: the persisted
+//! `lsom_valid` flag is cleared whenever a writer opens, so a restarted MDT glimpses):
+//! - *dirty*: some writer wrote (or vanished) since the size was last known; once the last
+//!   writer closes, the MDT settles the size from the objects (see `Mdt::settle`);
+//! - *clean*: the last writer wrote nothing, so the stored size is still exact even though
+//!   `lsom_valid` was cleared on disk when it opened.
 
 use nacre_core::Fid;
 use parking_lot::Mutex;
@@ -35,10 +42,15 @@ pub struct OpenTable {
 struct Inner {
     handles: HashMap<u64, OpenHandle>,
     counts: HashMap<Fid, Counts>,
-    /// Files a writer held when its client vanished: their size needs a glimpse until a
-    /// last writer reports one.
-    lost_writers: std::collections::HashSet<Fid>,
+    /// Written since the size was last known; the value counts size events (truncates,
+    /// new writes) so a settle started before one does not commit a stale size.
+    dirty: HashMap<Fid, u64>,
+    /// Size exact in memory although not flagged so on disk.
+    clean: std::collections::HashSet<Fid>,
 }
+
+/// Files whose clean state is remembered; beyond this the set is dropped (costing glimpses).
+pub const MAX_CLEAN: usize = 1 << 20;
 
 impl OpenTable {
     pub fn new() -> OpenTable {
@@ -60,6 +72,7 @@ impl OpenTable {
         c.opens += 1;
         if h.write {
             c.writers += 1;
+            g.clean.remove(&h.fid);
         }
         Some(id)
     }
@@ -84,16 +97,66 @@ impl OpenTable {
         Some((h, last, writers))
     }
 
-    pub fn mark_lost_writer(&self, fid: Fid) {
-        self.inner.lock().lost_writers.insert(fid);
+    /// Records that `fid`'s data changed (a write, a vanished writer, a truncate).
+    pub fn mark_dirty(&self, fid: Fid) {
+        let mut g = self.inner.lock();
+        g.clean.remove(&fid);
+        *g.dirty.entry(fid).or_insert(0) += 1;
     }
 
-    pub fn has_lost_writer(&self, fid: &Fid) -> bool {
-        self.inner.lock().lost_writers.contains(fid)
+    /// The dirty generation of `fid`, if dirty.
+    pub fn dirty_gen(&self, fid: &Fid) -> Option<u64> {
+        self.inner.lock().dirty.get(fid).copied()
     }
 
-    pub fn clear_lost_writer(&self, fid: &Fid) {
-        self.inner.lock().lost_writers.remove(fid);
+    /// Whether a settle that started at `generation` may still record its size: nothing
+    /// happened since and no writer is open.
+    pub fn may_settle(&self, fid: &Fid, generation: u64) -> bool {
+        let g = self.inner.lock();
+        let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
+        !busy && g.dirty.get(fid) == Some(&generation)
+    }
+
+    /// Clears dirtiness once the settled size is committed (if still current).
+    pub fn settled(&self, fid: &Fid, generation: u64) {
+        let mut g = self.inner.lock();
+        let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
+        if !busy && g.dirty.get(fid) == Some(&generation) {
+            g.dirty.remove(fid);
+        }
+    }
+
+    pub fn mark_clean(&self, fid: Fid) {
+        let mut g = self.inner.lock();
+        if g.clean.len() >= MAX_CLEAN {
+            g.clean.clear();
+        }
+        g.clean.insert(fid);
+    }
+
+    pub fn is_clean(&self, fid: &Fid) -> bool {
+        self.inner.lock().clean.contains(fid)
+    }
+
+    /// A truncate set an exact size: nothing is dirty any more.
+    pub fn size_set(&self, fid: &Fid) {
+        let mut g = self.inner.lock();
+        if let Some(gen_) = g.dirty.get_mut(fid) {
+            // Invalidate any settle in flight; the size stays unknown while writers remain.
+            *gen_ += 1;
+        }
+        let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
+        if !busy {
+            g.dirty.remove(fid);
+        }
+        g.clean.remove(fid);
+    }
+
+    /// Whether the stored size may be trusted: no writer open, nothing unsettled.
+    pub fn size_trusted(&self, fid: &Fid, lsom_valid: bool) -> bool {
+        let g = self.inner.lock();
+        let writers = g.counts.get(fid).map_or(0, |c| c.writers);
+        writers == 0 && !g.dirty.contains_key(fid) && (lsom_valid || g.clean.contains(fid))
     }
 
     pub fn is_open(&self, fid: &Fid) -> bool {

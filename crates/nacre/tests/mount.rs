@@ -74,6 +74,35 @@ fn real_programs_work_on_the_mount() {
 }
 
 #[test]
+fn sizes_stay_exact_when_closes_arrive_late() {
+    if !require_fuse() {
+        return;
+    }
+    // The kernel sends RELEASE after close(2) returns, so a handle's close often reaches the
+    // MDT after the next open, truncate and write of the same file.
+    let fs = UpFs::new(&["--osts", "2"]);
+    for i in 0..300 {
+        let p = fs.path(&format!("f{}", i % 7));
+        std::fs::write(&p, b"one").expect("write");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .expect("open");
+        f.write_all(b"two").expect("append");
+        drop(f);
+        assert_eq!(std::fs::read(&p).expect("read"), b"onetwo", "iteration {i}");
+        std::fs::write(&p, b"3").expect("truncate and write");
+        assert_eq!(std::fs::read(&p).expect("read"), b"3", "iteration {i}");
+        assert_eq!(
+            std::fs::metadata(&p).expect("stat").len(),
+            1,
+            "iteration {i}"
+        );
+    }
+    fs.down();
+}
+
+#[test]
 fn data_and_metadata_survive_down_up_and_kill_9() {
     if !require_fuse() {
         return;

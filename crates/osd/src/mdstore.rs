@@ -9,6 +9,48 @@
 //!
 //! A transaction that fails has its own changes undone and does not disturb the others in
 //! its batch. Reads never wait for the executor: they use redb read transactions.
+//!
+//! # Why redb
+//!
+//! Measured 2026-11-22 with `tools/store-choice` (method and full results in its README.md):
+//! 1M files in 100 directories of 10k, the MDT's key and value shapes, creates and unlinks
+//! in batches of 256 with a durable checkpoint every 250k ops, median of 3 runs. Machine:
+//! 2 cores, 23.5 GiB RAM, ext4 on a virtual disk, shared with other builds (±10-30% between
+//! runs). Reproduce: `cd tools/store-choice && cargo run --release`.
+//!
+//! | metric                        |    redb | redb 1G | lmdb nosync | lmdb nometasync | fjall |
+//! |-------------------------------|--------:|--------:|------------:|----------------:|------:|
+//! | create, ops/s                 |     80k |     98k |        163k |             37k |   75k |
+//! | checkpoint, ms (median/worst) | 105/417 | 193/561 |      86/244 |             6/8 | 24/45 |
+//! | lookup dirent+inode, ops/s    |    115k |    183k |        343k |            345k |   73k |
+//! | readdir, entries/s            |    8.7M |    8.2M |       29.5M |           29.8M |  4.0M |
+//! | unlink, ops/s                 |     25k |     33k |         51k |             14k |   34k |
+//! | disk, MiB                     |     371 |     369 |         324 |             324 |   582 |
+//! | reopen, ms                    |       1 |       6 |         0.4 |             0.3 |  2752 |
+//!
+//! (redb: 64 MiB cache, as configured; redb 1G: a 1 GiB cache.)
+//!
+//! LMDB is clearly the faster store: with `MDB_NOSYNC` (no fsync per commit, as with redb's
+//! `Durability::None`) it does 2× redb's creates and unlinks, 3× its lookups and 3.4× its
+//! readdir, with less disk. But `MDB_NOSYNC` is not the guarantee this file relies on: a
+//! `Durability::None` commit never overwrites the last durable commit, so after an OS crash
+//! redb falls back to the last checkpoint and the journal replays onto it, whereas an LMDB
+//! file written with `MDB_NOSYNC` can be left corrupt. LMDB's consistent mode
+//! (`MDB_NOMETASYNC`, an fdatasync per batch) keeps the 3× reads but makes creates and
+//! unlinks slower than redb's (0.46-0.72× and 0.57-0.84× over two runs). fjall loses to
+//! redb on creates, lookups and readdir and reopens in seconds (journal recovery).
+//!
+//! So redb stays, and the cheap gain is its cache: 1 GiB instead of 64 MiB gives 1.6× the
+//! lookups and ~1.2× creates, at the price of longer checkpoints (0.2 s median, up to 0.7 s,
+//! during which the executor commits nothing). If lookups and readdir come to dominate the
+//! MDT's time, move to LMDB (heed). That takes: this file rewritten against heed (all redb
+//! use is here; callers see only this module's own types); `MDB_NOMETASYNC`
+//! for batches and `mdb_env_sync` for checkpoints (or fully synced commits, which would make
+//! the redo journal unnecessary when `sync_journal` is wanted); read transactions without
+//! TLS, since tokio moves tasks between threads; a map size fixed at open and grown
+//! between batches; failed transactions undone with nested write transactions, since
+//! LMDB's put does not return the old value; giving up redb's page checksums; and
+//! converting existing `mdt.redb` stores.
 
 use crate::journal::{Journal, Mutation};
 use nacre_core::Errno;

@@ -166,10 +166,11 @@ pub enum Request {
         flags: OpenFlags,
         cred: Cred,
     },
-    /// Close an open handle; a writer reports the size and blocks it saw.
+    /// Close an open handle, saying whether it wrote (the MDT then settles the size from
+    /// the objects once the last writer is gone).
     Close {
         handle: u64,
-        size: Option<(u64, u64)>,
+        wrote: bool,
     },
     Unlink {
         parent: Fid,
