@@ -11,7 +11,8 @@
 #
 # Needs root (pjdfstest switches users and remounts read-only; the mount uses allow_other)
 # and the tools scripts/install-deps.sh --test installs. Optional environment:
-#   SUITES="pjdfstest fsx fio dbench"   which suites to run
+#   SUITES="pjdfstest fsx fio dbench dom"  which suites to run (dom: pjdfstest and fsx again
+#                                       with the file system default -E 1M -L mdt -E -1 -c -1)
 #   FSX_OPS=100000 FSX_SEED=20240601    the main fsx run (a second, shorter run uses FSX_SEED+1)
 #   DBENCH_SECONDS=20 DBENCH_LOADFILE=  (default: Debian's /usr/share/dbench/client.txt)
 #   PJD_NAPTIME=0.001                   pjdfstest's sleep between timestamp checks
@@ -21,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 KNOWN_FAILURES="$here/tests/external/pjdfstest-known-failures.txt"
 KNOWN_SKIPS="$here/tests/external/pjdfstest-skipped.txt"
-SUITES=${SUITES:-"pjdfstest fsx fio dbench"}
+SUITES=${SUITES:-"pjdfstest fsx fio dbench dom"}
 FSX_OPS=${FSX_OPS:-100000}
 FSX_SEED=${FSX_SEED:-20240601}
 DBENCH_SECONDS=${DBENCH_SECONDS:-20}
@@ -52,7 +53,8 @@ done
 for s in $SUITES; do
     case $s in
         pjdfstest | fsx | fio | dbench) command -v "$s" >/dev/null 2>&1 || missing+=("$s") ;;
-        *) die "unknown suite '$s' in SUITES (known: pjdfstest fsx fio dbench)" ;;
+        dom) for t in pjdfstest fsx; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done ;;
+        *) die "unknown suite '$s' in SUITES (known: pjdfstest fsx fio dbench dom)" ;;
     esac
 done
 [ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (scripts/install-deps.sh --test installs them)"
@@ -179,7 +181,9 @@ listed() { # file [tag|!tag]
 }
 
 suite_pjdfstest() {
-    local dir=$MNT/pjdfstest cfg=$WORK/pjdfstest.toml remount=false
+    # PJD_DIR / PJD_NAME run it again elsewhere under another name; PJD_EROFS=0 skips the
+    # read-only remount cases (listed as skips tagged [no-remount]).
+    local dir=${PJD_DIR:-$MNT/pjdfstest} name=${PJD_NAME:-pjdfstest} cfg=$WORK/pjdfstest.toml remount=false
     mkdir -p "$dir"
     # The EROFS cases remount the mount read-only with `mount -o remount,ro`. For a FUSE
     # mount mount(8) hands that to the mount.fuse helper, which cannot remount; the kernel
@@ -190,7 +194,9 @@ suite_pjdfstest() {
 exec "$REAL_MOUNT" -i "\$@"
 EOF
     chmod 755 "$WORK/bin/mount"
-    if timeout 20 "$REAL_MOUNT" -i -o remount,ro "$MNT" 2>/dev/null; then
+    if [ "${PJD_EROFS:-1}" != 1 ]; then
+        say "   read-only remount cases not run in this pass"
+    elif timeout 20 "$REAL_MOUNT" -i -o remount,ro "$MNT" 2>/dev/null; then
         timeout 20 "$REAL_MOUNT" -i -o remount,rw "$MNT" || die "could not remount $MNT read-write again"
         remount=true
     else
@@ -230,10 +236,10 @@ EOF
         fi
     fi
     pjd_config false >"$cfg"
-    run_logged pjdfstest "$T_PJD" pjdfstest -c "$cfg" -p "$dir" -s "$SECONDARY"
+    run_logged "$name" "$T_PJD" pjdfstest -c "$cfg" -p "$dir" -s "$SECONDARY"
     if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then rc_all=$RC; fi
     ELAPSED=$((SECONDS - start))
-    local log=$LOGS/pjdfstest.log
+    local log=$LOGS/$name.log
     # Results of the full run, with the cases the EROFS pass ran taken from that pass.
     awk 'NR == FNR { ran[$1] = $2; next }
          NF == 2 && ($2 == "ok" || $2 == "FAILED" || $2 == "skipped") {
@@ -253,7 +259,7 @@ EOF
     fi
     local np nf ns
     np=$(wc -l <"$WORK/pjd.passed") nf=$(wc -l <"$WORK/pjd.failed") ns=$(wc -l <"$WORK/pjd.skipped")
-    say "   pjdfstest: $np passed, $nf failed, $ns skipped (${ELAPSED}s)"
+    say "   $name: $np passed, $nf failed, $ns skipped (${ELAPSED}s)"
     comm -23 "$WORK/pjd.failed" "$WORK/known.failures" >"$WORK/pjd.unexpected-failures"
     comm -12 "$WORK/pjd.failed" "$WORK/known.failures" >"$WORK/pjd.known-failures"
     comm -23 "$WORK/pjd.skipped" <(sort -u "$WORK/known.skips" "$WORK/known.failures") >"$WORK/pjd.unexpected-skips"
@@ -284,7 +290,7 @@ EOF
     if [ "$rc_all" -eq 124 ] || [ "$rc_all" -eq 137 ] || [ "$np" -eq 0 ]; then
         status=FAIL why="$why pjdfstest did not complete (exit $rc_all)"
     fi
-    record pjdfstest "$status" "$np passed, $nf failed ($nknown known), $ns skipped, ${ELAPSED}s${why:+; $why}"
+    record "$name" "$status" "$np passed, $nf failed ($nknown known), $ns skipped, ${ELAPSED}s${why:+; $why}"
 }
 
 # fsx with every operation class it has, mmap included: nacre's FUSE mount handles shared
@@ -397,6 +403,21 @@ suite_dbench() {
         grep -iE "error|failed|unexpected" "$log" | head -n 10 | sed 's/^/   /'
         record dbench FAIL "exit $RC after ${ELAPSED}s; log: $log"
     fi
+}
+
+# pjdfstest and fsx again with Data-on-MDT as the file system default.
+suite_dom() {
+    if ! "$NACRE" lfs setstripe -E 1M -L mdt -E -1 -c -1 "$MNT" >"$LOGS/setstripe-dom.log" 2>&1; then
+        record dom FAIL "lfs setstripe on the root failed: $(head -c 300 "$LOGS/setstripe-dom.log")"
+        return
+    fi
+    : >"$WORK/pjd.erofs.results"
+    PJD_DIR=$MNT/pjdfstest-dom PJD_NAME=pjdfstest-dom PJD_EROFS=0 suite_pjdfstest
+    mount_alive || return 0
+    mkdir -p "$MNT/fsx-dom"
+    # Files up to 2 MiB: the ops cross the 1 MiB DoM component into the OST component.
+    run_fsx fsx-dom "$MNT/fsx-dom" 2097152 $((FSX_OPS / 4)) $((FSX_SEED + 2)) "$T_FSX2"
+    "$NACRE" lfs setstripe -d "$MNT" >>"$LOGS/setstripe-dom.log" 2>&1 || true
 }
 
 for s in $SUITES; do

@@ -1,6 +1,6 @@
-//! Open files: the handle the MDT gave, the layout as last seen, and whether this handle
-//! wrote, which decides what the close reports (a writer's close glimpses the objects and
-//! gives the MDT the exact size).
+//! Open files: the handle the MDT gave, the layout as last seen, whether this handle wrote
+//! (which the close reports, so the MDT settles the size), and the bytes of a small
+//! Data-on-MDT file that came with the open reply (read-on-open).
 
 use crate::Client;
 use bytes::Bytes;
@@ -21,6 +21,9 @@ pub struct OpenFile {
     pub flags: OpenFlags,
     layout: RwLock<Option<Layout>>,
     wrote: AtomicBool,
+    /// The whole file as it was at open (small DoM files), with the client's change count
+    /// then: valid until this client changes any file's data.
+    content: RwLock<Option<(Bytes, u64)>>,
 }
 
 impl OpenFile {
@@ -31,7 +34,23 @@ impl OpenFile {
             flags,
             layout: RwLock::new(layout),
             wrote: AtomicBool::new(false),
+            content: RwLock::new(None),
         }
+    }
+
+    /// The requested range from the open-time content, if it is still current.
+    fn cached(&self, off: u64, len: u64, changes: u64) -> Option<Bytes> {
+        let c = self.content.read();
+        let (c, at) = c.as_ref()?;
+        if *at != changes {
+            return None;
+        }
+        let size = c.len() as u64;
+        if off >= size {
+            return Some(Bytes::new());
+        }
+        let end = off.saturating_add(len).min(size);
+        Some(c.slice(off as usize..end as usize))
     }
 
     pub fn layout(&self) -> Option<Layout> {
@@ -50,10 +69,18 @@ impl Client {
             flags,
             cred: Default::default(),
         };
-        match self.md_call(self.mdt_of(&fid), req).await? {
-            Reply::Opened { inode, handle } => {
+        let changes = self.local_changes.load(Ordering::Acquire);
+        match self
+            .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
+            .await?
+        {
+            (Reply::Opened { inode, handle }, data) => {
                 let f = OpenFile::new(fid, handle, flags, inode.layout.clone());
                 let inode = self.complete(inode).await?;
+                // Read-on-open: the MDT sent the whole (small, DoM-only) file.
+                if !data.is_empty() && data.len() as u64 == inode.attr.size {
+                    *f.content.write() = Some((data, changes));
+                }
                 Ok((f, inode))
             }
             _ => Err(Errno::EPROTO),
@@ -70,7 +97,10 @@ impl Client {
             return Ok(Bytes::new());
         }
         let len = len.min(max - off);
-        let (data, found) = self.read_objects(&layout, off, len).await?;
+        if let Some(d) = f.cached(off, len, self.local_changes.load(Ordering::Acquire)) {
+            return Ok(d);
+        }
+        let (data, found) = self.read_objects(f.fid, &layout, off, len).await?;
         if found == len {
             return Ok(data);
         }
@@ -105,6 +135,7 @@ impl Client {
             *f.layout.write() = Some(layout.clone());
         }
         f.wrote.store(true, Ordering::Release);
+        self.local_changes.fetch_add(1, Ordering::AcqRel);
         let n = data.len();
         self.write_objects(f.fid, &layout, off, data).await?;
         Ok(n)
@@ -157,6 +188,7 @@ impl Client {
         }
         // The size and data changed behind the MDT: the close must report them.
         f.wrote.store(true, Ordering::Release);
+        self.local_changes.fetch_add(1, Ordering::AcqRel);
         self.fallocate_objects(f.fid, &layout, off, end - off, mode)
             .await
     }
@@ -164,7 +196,7 @@ impl Client {
     /// Makes the file's data durable.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
         match f.layout() {
-            Some(l) => self.sync_objects(&l).await,
+            Some(l) => self.sync_objects(f.fid, &l).await,
             None => Ok(()),
         }
     }

@@ -117,9 +117,24 @@ impl Client {
         data: Bytes,
     ) -> Result<(), Errno> {
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
-        if !p.holes.is_empty() || !p.dom.is_empty() {
+        if !p.holes.is_empty() {
             return Err(Errno::EIO);
         }
+        let dom_calls = self
+            .dom_pieces(&p, off)
+            .into_iter()
+            .map(|(buf_off, file_off, len)| {
+                let bulk = data.slice(buf_off as usize..(buf_off + len) as usize);
+                let req = Request::DomWrite {
+                    fid,
+                    offset: file_off,
+                };
+                async move {
+                    self.md_call_bulk(self.mdt_of(&fid), req, bulk)
+                        .await
+                        .map(|_| ())
+                }
+            });
         let calls = p.chunks.iter().map(|c| {
             let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
             let req = Request::OstWrite {
@@ -133,10 +148,27 @@ impl Client {
                 imp.call(&req, bulk).await.map(|_| ()).map_err(rpc_errno)
             }
         });
-        for r in join_all(calls).await {
+        let (a, b) = futures::join!(join_all(dom_calls), join_all(calls));
+        for r in a.into_iter().chain(b) {
             r?;
         }
         Ok(())
+    }
+
+    /// Data-on-MDT parts of a plan as (buffer offset, file offset, length), each no larger
+    /// than one RPC.
+    fn dom_pieces(&self, p: &Plan, off: u64) -> Vec<(u64, u64, u64)> {
+        let max = self.max_rpc().max(4096);
+        let mut v = Vec::new();
+        for &(buf_off, len) in &p.dom {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(max);
+                v.push((buf_off + done, off + buf_off + done, n));
+                done += n;
+            }
+        }
+        v
     }
 
     /// `fallocate(2)` of `[off, off + len)` through `layout`: one request per object, since
@@ -151,9 +183,14 @@ impl Client {
         mode: i32,
     ) -> Result<(), Errno> {
         let p = plan(layout, off, len, u64::MAX);
-        if !p.dom.is_empty() {
-            // Data-on-MDT bytes are not written through the OSTs either.
-            return Err(Errno::ENOTSUP);
+        for &(buf_off, dlen) in &p.dom {
+            let req = Request::DomFallocate {
+                fid,
+                offset: off + buf_off,
+                len: dlen,
+                mode,
+            };
+            self.md_call(self.mdt_of(&fid), req).await?;
         }
         if !p.holes.is_empty() && mode & crate::file::FALLOC_FL_PUNCH_HOLE == 0 {
             return Err(Errno::EIO);
@@ -194,11 +231,28 @@ impl Client {
     /// with the file size whether they are holes or beyond EOF.
     pub async fn read_objects(
         &self,
+        fid: Fid,
         layout: &Layout,
         off: u64,
         len: u64,
     ) -> Result<(Bytes, u64), Errno> {
         let p = plan(layout, off, len, self.max_rpc());
+        let dom_calls = self
+            .dom_pieces(&p, off)
+            .into_iter()
+            .map(|(buf_off, file_off, n)| {
+                let req = Request::DomRead {
+                    fid,
+                    offset: file_off,
+                    len: n as u32,
+                };
+                async move {
+                    let r = self
+                        .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
+                        .await;
+                    (buf_off, r.map(|(_, data)| data))
+                }
+            });
         if p.chunks.len() == 1 && p.holes.is_empty() && p.dom.is_empty() {
             let c = p.chunks[0];
             let data = self.read_chunk(&c).await?;
@@ -208,15 +262,33 @@ impl Client {
         let calls = p
             .chunks
             .iter()
-            .map(|c| async move { (c, self.read_chunk(c).await) });
+            .map(|c| async move { (c.buf_off, self.read_chunk(c).await) });
+        let (dom, ost) = futures::join!(join_all(dom_calls), join_all(calls));
+        if dom.len() == 1 && ost.is_empty() && p.holes.is_empty() {
+            // A read inside the DoM component: no copy.
+            let (buf_off, r) = dom.into_iter().next().ok_or(Errno::EIO)?;
+            let data = r?;
+            if buf_off == 0 {
+                let n = data.len() as u64;
+                return Ok((data, n));
+            }
+            let mut buf = BytesMut::zeroed(len as usize);
+            buf[buf_off as usize..buf_off as usize + data.len()].copy_from_slice(&data);
+            let found = if data.is_empty() {
+                0
+            } else {
+                buf_off + data.len() as u64
+            };
+            return Ok((buf.freeze(), found));
+        }
         let mut buf = BytesMut::zeroed(len as usize);
         let mut found = 0u64;
-        for (c, r) in join_all(calls).await {
+        for (buf_off, r) in dom.into_iter().chain(ost) {
             let data = r?;
-            let s = c.buf_off as usize;
+            let s = buf_off as usize;
             buf[s..s + data.len()].copy_from_slice(&data);
             if !data.is_empty() {
-                found = found.max(c.buf_off + data.len() as u64);
+                found = found.max(buf_off + data.len() as u64);
             }
         }
         Ok((buf.freeze(), found))
@@ -331,7 +403,11 @@ impl Client {
     }
 
     /// Flushes every object of `layout` to stable storage.
-    pub async fn sync_objects(&self, layout: &Layout) -> Result<(), Errno> {
+    pub async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
+        if layout.dom_object().is_some() {
+            self.md_call(self.mdt_of(&fid), Request::DomSync { fid })
+                .await?;
+        }
         let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(o.fid);

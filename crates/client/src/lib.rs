@@ -11,6 +11,7 @@
 pub mod file;
 pub mod io;
 pub mod md;
+pub mod migrate;
 pub mod tunables;
 
 use nacre_core::{Errno, Fid, TargetName};
@@ -77,6 +78,9 @@ pub struct Client {
     mdcs: RwLock<Vec<Arc<Import>>>,
     oscs: RwLock<Vec<Arc<Import>>>,
     pub tunables: Arc<Tunables>,
+    /// Bumped by every data change this client makes (write, truncate, fallocate), so
+    /// content cached at open is dropped when this client changes any file.
+    pub(crate) local_changes: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -108,6 +112,7 @@ impl Client {
             mdcs: RwLock::new(Vec::new()),
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
+            local_changes: std::sync::atomic::AtomicU64::new(0),
         });
         client.apply_config(&cfg);
         tokio::spawn(apply_changes(Arc::downgrade(&client), config));

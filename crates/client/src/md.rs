@@ -15,6 +15,17 @@ impl Client {
         mdt_of_seq(fid.seq).unwrap_or(0)
     }
 
+    /// A metadata request with bulk data in or out (Data-on-MDT I/O, read-on-open).
+    pub(crate) async fn md_call_bulk(
+        &self,
+        mdt: u32,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
+        let imp = self.mdc(mdt)?;
+        imp.call(&req, bulk).await.map_err(rpc_errno)
+    }
+
     pub(crate) async fn md_call(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
         let imp = self.mdc(mdt)?;
         imp.call(&req, Bytes::new())
@@ -59,6 +70,8 @@ impl Client {
     /// Changes attributes; a size change truncates or extends the OST objects first.
     pub async fn setattr(&self, fid: Fid, attr: SetAttr, cred: &Cred) -> Result<InodeInfo, Errno> {
         if let Some(size) = attr.size {
+            self.local_changes
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             let info = self.getattr(fid).await?;
             if info.attr.is_dir() {
                 return Err(Errno::EISDIR);

@@ -132,6 +132,10 @@ pub struct Component {
     pub pool: String,
     /// The stripe objects, in stripe order; empty until instantiated.
     pub objects: Vec<StripeObject>,
+    /// For a Data-on-MDT component: the MDT-local object holding its bytes. Keeping the
+    /// bytes under their own FID (not the file's) lets a layout swap (`lfs migrate`) move
+    /// them with the layout in one transaction.
+    pub dom_object: Option<Fid>,
 }
 
 impl Component {
@@ -155,6 +159,7 @@ impl Component {
             ost_list: Vec::new(),
             pool: String::new(),
             objects: Vec::new(),
+            dom_object: None,
         }
     }
 
@@ -172,6 +177,7 @@ impl Component {
             ost_list: Vec::new(),
             pool: String::new(),
             objects: Vec::new(),
+            dom_object: None,
         }
     }
 
@@ -322,6 +328,16 @@ impl Layout {
     /// Largest size a file with this layout can reach (end of its last component).
     pub fn max_size(&self) -> u64 {
         self.components.last().map_or(0, |c| c.end)
+    }
+
+    /// The MDT-local object holding the Data-on-MDT bytes, once instantiated.
+    pub fn dom_object(&self) -> Option<Fid> {
+        self.dom().and_then(|c| c.dom_object)
+    }
+
+    /// Whether any OST object exists (a glimpse is needed for the size).
+    pub fn has_ost_objects(&self) -> bool {
+        self.components.iter().any(|c| !c.objects.is_empty())
     }
 
     /// The Data-on-MDT component, if the layout has one.

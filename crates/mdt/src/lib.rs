@@ -10,6 +10,8 @@
 //! This module turns requests into those operations and owns the MDT's background work
 //! (precreation, the unlink log, cleaning up after clients that went away).
 
+pub mod dom;
+pub mod layout_change;
 pub mod lod;
 pub mod mdd;
 pub mod open;
@@ -21,7 +23,7 @@ use lod::Lod;
 use mdd::{CreateArgs, Created, Removed};
 use nacre_core::layout::{LCME_FL_INIT, Pattern};
 use nacre_core::{Errno, Fid, FileKind, Layout, TargetName, Timespec};
-use nacre_osd::{MdStore, MdStoreConfig, ReadView, Table};
+use nacre_osd::{MdStore, MdStoreConfig, ObjStore, ObjStoreConfig, ReadView, Table};
 use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::msg::{
@@ -65,6 +67,8 @@ pub struct Mdt {
     pub fsname: String,
     dir: PathBuf,
     store: MdStore,
+    /// Data-on-MDT objects.
+    dom: Arc<ObjStore>,
     lod: Lod,
     opens: OpenTable,
     llog_kick: Notify,
@@ -87,6 +91,8 @@ impl Mdt {
             index: cfg.index,
             reason,
         };
+        let dom = ObjStore::open(&cfg.dir.join("dom"), ObjStoreConfig::default())
+            .map_err(|e| setup(format!("cannot open the Data-on-MDT objects: {e}")))?;
         if cfg.index == 0 {
             store
                 .write(|tx| mdd::format_root(tx, now()))
@@ -99,6 +105,7 @@ impl Mdt {
             fsname: cfg.fsname.clone(),
             dir: cfg.dir.clone(),
             store,
+            dom: Arc::new(dom),
             lod: Lod::new(Vec::new()),
             opens: OpenTable::new(),
             llog_kick: Notify::new(),
@@ -193,6 +200,30 @@ impl Mdt {
         &self.lod
     }
 
+    pub fn dom_store(&self) -> &Arc<ObjStore> {
+        &self.dom
+    }
+
+    pub(crate) fn info_of(&self, ino: Inode) -> InodeInfo {
+        self.info(ino)
+    }
+
+    pub(crate) fn kick_llog(&self) {
+        self.llog_kick.notify_one();
+    }
+
+    pub(crate) fn register_open(&self, h: OpenHandle) -> Result<u64, Errno> {
+        self.opens.open(h).ok_or(Errno::ENFILE)
+    }
+
+    pub(crate) fn opens_table(&self) -> &OpenTable {
+        &self.opens
+    }
+
+    pub(crate) fn writers_of(&self, fid: &Fid) -> u32 {
+        self.opens.writers(fid)
+    }
+
     pub fn target(&self) -> TargetName {
         TargetName::mdt(self.index)
     }
@@ -208,14 +239,24 @@ impl Mdt {
     }
 
     fn info(&self, ino: Inode) -> InodeInfo {
-        let has_objects = ino
-            .layout
-            .as_ref()
-            .is_some_and(|l| l.objects().next().is_some());
         let fid = ino.fid();
-        let size_authoritative = !has_objects || self.opens.size_trusted(&fid, ino.lsom_valid);
+        let mut attr = ino.attr;
+        let trusted = self.opens.size_trusted(&fid, ino.lsom_valid);
+        let size_authoritative = match &ino.layout {
+            None => true,
+            Some(l) => {
+                // A DoM-only file's size is its DoM object's, here and exact; with OST
+                // objects too, the stored size counts only when trusted.
+                let dom_only = if trusted && l.has_ost_objects() {
+                    false
+                } else {
+                    dom::merge_into(&self.dom, l, &mut attr)
+                };
+                dom_only || !l.has_ost_objects() || trusted
+            }
+        };
         InodeInfo {
-            attr: ino.attr,
+            attr,
             layout: ino.layout,
             lmv: ino.lmv,
             size_authoritative,
@@ -289,6 +330,13 @@ impl Mdt {
                 }
                 let mut failed = false;
                 for (ost, fids) in by_ost {
+                    if ost == mdd::LLOG_DOM_OBJECT {
+                        if let Err(e) = self.dom_destroy(fids).await {
+                            tracing::warn!(target: "mdt", "destroying Data-on-MDT objects: {e}");
+                            failed = true;
+                        }
+                        continue;
+                    }
                     let Some(osp) = self.lod.osp(ost) else {
                         continue;
                     };
@@ -387,7 +435,7 @@ impl Mdt {
                 explicit,
                 pino.default_layout.as_ref(),
                 root_default.as_ref(),
-            );
+            )?;
             if let Some(first) = l.components.first_mut() {
                 self.lod.instantiate(first).await?;
             }
@@ -413,23 +461,13 @@ impl Mdt {
             open_for_write: want_write,
         };
         let idx = self.index;
-        let persist: Vec<(u32, u32)> = objs.iter().map(|o| (o.ost_idx, o.fid.oid)).collect();
+        let used = objs.clone();
         let res = self
             .store
             .write(move |tx| {
                 let c = mdd::create(tx, idx, args, open.is_some() && !exclusive)?;
                 // Objects handed out must never be handed out again, even after a crash.
-                for (ost, oid) in persist {
-                    let k = format!("osp.{ost}.next").into_bytes();
-                    let cur = tx
-                        .get(Table::Meta, &k)?
-                        .and_then(|v| v.try_into().ok())
-                        .map(u32::from_le_bytes)
-                        .unwrap_or(1);
-                    if oid + 1 > cur {
-                        tx.put(Table::Meta, &k, &(oid + 1).to_le_bytes())?;
-                    }
-                }
+                mdd::note_objects_used(tx, &used)?;
                 Ok(c)
             })
             .await;
@@ -631,7 +669,15 @@ impl Mdt {
                 _ => return None,
             }
         }
-        Some(layout.merge_object_attrs(|o| found.get(&o.fid).map(|a| (a.size, a.blocks, a.mtime))))
+        let (mut size, mut blocks, mut mtime) =
+            layout.merge_object_attrs(|o| found.get(&o.fid).map(|a| (a.size, a.blocks, a.mtime)));
+        if let Some(obj) = layout.dom_object() {
+            let (ds, db, dm) = dom::object_attr(&self.dom, &obj);
+            size = size.max(ds);
+            blocks += db;
+            mtime = mtime.max(dm);
+        }
+        Some((size, blocks, mtime))
     }
 
     async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Reply, Errno> {
@@ -675,17 +721,7 @@ impl Mdt {
                 }
                 cl.layout_gen += 1;
                 cur.lsom_valid = false;
-                for o in &used {
-                    let k = format!("osp.{}.next", o.ost_idx).into_bytes();
-                    let curn = tx
-                        .get(Table::Meta, &k)?
-                        .and_then(|v| v.try_into().ok())
-                        .map(u32::from_le_bytes)
-                        .unwrap_or(1);
-                    if o.fid.oid + 1 > curn {
-                        tx.put(Table::Meta, &k, &(o.fid.oid + 1).to_le_bytes())?;
-                    }
-                }
+                mdd::note_objects_used(tx, &used)?;
                 mdd::put_inode(tx, &cur)?;
                 Ok((cur.layout.clone(), used))
             })
@@ -778,6 +814,37 @@ impl Mdt {
         Ok(Reply::Ok)
     }
 
+    /// Requests that carry bulk data in or out; everything else goes to [`Mdt::dispatch`].
+    async fn dispatch_bulk(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
+        match req {
+            Request::DomWrite { fid, offset } => {
+                let n = self.dom_write(fid, offset, bulk).await?;
+                Ok((Reply::Written(n), Bytes::new()))
+            }
+            Request::DomRead { fid, offset, len } => {
+                let data = self.dom_read(fid, offset, len).await?;
+                Ok((Reply::Ok, data))
+            }
+            Request::Open { fid, flags, .. } => {
+                let r = self.open(&ctx, fid, flags).await?;
+                let data = match &r {
+                    Reply::Opened { inode, .. } => match &inode.layout {
+                        Some(l) if flags.read => self.dom_read_on_open(l).await,
+                        _ => Bytes::new(),
+                    },
+                    _ => Bytes::new(),
+                };
+                Ok((r, data))
+            }
+            other => Ok((self.dispatch(ctx, other).await?, Bytes::new())),
+        }
+    }
+
     async fn dispatch(self: Arc<Self>, ctx: RequestCtx, req: Request) -> Result<Reply, Errno> {
         let is_open = {
             let me = self.clone();
@@ -804,6 +871,19 @@ impl Mdt {
             Request::Setattr { fid, attr, .. } => {
                 let t = now();
                 let sized = attr.size.is_some();
+                if let Some(size) = attr.size {
+                    // The client truncates OST objects; the DoM part is the MDT's own.
+                    let layout = self
+                        .view()
+                        .and_then(|mut v| mdd::get_inode(&mut v, &fid))?
+                        .layout;
+                    if let Some(l) = layout {
+                        if size > l.max_size() {
+                            return Err(Errno::EFBIG);
+                        }
+                        self.dom_truncate(&l, size).await?;
+                    }
+                }
                 let me = self.clone();
                 let ino = self
                     .store
@@ -818,6 +898,36 @@ impl Mdt {
                 Ok(Reply::Inode(self.info(ino)))
             }
             r @ Request::Create { .. } => self.create(&ctx, r).await,
+            Request::DomSync { fid } => {
+                self.dom_sync(fid).await?;
+                Ok(Reply::Ok)
+            }
+            Request::DomFallocate {
+                fid,
+                offset,
+                len,
+                mode,
+            } => {
+                self.dom_fallocate(fid, offset, len, mode).await?;
+                Ok(Reply::Ok)
+            }
+            Request::AddComponents { fid, components } => {
+                self.add_components(fid, components).await
+            }
+            Request::DelComponents {
+                fid,
+                id,
+                flags,
+                neg,
+            } => self.del_components(fid, id, flags, neg).await,
+            Request::CreateVolatile { fid, layout } => {
+                self.create_volatile(&ctx, fid, layout).await
+            }
+            Request::SwapLayouts {
+                fid,
+                volatile,
+                layout_gen,
+            } => self.swap_layouts(fid, volatile, layout_gen).await,
             Request::Open { fid, flags, .. } => self.open(&ctx, fid, flags).await,
             Request::Close { handle, wrote } => {
                 self.close(handle, wrote, false).await?;
@@ -943,7 +1053,7 @@ impl Service for Mdt {
         self: Arc<Self>,
         ctx: RequestCtx,
         req: Request,
-        _bulk: Bytes,
+        bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
         let trace = tracing::enabled!(target: "mdt::req", tracing::Level::TRACE);
         let shown = if trace {
@@ -951,11 +1061,11 @@ impl Service for Mdt {
         } else {
             String::new()
         };
-        let r = self.dispatch(ctx, req).await;
+        let r = self.dispatch_bulk(ctx, req, bulk).await;
         if trace {
-            tracing::trace!(target: "mdt::req", "{shown} -> {r:?}");
+            tracing::trace!(target: "mdt::req", "{shown} -> {:?}", r.as_ref().map(|(reply, _)| reply));
         }
-        Ok((r?, Bytes::new()))
+        r
     }
 
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {

@@ -87,7 +87,7 @@ impl Lod {
         explicit: Option<&Layout>,
         parent_default: Option<&Layout>,
         root_default: Option<&Layout>,
-    ) -> Layout {
+    ) -> Result<Layout, Errno> {
         let p = self.params();
         let mut l = explicit
             .or(parent_default)
@@ -95,10 +95,12 @@ impl Lod {
             .cloned()
             .unwrap_or_else(|| Layout::plain(p.stripe_count, p.stripe_size, p.stripe_offset));
         l.layout_gen = 0;
+        apply_dom_limit(&mut l, p.dom_stripesize)?;
         let mut prev: Option<(i32, u32)> = None;
         for (i, c) in l.components.iter_mut().enumerate() {
             c.flags &= !LCME_FL_INIT;
             c.objects.clear();
+            c.dom_object = None;
             if l.composite && c.id == 0 {
                 c.id = i as u32 + 1;
             }
@@ -113,7 +115,7 @@ impl Lod {
                         c.stripe_count = pc;
                     }
                     if c.stripe_size == 0 {
-                        c.stripe_size = ps;
+                        c.stripe_size = fit_stripe_size(ps, c.end);
                     }
                     if c.stripe_size < MIN_STRIPE_SIZE {
                         c.stripe_size = MIN_STRIPE_SIZE;
@@ -122,7 +124,7 @@ impl Lod {
                 }
             }
         }
-        l
+        Ok(l)
     }
 
     /// Usable OSTs: reachable and not full.
@@ -215,6 +217,49 @@ impl Lod {
     }
 }
 
+/// A default stripe size for a component ending at `end`: the default, halved until it
+/// divides the end (extents are 64 KiB multiples, so this stops at 64 KiB at worst).
+pub fn fit_stripe_size(default: u32, end: u64) -> u32 {
+    let mut s = default.max(MIN_STRIPE_SIZE);
+    if end == nacre_core::layout::EOF {
+        return s;
+    }
+    while s > MIN_STRIPE_SIZE && !end.is_multiple_of(u64::from(s)) {
+        s /= 2;
+    }
+    s
+}
+
+/// Applies `lod.*.dom_stripesize` to a new file's layout, as Lustre's MDT does: a DoM
+/// component larger than the limit is cut to it (the next component starts there); with a
+/// limit of 0 the DoM component is dropped, and a layout that was only DoM fails (EFBIG).
+pub fn apply_dom_limit(l: &mut Layout, limit: u64) -> Result<(), Errno> {
+    let Some(first) = l.components.first() else {
+        return Ok(());
+    };
+    if first.pattern != Pattern::Mdt {
+        return Ok(());
+    }
+    if limit == 0 {
+        if l.components.len() == 1 {
+            return Err(Errno::EFBIG);
+        }
+        l.components.remove(0);
+        if let Some(next) = l.components.first_mut() {
+            next.start = 0;
+        }
+        return Ok(());
+    }
+    if first.end > limit {
+        l.components[0].end = limit;
+        l.components[0].stripe_size = u32::try_from(limit).unwrap_or(u32::MAX);
+        if let Some(next) = l.components.get_mut(1) {
+            next.start = limit;
+        }
+    }
+    Ok(())
+}
+
 /// Fills a template's unset fields without allocating (for `getstripe -D` style display).
 pub fn component_defaults(c: &mut Component, p: &LodParams) {
     if c.pattern == Pattern::Raid0 {
@@ -224,5 +269,52 @@ pub fn component_defaults(c: &mut Component, p: &LodParams) {
         if c.stripe_size == 0 {
             c.stripe_size = p.stripe_size;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_core::layout::{Component, EOF};
+
+    fn dom_pfl(dom_end: u64) -> Layout {
+        Layout::composite(vec![
+            Component::dom(dom_end),
+            Component::raid0(dom_end, EOF, 1, 0, -1),
+        ])
+    }
+
+    #[test]
+    fn default_stripe_sizes_fit_component_ends() {
+        assert_eq!(fit_stripe_size(4 << 20, 1 << 20), 1 << 20);
+        assert_eq!(fit_stripe_size(4 << 20, 8 << 20), 4 << 20);
+        assert_eq!(fit_stripe_size(4 << 20, 3 << 16), 64 << 10);
+        assert_eq!(fit_stripe_size(4 << 20, EOF), 4 << 20);
+    }
+
+    #[test]
+    fn dom_limit_cuts_drops_and_refuses() {
+        let mut l = dom_pfl(4 << 20);
+        apply_dom_limit(&mut l, 1 << 20).expect("cut");
+        assert_eq!(l.components[0].end, 1 << 20);
+        assert_eq!(l.components[0].stripe_size, 1 << 20);
+        assert_eq!(l.components[1].start, 1 << 20);
+
+        let mut l = dom_pfl(1 << 20);
+        apply_dom_limit(&mut l, 0).expect("drop");
+        assert_eq!(l.components.len(), 1);
+        assert_eq!(l.components[0].pattern, Pattern::Raid0);
+        assert_eq!(l.components[0].start, 0);
+
+        let mut only = Layout::composite(vec![Component::dom(1 << 20)]);
+        assert_eq!(apply_dom_limit(&mut only, 0), Err(Errno::EFBIG));
+
+        let mut small = dom_pfl(64 << 10);
+        apply_dom_limit(&mut small, 1 << 20).expect("under the limit");
+        assert_eq!(small.components[0].end, 64 << 10);
+
+        let mut plain = Layout::plain(1, 1 << 20, -1);
+        apply_dom_limit(&mut plain, 0).expect("no DoM");
+        assert_eq!(plain.components.len(), 1);
     }
 }

@@ -268,7 +268,13 @@ pub fn create(
             },
         },
         layout: if kind == FileKind::Regular {
-            a.layout
+            match a.layout {
+                Some(mut l) => {
+                    assign_dom_object(tx, mdt_idx, &mut l)?;
+                    Some(l)
+                }
+                None => None,
+            }
         } else {
             None
         },
@@ -350,6 +356,52 @@ fn drop_link(
     Ok(out)
 }
 
+/// Gives an instantiated Data-on-MDT component its MDT-local object, if it has none.
+pub fn assign_dom_object(tx: &mut Tx, mdt_idx: u32, l: &mut Layout) -> Result<(), Errno> {
+    let needs = l.components.first().is_some_and(|c| {
+        c.pattern == nacre_core::Pattern::Mdt && c.is_init() && c.dom_object.is_none()
+    });
+    if needs {
+        let f = alloc_fid(tx, mdt_idx)?;
+        if let Some(c) = l.components.first_mut() {
+            c.dom_object = Some(f);
+        }
+    }
+    Ok(())
+}
+
+/// Records that precreated objects were handed out, so no restart hands them out again
+/// (each OST pool's next id only moves forward).
+pub fn note_objects_used(tx: &mut Tx, objs: &[StripeObject]) -> Result<(), Errno> {
+    for o in objs {
+        let k = format!("osp.{}.next", o.ost_idx).into_bytes();
+        let cur = tx
+            .get(Table::Meta, &k)?
+            .and_then(|v| v.try_into().ok())
+            .map(u32::from_le_bytes)
+            .unwrap_or(1);
+        if o.fid.oid + 1 > cur {
+            tx.put(Table::Meta, &k, &(o.fid.oid + 1).to_le_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// The unlink log marks an MDT-local (Data-on-MDT) object with this "OST" index.
+pub const LLOG_DOM_OBJECT: u32 = u32::MAX;
+
+/// Every object a layout owns, Data-on-MDT objects marked with [`LLOG_DOM_OBJECT`].
+pub fn layout_objects(l: &Layout) -> Vec<StripeObject> {
+    let mut objs: Vec<StripeObject> = l.objects().copied().collect();
+    if let Some(f) = l.dom_object() {
+        objs.push(StripeObject {
+            ost_idx: LLOG_DOM_OBJECT,
+            fid: f,
+        });
+    }
+    objs
+}
+
 /// Deletes an inode with its xattrs; returns its OST objects for the unlink log.
 pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errno> {
     let fid = ino.fid();
@@ -366,11 +418,7 @@ pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errn
             tx.delete(Table::Xattrs, &k)?;
         }
     }
-    let objs: Vec<StripeObject> = ino
-        .layout
-        .iter()
-        .flat_map(|l| l.objects().copied())
-        .collect();
+    let objs: Vec<StripeObject> = ino.layout.iter().flat_map(layout_objects).collect();
     if !objs.is_empty() {
         log_destroy(tx, &fid, &objs)?;
     }

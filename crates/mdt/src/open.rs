@@ -47,6 +47,8 @@ struct Inner {
     dirty: HashMap<Fid, u64>,
     /// Size exact in memory although not flagged so on disk.
     clean: std::collections::HashSet<Fid>,
+    /// Files being migrated: write opens since the migration began (it must see none).
+    migrating: HashMap<Fid, u64>,
 }
 
 /// Files whose clean state is remembered; beyond this the set is dropped (costing glimpses).
@@ -73,6 +75,9 @@ impl OpenTable {
         if h.write {
             c.writers += 1;
             g.clean.remove(&h.fid);
+            if let Some(n) = g.migrating.get_mut(&h.fid) {
+                *n += 1;
+            }
         }
         Some(id)
     }
@@ -95,6 +100,19 @@ impl OpenTable {
             g.counts.remove(&h.fid);
         }
         Some((h, last, writers))
+    }
+
+    /// A migration of `fid` begins: count write opens from now on.
+    pub fn begin_migration(&self, fid: Fid) {
+        self.inner.lock().migrating.insert(fid, 0);
+    }
+
+    /// A migration ends; whether no writer opened the file meanwhile (and none is open).
+    pub fn end_migration(&self, fid: &Fid) -> bool {
+        let mut g = self.inner.lock();
+        let writes = g.migrating.remove(fid);
+        let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
+        writes == Some(0) && !busy
     }
 
     /// Records that `fid`'s data changed (a write, a vanished writer, a truncate).

@@ -58,6 +58,23 @@ pub enum CtlRequest {
         value: Option<String>,
     },
     Info,
+    /// `lfs setstripe --component-add`: components already placed after the last one.
+    AddComponents {
+        path: PathBuf,
+        components: Vec<nacre_core::Component>,
+    },
+    /// `lfs setstripe --component-del`.
+    DelComponents {
+        path: PathBuf,
+        id: Option<u32>,
+        flags: u32,
+        neg: u32,
+    },
+    /// `lfs migrate`: rewrite a file's data into `layout`, keeping its FID.
+    Migrate {
+        path: PathBuf,
+        layout: Layout,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -215,6 +232,29 @@ impl CtlServer {
             CtlRequest::SetParamPersistent { name, value } => {
                 c.set_param_persistent(&name, value.as_deref()).await?;
                 CtlReply::Ok
+            }
+            CtlRequest::AddComponents { path, components } => {
+                let f = resolve(c, &path).await?;
+                let info = c.add_components(f.attr.fid, components).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::DelComponents {
+                path,
+                id,
+                flags,
+                neg,
+            } => {
+                let f = resolve(c, &path).await?;
+                let info = c.del_components(f.attr.fid, id, flags, neg).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::Migrate { path, layout } => {
+                let f = resolve(c, &path).await?;
+                let info = c.migrate(f.attr.fid, layout).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
             }
             CtlRequest::Info => CtlReply::Info {
                 fsname: c.fsname.clone(),

@@ -133,6 +133,27 @@ impl ObjStore {
         Ok(f)
     }
 
+    /// Creates the object if it does not exist (objects created on first write, as
+    /// Data-on-MDT objects are, rather than precreated).
+    pub fn ensure(&self, fid: &Fid) -> Result<(), Errno> {
+        Self::check(fid)?;
+        if self.fds.lock().get(fid).is_some() {
+            return Ok(());
+        }
+        let p = self.object_path(fid);
+        if p.exists() {
+            return Ok(());
+        }
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        match OpenOptions::new().write(true).create_new(true).open(&p) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The highest object id created in `seq` (0 when none).
     pub fn last_id(&self, seq: u64) -> Result<u32, Errno> {
         match std::fs::read_to_string(self.seq_dir(seq).join("LAST_ID")) {

@@ -6,7 +6,7 @@
 
 use nacre_core::attr::SetAttr;
 use nacre_core::lmv::{Lmv, LmvTemplate};
-use nacre_core::{Attr, Errno, Fid, FileKind, Layout, TargetName};
+use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, TargetName};
 use serde::{Deserialize, Serialize};
 
 /// Who is asking: the caller's identity, for ownership of new files and permission checks.
@@ -291,6 +291,54 @@ pub enum Request {
         len: u64,
         mode: i32,
     },
+
+    // --- MDT: Data-on-MDT and layout changes ---
+    /// Write the bulk at `offset` of file `fid`'s Data-on-MDT component.
+    DomWrite {
+        fid: Fid,
+        offset: u64,
+    },
+    /// Read from file `fid`'s Data-on-MDT component (short at its end).
+    DomRead {
+        fid: Fid,
+        offset: u64,
+        len: u32,
+    },
+    DomSync {
+        fid: Fid,
+    },
+    DomFallocate {
+        fid: Fid,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    },
+    /// `lfs setstripe --component-add`: append components (already placed after the last).
+    AddComponents {
+        fid: Fid,
+        components: Vec<Component>,
+    },
+    /// `lfs setstripe --component-del`: by id, or every component with `flags` set
+    /// (`neg`: clear) — only `^init` (uninstantiated components) is accepted by flags.
+    DelComponents {
+        fid: Fid,
+        id: Option<u32>,
+        flags: u32,
+        neg: u32,
+    },
+    /// An unnamed file on `fid`'s MDT with `layout`, opened for writing (the copy target of
+    /// `lfs migrate`); it disappears at close unless swapped in.
+    CreateVolatile {
+        fid: Fid,
+        layout: Layout,
+    },
+    /// Gives `fid` the layout (and data) of `volatile`, if `fid`'s layout generation is still
+    /// `layout_gen`; the old layout goes with the volatile file.
+    SwapLayouts {
+        fid: Fid,
+        volatile: Fid,
+        layout_gen: u32,
+    },
 }
 
 /// Replies. Every request has exactly one.
@@ -365,6 +413,14 @@ impl Request {
             Request::OstPrecreate { .. } => 47,
             Request::OstGetLastId { .. } => 48,
             Request::OstFallocate { .. } => 49,
+            Request::DomWrite { .. } => 50,
+            Request::DomRead { .. } => 51,
+            Request::DomSync { .. } => 52,
+            Request::DomFallocate { .. } => 53,
+            Request::AddComponents { .. } => 54,
+            Request::DelComponents { .. } => 55,
+            Request::CreateVolatile { .. } => 56,
+            Request::SwapLayouts { .. } => 57,
         }
     }
 
@@ -374,6 +430,10 @@ impl Request {
             self,
             Request::Create { .. }
                 | Request::Open { .. }
+                | Request::AddComponents { .. }
+                | Request::DelComponents { .. }
+                | Request::CreateVolatile { .. }
+                | Request::SwapLayouts { .. }
                 | Request::Close { .. }
                 | Request::Unlink { .. }
                 | Request::Rename { .. }

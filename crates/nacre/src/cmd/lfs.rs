@@ -6,8 +6,9 @@ use crate::ctl_server::{CtlReply, CtlRequest};
 use anyhow::{Result, anyhow, bail};
 use nacre_core::{Errno, Fid, Layout};
 use nacre_lustreapi as lapi;
+use nacre_lustreapi::find::FindEntry;
 use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
-use nacre_lustreapi::setstripe::{LayoutCtx, SetstripeAction};
+use nacre_lustreapi::setstripe::{ComponentSelector, LayoutCtx, MigrateRequest, SetstripeAction};
 use std::path::{Path, PathBuf};
 
 pub const USAGE: &str = "usage: nacre lfs COMMAND [ARGS]\n\
@@ -54,6 +55,8 @@ pub fn run(args: &[String]) -> Result<i32> {
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
         "path2fid" => path2fid(rest),
+        "find" => find(rest),
+        "migrate" => migrate(rest),
         "fid2path" => fid2path(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -217,6 +220,31 @@ fn setstripe(args: &[String]) -> Result<i32> {
                 .map(|_| ()),
                 Err(e) => Err(e),
             },
+            SetstripeAction::AddComponents(comps) => add_components(&m, &rel, comps.clone()),
+            SetstripeAction::DeleteComponents(sel) => {
+                let (id, flags, neg) = match sel {
+                    ComponentSelector::Id(id) => (Some(*id), 0, 0),
+                    ComponentSelector::Flags { flags, neg_flags } => (None, *flags, *neg_flags),
+                };
+                call(
+                    &m,
+                    &CtlRequest::DelComponents {
+                        path: rel.clone(),
+                        id,
+                        flags,
+                        neg,
+                    },
+                )
+                .map(|_| ())
+            }
+            SetstripeAction::FromYaml(file) => match read_yaml_layout(file) {
+                Ok(l) => set_layout(&m, &rel, &l, req.mode.unwrap_or(0o644)),
+                Err(e) => Err(e),
+            },
+            SetstripeAction::CopyLayout(src) => match layout_of_path(src) {
+                Ok(l) => set_layout(&m, &rel, &l, req.mode.unwrap_or(0o644)),
+                Err(e) => Err(e),
+            },
             other => Err((
                 Errno::ENOTSUP,
                 format!("{} is not supported", action_name(other)),
@@ -228,6 +256,74 @@ fn setstripe(args: &[String]) -> Result<i32> {
         }
     }
     Ok(rc)
+}
+
+fn add_components(
+    m: &MountEntry,
+    rel: &Path,
+    comps: Vec<nacre_core::Component>,
+) -> Result<(), (Errno, String)> {
+    let (info, _) = stat(m, rel)?;
+    let existing = info
+        .layout
+        .ok_or((Errno::EINVAL, "the file has no layout".to_string()))?;
+    let comps = lapi::setstripe::rebase_added_components(&existing, comps)
+        .map_err(|e| (e.errno(), e.to_string()))?;
+    let mut whole = existing.clone();
+    whole.components.extend(comps.iter().cloned());
+    let osts = ost_count(m)?;
+    lapi::setstripe::validate(&whole, &LayoutCtx::with_ost_count(osts))
+        .map_err(|e| (Errno::EINVAL, e.to_string()))?;
+    call(
+        m,
+        &CtlRequest::AddComponents {
+            path: rel.to_path_buf(),
+            components: comps,
+        },
+    )
+    .map(|_| ())
+}
+
+fn ost_count(m: &MountEntry) -> Result<u32, (Errno, String)> {
+    match call(m, &CtlRequest::Info)? {
+        CtlReply::Info { osts, .. } => Ok(osts),
+        _ => Err((Errno::EPROTO, "unexpected reply".into())),
+    }
+}
+
+fn read_yaml_layout(file: &str) -> Result<Layout, (Errno, String)> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| (Errno::from(e), format!("cannot read {file}")))?;
+    lapi::setstripe::parse_layout_yaml(&text).map_err(|e| (e.errno(), e.to_string()))
+}
+
+/// The layout of an existing file, as a template (`--copy`).
+fn layout_of_path(src: &str) -> Result<Layout, (Errno, String)> {
+    let (m, rel) =
+        ctl::find_mount(Path::new(src)).map_err(|e| (Errno::ENOENT, format!("{e:#}")))?;
+    let (info, _) = stat(&m, &rel)?;
+    let l = if info.attr.is_dir() {
+        match call(&m, &CtlRequest::GetDefaultLayout { path: rel })? {
+            CtlReply::Layout(Some(l)) => l,
+            _ => return Err((Errno::ENODATA, format!("{src} has no default layout"))),
+        }
+    } else {
+        info.layout
+            .ok_or((Errno::ENODATA, format!("{src} has no layout")))?
+    };
+    Ok(template(l))
+}
+
+/// A layout stripped of objects and ids: what a new file would be created with.
+fn template(mut l: Layout) -> Layout {
+    for c in &mut l.components {
+        c.objects.clear();
+        c.dom_object = None;
+        c.flags &= !nacre_core::layout::LCME_FL_INIT;
+        c.id = 0;
+    }
+    l.layout_gen = 0;
+    l
 }
 
 fn action_name(a: &SetstripeAction) -> &'static str {
@@ -248,10 +344,7 @@ fn set_layout(
     layout: &Layout,
     mode: u32,
 ) -> Result<(), (Errno, String)> {
-    let osts = match call(m, &CtlRequest::Info)? {
-        CtlReply::Info { osts, .. } => osts,
-        _ => return Err((Errno::EPROTO, "unexpected reply".into())),
-    };
+    let osts = ost_count(m)?;
     lapi::setstripe::validate(layout, &LayoutCtx::with_ost_count(osts))
         .map_err(|e| (Errno::EINVAL, e.to_string()))?;
     match stat(m, rel) {
@@ -335,6 +428,179 @@ fn fid2path(args: &[String]) -> Result<i32> {
             Ok(_) => return Err(unexpected()),
             Err((e, msg)) => {
                 eprintln!("lfs fid2path: cannot find {fid}: {msg}");
+                rc = e.code();
+            }
+        }
+    }
+    Ok(rc)
+}
+
+fn find_entry(
+    m: &MountEntry,
+    rel: &Path,
+    name: &str,
+    depth: u32,
+) -> Result<(FindEntry, bool), (Errno, String)> {
+    let (info, mdt) = stat(m, rel)?;
+    let a = &info.attr;
+    let kind = a
+        .kind()
+        .ok_or((Errno::EIO, "unknown file type".to_string()))?;
+    let is_dir = a.is_dir();
+    let layout = if is_dir {
+        match call(
+            m,
+            &CtlRequest::GetDefaultLayout {
+                path: rel.to_path_buf(),
+            },
+        )? {
+            CtlReply::Layout(l) => l,
+            _ => None,
+        }
+    } else {
+        info.layout.clone()
+    };
+    let mut e = FindEntry::new(name, kind);
+    e.size = a.size;
+    e.mtime = a.mtime.sec;
+    e.atime = a.atime.sec;
+    e.ctime = a.ctime.sec;
+    e.uid = a.uid;
+    e.gid = a.gid;
+    e.layout = layout;
+    e.mdt_index = mdt;
+    e.lmv = info.lmv.clone();
+    e.depth = depth;
+    Ok((e, is_dir))
+}
+
+fn find_walk(
+    m: &MountEntry,
+    req: &lapi::find::FindRequest,
+    rel: &Path,
+    shown: &str,
+    depth: u32,
+    now: i64,
+    out: &mut dyn std::io::Write,
+) -> Result<(), (Errno, String)> {
+    let name = Path::new(shown)
+        .file_name()
+        .map_or_else(|| shown.to_string(), |n| n.to_string_lossy().into_owned());
+    let (entry, is_dir) = find_entry(m, rel, &name, depth)?;
+    if req.predicate.matches(&entry, now) {
+        let _ = out.write_all(req.format(shown).as_bytes());
+    }
+    if !is_dir || !req.predicate.descend(depth) {
+        return Ok(());
+    }
+    let ents = match call(
+        m,
+        &CtlRequest::List {
+            path: rel.to_path_buf(),
+        },
+    )? {
+        CtlReply::Entries(e) => e,
+        _ => return Err((Errno::EPROTO, "unexpected reply".into())),
+    };
+    for e in ents {
+        let child = String::from_utf8_lossy(&e.name).into_owned();
+        let child_shown = format!("{}/{child}", shown.trim_end_matches('/'));
+        if let Err((errno, msg)) =
+            find_walk(m, req, &rel.join(&child), &child_shown, depth + 1, now, out)
+        {
+            // A name removed during the walk is not an error worth stopping for.
+            if errno != Errno::ENOENT {
+                return Err((errno, msg));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn find(args: &[String]) -> Result<i32> {
+    let req = lapi::find::parse_find(args).map_err(lapi_err)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut rc = 0;
+    for p in &req.paths {
+        let (m, rel) = match ctl::find_mount(Path::new(p)) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("lfs find: {e:#}");
+                rc = 2;
+                continue;
+            }
+        };
+        if let Err((e, msg)) = find_walk(&m, &req, &rel, p, 0, now, &mut out) {
+            eprintln!("lfs find: {p}: {msg}");
+            rc = e.code();
+        }
+    }
+    use std::io::Write;
+    let _ = out.flush();
+    Ok(rc)
+}
+
+fn migrate(args: &[String]) -> Result<i32> {
+    let m = match lapi::setstripe::parse_migrate(args).map_err(lapi_err)? {
+        MigrateRequest::Ost(m) => m,
+        MigrateRequest::Mdt(_) => {
+            bail!("lfs migrate: moving directories between MDTs (-m) is not supported")
+        }
+    };
+    let mut paths = m.paths.clone();
+    if m.null || m.files_from.is_some() {
+        let text = match &m.files_from {
+            Some(f) if f != "-" => std::fs::read(f)?,
+            _ => {
+                use std::io::Read;
+                let mut b = Vec::new();
+                std::io::stdin().read_to_end(&mut b)?;
+                b
+            }
+        };
+        let sep = if m.null { b'\0' } else { b'\n' };
+        paths.extend(
+            text.split(|c| *c == sep)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+        );
+    }
+    if paths.is_empty() {
+        bail!("lfs migrate: no file given\n{USAGE}");
+    }
+    let mut rc = 0;
+    for p in &paths {
+        let res = (|| {
+            let (mnt, rel) =
+                ctl::find_mount(Path::new(p)).map_err(|e| (Errno::ENOENT, format!("{e:#}")))?;
+            let (info, _) = stat(&mnt, &rel)?;
+            if !info.attr.is_reg() {
+                return Err((Errno::EINVAL, "not a regular file".to_string()));
+            }
+            let layout = match (&m.layout, &m.template) {
+                (Some(l), _) => l.clone(),
+                (None, Some(SetstripeAction::FromYaml(f))) => read_yaml_layout(f)?,
+                (None, Some(SetstripeAction::CopyLayout(f))) => layout_of_path(f)?,
+                _ => template(
+                    info.layout
+                        .clone()
+                        .ok_or((Errno::EINVAL, "no layout".to_string()))?,
+                ),
+            };
+            let osts = ost_count(&mnt)?;
+            lapi::setstripe::validate(&layout, &LayoutCtx::with_ost_count(osts))
+                .map_err(|e| (Errno::EINVAL, e.to_string()))?;
+            call(&mnt, &CtlRequest::Migrate { path: rel, layout }).map(|_| ())
+        })();
+        match res {
+            Ok(()) if m.verbose => println!("{p}"),
+            Ok(()) => {}
+            Err((e, msg)) => {
+                eprintln!("lfs migrate: cannot migrate '{p}': {msg}");
                 rc = e.code();
             }
         }

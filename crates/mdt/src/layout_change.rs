@@ -1,0 +1,266 @@
+//! Changing a file's layout after it was created: adding and deleting components
+//! (`lfs setstripe --component-add/--component-del`) and swapping layouts with a volatile
+//! file (`lfs migrate`).
+//!
+//! Migration keeps the file's FID: the client creates a volatile (unnamed) file with the new
+//! layout, copies the data into it, then asks for a swap. The swap is one transaction that
+//! checks the file's layout generation is still the one the copy started from (no
+//! concurrent change), exchanges the layouts, and destroys the volatile file, which now
+//! owns the old objects. A failure anywhere before the swap leaves the old layout intact;
+//! the volatile file vanishes at its last close, or at the next start as an orphan.
+
+use crate::mdd;
+use crate::open::OpenHandle;
+use crate::{Mdt, now};
+use nacre_core::layout::{EOF, LCME_FL_INIT, MIN_STRIPE_SIZE, Pattern};
+use nacre_core::{Attr, Component, Errno, Fid, Layout};
+use nacre_osd::Table;
+use nacre_rpc::msg::Reply;
+use nacre_rpc::server::RequestCtx;
+
+impl Mdt {
+    /// Appends components to a composite file whose last component does not reach EOF.
+    pub(crate) async fn add_components(
+        &self,
+        fid: Fid,
+        mut comps: Vec<Component>,
+    ) -> Result<Reply, Errno> {
+        if comps.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        for c in &mut comps {
+            if c.pattern == Pattern::Mdt {
+                // Data-on-MDT can only be the first component.
+                return Err(Errno::EINVAL);
+            }
+            c.flags &= !LCME_FL_INIT;
+            c.objects.clear();
+            c.dom_object = None;
+            if c.stripe_size == 0 {
+                c.stripe_size = self.lod().params().stripe_size;
+            }
+            if c.stripe_count == 0 {
+                c.stripe_count = self.lod().params().stripe_count;
+            }
+        }
+        let t = now();
+        let ino = self
+            .store()
+            .write(move |tx| {
+                let mut ino = mdd::get_inode(tx, &fid)?;
+                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+                if !layout.composite {
+                    return Err(Errno::EINVAL);
+                }
+                let mut end = layout.max_size();
+                if end == EOF {
+                    return Err(Errno::EINVAL);
+                }
+                let first_id = layout.next_component_id();
+                for (id, mut c) in (first_id..).zip(comps) {
+                    if c.start != end
+                        || c.end <= c.start
+                        || (c.end != EOF && c.end % u64::from(MIN_STRIPE_SIZE) != 0)
+                    {
+                        return Err(Errno::EINVAL);
+                    }
+                    c.id = id;
+                    end = c.end;
+                    layout.components.push(c);
+                }
+                layout.layout_gen += 1;
+                ino.attr.ctime = t;
+                mdd::put_inode(tx, &ino)?;
+                Ok(ino)
+            })
+            .await?;
+        Ok(Reply::Inode(self.info_of(ino)))
+    }
+
+    /// Deletes the last component (by id), or every uninstantiated one (`^init`).
+    pub(crate) async fn del_components(
+        &self,
+        fid: Fid,
+        id: Option<u32>,
+        flags: u32,
+        neg: u32,
+    ) -> Result<Reply, Errno> {
+        if id.is_none() && !(flags == 0 && neg == LCME_FL_INIT) {
+            // Lustre accepts only `^init` as a flag selector for deletion.
+            return Err(Errno::EINVAL);
+        }
+        let t = now();
+        let ino = self
+            .store()
+            .write(move |tx| {
+                let mut ino = mdd::get_inode(tx, &fid)?;
+                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+                if !layout.composite {
+                    return Err(Errno::EINVAL);
+                }
+                let removed: Vec<Component> = match id {
+                    Some(id) => {
+                        let last = layout.components.last().ok_or(Errno::EINVAL)?;
+                        if last.id != id {
+                            // Only the last component may go, so extents stay contiguous.
+                            return Err(if layout.components.iter().any(|c| c.id == id) {
+                                Errno::EINVAL
+                            } else {
+                                Errno::ENOENT
+                            });
+                        }
+                        layout.components.pop().into_iter().collect()
+                    }
+                    None => {
+                        let keep = layout.components.iter().take_while(|c| c.is_init()).count();
+                        layout.components.split_off(keep)
+                    }
+                };
+                if removed.is_empty() {
+                    return Err(Errno::ENOENT);
+                }
+                if layout.components.is_empty() {
+                    // A file keeps at least one component.
+                    return Err(Errno::EINVAL);
+                }
+                let objs: Vec<_> = removed
+                    .iter()
+                    .flat_map(|c| c.objects.iter().copied())
+                    .collect();
+                if !objs.is_empty() {
+                    mdd::log_destroy(tx, &fid, &objs)?;
+                }
+                let max = layout.max_size();
+                layout.layout_gen += 1;
+                if ino.attr.size > max {
+                    ino.attr.size = max;
+                }
+                ino.attr.ctime = t;
+                mdd::put_inode(tx, &ino)?;
+                Ok(ino)
+            })
+            .await?;
+        self.kick_llog();
+        Ok(Reply::Inode(self.info_of(ino)))
+    }
+
+    /// An unnamed file next to `fid` with `layout` (first component instantiated), open for
+    /// writing by the caller.
+    pub(crate) async fn create_volatile(
+        &self,
+        ctx: &RequestCtx,
+        fid: Fid,
+        layout: Layout,
+    ) -> Result<Reply, Errno> {
+        let orig = {
+            let mut v = self.store().read()?;
+            mdd::get_inode(&mut v, &fid)?
+        };
+        if !orig.attr.is_reg() {
+            return Err(Errno::EINVAL);
+        }
+        if self.writers_of(&fid) > 0 {
+            // An open writer would write around the copy.
+            return Err(Errno::EBUSY);
+        }
+        let mut l = self.lod().resolve(Some(&layout), None, None)?;
+        if let Some(first) = l.components.first_mut() {
+            self.lod().instantiate(first).await?;
+        }
+        let objs: Vec<_> = l.objects().copied().collect();
+        let idx = self.index;
+        let t = now();
+        let res = self
+            .store()
+            .write(move |tx| {
+                let vfid = mdd::alloc_fid(tx, idx)?;
+                mdd::assign_dom_object(tx, idx, &mut l)?;
+                let ino = crate::records::Inode {
+                    attr: Attr {
+                        fid: vfid,
+                        mode: orig.attr.mode,
+                        nlink: 0,
+                        uid: orig.attr.uid,
+                        gid: orig.attr.gid,
+                        atime: t,
+                        mtime: t,
+                        ctime: t,
+                        btime: t,
+                        ..Attr::default()
+                    },
+                    layout: Some(l),
+                    lmv: None,
+                    default_layout: None,
+                    default_lmv: None,
+                    links: Vec::new(),
+                    symlink: None,
+                    lsom_valid: false,
+                };
+                mdd::put_inode(tx, &ino)?;
+                // Unnamed: an orphan until swapped in and destroyed, or cleaned at start.
+                tx.put(Table::Orphans, &vfid.to_bytes(), &[])?;
+                if let Some(l) = &ino.layout {
+                    mdd::note_objects_used(tx, &l.objects().copied().collect::<Vec<_>>())?;
+                }
+                Ok(ino)
+            })
+            .await;
+        let ino = match res {
+            Ok(i) => i,
+            Err(e) => {
+                self.lod().give_back(&objs);
+                return Err(e);
+            }
+        };
+        let handle = self.register_open(OpenHandle {
+            fid: ino.fid(),
+            conn_id: ctx.conn_id,
+            write: true,
+        })?;
+        self.opens_table().begin_migration(fid);
+        Ok(Reply::Opened {
+            inode: self.info_of(ino),
+            handle,
+        })
+    }
+
+    /// Gives `fid` the layout of `volatile` if `fid` is unchanged since generation `gen_`.
+    pub(crate) async fn swap_layouts(
+        &self,
+        fid: Fid,
+        volatile: Fid,
+        gen_: u32,
+    ) -> Result<Reply, Errno> {
+        if !self.opens_table().end_migration(&fid) {
+            // Someone opened the file for writing during the copy: their writes would be lost.
+            return Err(Errno::EBUSY);
+        }
+        let t = now();
+        let ino = self
+            .store()
+            .write(move |tx| {
+                let mut ino = mdd::get_inode(tx, &fid)?;
+                let mut vol = mdd::get_inode(tx, &volatile)?;
+                if vol.attr.nlink != 0 || !ino.attr.is_reg() {
+                    return Err(Errno::EINVAL);
+                }
+                let cur_gen = ino.layout.as_ref().map_or(0, |l| l.layout_gen);
+                if cur_gen != gen_ {
+                    return Err(Errno::EBUSY);
+                }
+                let mut new_layout = vol.layout.take().ok_or(Errno::EINVAL)?;
+                new_layout.layout_gen = cur_gen + 1;
+                vol.layout = ino.layout.take();
+                ino.layout = Some(new_layout);
+                ino.attr.ctime = t;
+                // The copy wrote the same bytes: the size is what the file had.
+                mdd::put_inode(tx, &ino)?;
+                // The volatile file leaves with the old objects.
+                mdd::destroy_inode(tx, &vol)?;
+                Ok(ino)
+            })
+            .await?;
+        self.kick_llog();
+        Ok(Reply::Inode(self.info_of(ino)))
+    }
+}
