@@ -13,8 +13,9 @@ use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
 
-/// DoM files up to this size travel in the open reply (Lustre's read-on-open).
-pub const DOM_READ_ON_OPEN: u64 = 64 * 1024;
+/// DoM-only files up to this size travel in the reply to a read-only open (Lustre's
+/// read-on-open, `mdt.*.dom_read_open`): a small file is then read with one request.
+pub const DOM_READ_ON_OPEN: u64 = 1 << 20;
 
 /// Size, blocks and modification time of a DoM object (a missing one is empty).
 pub fn object_attr(store: &ObjStore, obj: &Fid) -> (u64, u64, Timespec) {
@@ -138,6 +139,12 @@ impl Mdt {
 
     /// Small DoM files' bytes, sent with the open reply.
     pub(crate) async fn dom_read_on_open(&self, layout: &Layout) -> Bytes {
+        if !self
+            .dom_read_open
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Bytes::new();
+        }
         let Some(obj) = layout.dom_object() else {
             return Bytes::new();
         };

@@ -69,6 +69,8 @@ pub struct Mdt {
     store: MdStore,
     /// Data-on-MDT objects.
     dom: Arc<ObjStore>,
+    /// `mdt.*.dom_read_open`: send small DoM files with read-only opens.
+    pub dom_read_open: std::sync::atomic::AtomicBool,
     lod: Lod,
     opens: OpenTable,
     llog_kick: Notify,
@@ -106,6 +108,7 @@ impl Mdt {
             dir: cfg.dir.clone(),
             store,
             dom: Arc::new(dom),
+            dom_read_open: std::sync::atomic::AtomicBool::new(true),
             lod: Lod::new(Vec::new()),
             opens: OpenTable::new(),
             llog_kick: Notify::new(),
@@ -834,7 +837,7 @@ impl Mdt {
                 let r = self.open(&ctx, fid, flags).await?;
                 let data = match &r {
                     Reply::Opened { inode, .. } => match &inode.layout {
-                        Some(l) if flags.read => self.dom_read_on_open(l).await,
+                        Some(l) if flags.read && !flags.write => self.dom_read_on_open(l).await,
                         _ => Bytes::new(),
                     },
                     _ => Bytes::new(),

@@ -86,10 +86,10 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
-        cmd: nacre_bench::cli::BenchCommand,
+        cmd: BenchCli,
     },
     /// Age a file system: PaF populate and fragment (`PAF:70.30@264M`)
     Paf(nacre_bench::cli::PafArgs),
@@ -108,6 +108,35 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     Lfs {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCli {
+    #[command(flatten)]
+    Tools(nacre_bench::cli::BenchCommand),
+    /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
+    #[command(
+        long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
+transfers on 16-transfer files (and 512 KiB for files past the DoM size), file per task, random offsets, a new \
+file per iteration, write then read with the page cache dropped, for a DoM layout, a 1-stripe layout and an \
+all-OST layout, through the mount and (with --native) the native client. Prints rates and ratios.\n\n\
+Example: nacre bench dom /mnt/nacre --native /tmp/fs --files 100"
+    )]
+    Dom {
+        /// A nacre mount point
+        mount: PathBuf,
+        /// Also run natively: an `up` directory, or HOST:PORT:/fsname with NACRE_KEY set
+        #[arg(long)]
+        native: Option<String>,
+        /// IOR tasks
+        #[arg(long, default_value_t = 2)]
+        tasks: u32,
+        /// Files per task (IOR -i with -m)
+        #[arg(long, default_value_t = 100)]
+        files: u32,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -272,7 +301,24 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Bench { cmd } => {
             init_logging(false);
-            nacre_bench::cli::run_bench(cmd, Some(&nacre::native::Connector))
+            match cmd {
+                BenchCli::Tools(c) => {
+                    nacre_bench::cli::run_bench(c, Some(&nacre::native::Connector))
+                }
+                BenchCli::Dom {
+                    mount,
+                    native,
+                    tasks,
+                    files,
+                    json,
+                } => cmd::bench_dom::run(cmd::bench_dom::DomBenchArgs {
+                    mount,
+                    native,
+                    tasks,
+                    files,
+                    json,
+                }),
+            }
         }
         Command::Paf(a) => {
             init_logging(false);

@@ -140,6 +140,19 @@ impl ParamSource for MdtParams {
                 writable: false,
             },
             ParamValue {
+                name: format!(
+                    "mdt.{}-MDT{:04x}.dom_read_open",
+                    self.fsname, self.mdt.index
+                ),
+                value: u8::from(
+                    self.mdt
+                        .dom_read_open
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
+                .to_string(),
+                writable: true,
+            },
+            ParamValue {
                 name: format!("{}.sync_journal", self.osd()),
                 value: u8::from(self.mdt.store().sync_journal()).to_string(),
                 writable: true,
@@ -170,6 +183,17 @@ impl ParamSource for MdtParams {
         let Some(param) = name.strip_prefix(&lod).and_then(|r| r.strip_prefix('.')) else {
             if name == format!("{}.sync_journal", self.osd()) {
                 self.mdt.store().set_sync_journal(num(name, value)? != 0);
+                return Ok(());
+            }
+            if name
+                == format!(
+                    "mdt.{}-MDT{:04x}.dom_read_open",
+                    self.fsname, self.mdt.index
+                )
+            {
+                self.mdt
+                    .dom_read_open
+                    .store(num(name, value)? != 0, std::sync::atomic::Ordering::Relaxed);
                 return Ok(());
             }
             return Err(format!("{name}: no such parameter"));
