@@ -7,6 +7,7 @@ use bytes::Bytes;
 use nacre_core::{Errno, Fid, Layout};
 use nacre_rpc::msg::{InodeInfo, OpenFlags, Reply, Request};
 use parking_lot::RwLock;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `fallocate(2)` mode bits (linux/falloc.h), as the kernel passes them through FUSE.
@@ -24,6 +25,7 @@ pub struct OpenFile {
     /// The whole file as it was at open (small DoM files), with the client's change count
     /// then: valid until this client changes any file's data.
     content: RwLock<Option<(Bytes, u64)>>,
+    readahead: parking_lot::Mutex<crate::readahead::Readahead>,
 }
 
 impl OpenFile {
@@ -35,6 +37,7 @@ impl OpenFile {
             layout: RwLock::new(layout),
             wrote: AtomicBool::new(false),
             content: RwLock::new(None),
+            readahead: parking_lot::Mutex::new(Default::default()),
         }
     }
 
@@ -88,7 +91,7 @@ impl Client {
     }
 
     /// Reads up to `len` bytes at `off`; short only at end of file.
-    pub async fn read(&self, f: &OpenFile, off: u64, len: u64) -> Result<Bytes, Errno> {
+    pub async fn read(self: &Arc<Self>, f: &OpenFile, off: u64, len: u64) -> Result<Bytes, Errno> {
         let Some(layout) = f.layout() else {
             return Ok(Bytes::new());
         };
@@ -100,7 +103,11 @@ impl Client {
         if let Some(d) = f.cached(off, len, self.local_changes.load(Ordering::Acquire)) {
             return Ok(d);
         }
-        let (data, found) = self.read_objects(f.fid, &layout, off, len).await?;
+        let (data, found) =
+            match crate::readahead::read(self, &f.readahead, f.fid, &layout, off, len).await {
+                Some(r) => r?,
+                None => self.read_objects(f.fid, &layout, off, len).await?,
+            };
         if found == len {
             return Ok(data);
         }

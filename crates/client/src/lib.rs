@@ -12,6 +12,7 @@ pub mod file;
 pub mod io;
 pub mod md;
 pub mod migrate;
+pub mod readahead;
 pub mod tunables;
 
 use nacre_core::{Errno, Fid, TargetName};
@@ -81,6 +82,8 @@ pub struct Client {
     /// Bumped by every data change this client makes (write, truncate, fallocate), so
     /// content cached at open is dropped when this client changes any file.
     pub(crate) local_changes: std::sync::atomic::AtomicU64,
+    /// Bytes held by readahead windows, bounded by `llite.*.max_read_ahead_mb`.
+    pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -113,6 +116,7 @@ impl Client {
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
             local_changes: std::sync::atomic::AtomicU64::new(0),
+            ra_bytes: std::sync::atomic::AtomicU64::new(0),
         });
         client.apply_config(&cfg);
         tokio::spawn(apply_changes(Arc::downgrade(&client), config));

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use nacre_core::attr::SetAttr;
 use nacre_core::{Component, Errno, Fid, Layout};
 use nacre_rpc::msg::{Cred, InodeInfo, OpenFlags, Reply, Request};
+use std::sync::Arc;
 
 /// Bytes copied per step of a migration.
 pub const MIGRATE_CHUNK: u64 = 4 << 20;
@@ -58,7 +59,7 @@ impl Client {
     }
 
     /// Rewrites `fid`'s data into `layout`, keeping its FID, bytes and attributes.
-    pub async fn migrate(&self, fid: Fid, layout: Layout) -> Result<InodeInfo, Errno> {
+    pub async fn migrate(self: &Arc<Self>, fid: Fid, layout: Layout) -> Result<InodeInfo, Errno> {
         let ro = OpenFlags {
             read: true,
             ..OpenFlags::default()
@@ -72,7 +73,7 @@ impl Client {
     }
 
     async fn migrate_open(
-        &self,
+        self: &Arc<Self>,
         src: &OpenFile,
         info: &InodeInfo,
         layout: Layout,
@@ -117,7 +118,12 @@ impl Client {
     }
 
     /// Copies `size` bytes, leaving all-zero stretches as holes, and makes the copy durable.
-    async fn copy_into(&self, src: &OpenFile, dst: &OpenFile, size: u64) -> Result<(), Errno> {
+    async fn copy_into(
+        self: &Arc<Self>,
+        src: &OpenFile,
+        dst: &OpenFile,
+        size: u64,
+    ) -> Result<(), Errno> {
         let mut off = 0;
         while off < size {
             let n = MIGRATE_CHUNK.min(size - off);

@@ -139,14 +139,16 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameE
     }
     let header = Header::decode(&hb)?;
     let total = header.body_len as usize + header.bulk_len as usize;
-    let mut buf = BytesMut::zeroed(total);
-    r.read_exact(&mut buf).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            FrameError::Closed
-        } else {
-            FrameError::Io(e.to_string())
+    // Filled by read_buf without zeroing first: bulk buffers are megabytes.
+    let mut buf = BytesMut::with_capacity(total);
+    while buf.len() < total {
+        let mut limited = (&mut *r).take((total - buf.len()) as u64);
+        match limited.read_buf(&mut buf).await {
+            Ok(0) => return Err(FrameError::Closed),
+            Ok(_) => {}
+            Err(e) => return Err(FrameError::Io(e.to_string())),
         }
-    })?;
+    }
     let mut buf = buf.freeze();
     let body = buf.split_to(header.body_len as usize);
     let bulk = buf;
