@@ -470,10 +470,12 @@ impl fuser::Filesystem for Fs {
                 Ok((f, info)) => {
                     let keep = me.refresh_kernel_view(&info);
                     let fh = me.0.add_file(f);
+                    // Writes reach the servers before they are acknowledged, so a close has
+                    // nothing to flush: the kernel need not send FLUSH.
                     let fl = if keep {
-                        FopenFlags::FOPEN_KEEP_CACHE
+                        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
                     } else {
-                        FopenFlags::empty()
+                        FopenFlags::FOPEN_NOFLUSH
                     };
                     reply.opened(FileHandle(fh), fl);
                 }
@@ -523,7 +525,7 @@ impl fuser::Filesystem for Fs {
                         &to_file_attr(&info),
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::empty(),
+                        FopenFlags::FOPEN_NOFLUSH,
                     );
                 }
                 Ok((_, None)) => reply.error(FErrno::EIO),

@@ -72,11 +72,17 @@ impl Served {
     }
 }
 
-fn server_config(fsname: &str, name: TargetName, key: &Key) -> Arc<ServerConfig> {
+fn server_config(
+    fsname: &str,
+    name: TargetName,
+    key: &Key,
+    tuning: &ServerTuning,
+) -> Arc<ServerConfig> {
     Arc::new(ServerConfig {
         fsname: fsname.to_string(),
         target: name.full(fsname),
         key: key.clone(),
+        memory: tuning.memory.clone(),
     })
 }
 
@@ -91,7 +97,7 @@ pub async fn serve_mgs(
     let (shutdown, rx) = watch::channel(false);
     let task = tokio::spawn(serve(
         listener,
-        server_config(fsname, TargetName::mgs(), key),
+        server_config(fsname, TargetName::mgs(), key, &ServerTuning::default()),
         mgs.clone(),
         rx,
     ));
@@ -108,10 +114,25 @@ pub async fn serve_mgs(
 }
 
 /// Tunables of a server process.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ServerTuning {
     pub store: MdStoreConfig,
     pub obj: ObjStoreConfig,
+    /// Bytes of requests and replies all targets of the process may hold at once.
+    pub memory: Arc<tokio::sync::Semaphore>,
+}
+
+/// Server request memory when no budget is given.
+pub const DEFAULT_SERVER_MEMORY: u64 = 512 << 20;
+
+impl Default for ServerTuning {
+    fn default() -> Self {
+        ServerTuning {
+            store: MdStoreConfig::default(),
+            obj: ObjStoreConfig::default(),
+            memory: nacre_rpc::server::memory_budget(DEFAULT_SERVER_MEMORY),
+        }
+    }
 }
 
 pub async fn serve_mdt(
@@ -144,7 +165,7 @@ pub async fn serve_mdt(
     let (shutdown, rx) = watch::channel(false);
     let task = tokio::spawn(serve(
         listener,
-        server_config(fsname, name, key),
+        server_config(fsname, name, key, tuning),
         mdt.clone(),
         rx,
     ));
@@ -176,7 +197,12 @@ pub async fn serve_ost(
     let ost = Arc::new(Ost::new(index, store));
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(listener, server_config(fsname, name, key), ost, rx));
+    let task = tokio::spawn(serve(
+        listener,
+        server_config(fsname, name, key, tuning),
+        ost,
+        rx,
+    ));
     Ok(Served {
         name,
         addr,

@@ -131,13 +131,26 @@ pub fn make_header(opcode: u16, xid: u64, flags: u32, body: &[u8], bulk: &[u8]) 
 
 /// Reads one whole frame, checking limits before allocating and the checksum after.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
+    let header = read_header(r).await?;
+    read_payload(r, header).await
+}
+
+/// Reads and checks a frame header (so a server can reserve memory before the payload).
+pub async fn read_header<R: AsyncRead + Unpin>(r: &mut R) -> Result<Header, FrameError> {
     let mut hb = [0u8; HEADER_LEN];
     match r.read_exact(&mut hb).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
         Err(e) => return Err(FrameError::Io(e.to_string())),
     }
-    let header = Header::decode(&hb)?;
+    Header::decode(&hb)
+}
+
+/// Reads the body and bulk that `header` announced, and checks the checksum.
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    header: Header,
+) -> Result<Frame, FrameError> {
     let total = header.body_len as usize + header.bulk_len as usize;
     // Filled by read_buf without zeroing first: bulk buffers are megabytes.
     let mut buf = BytesMut::with_capacity(total);

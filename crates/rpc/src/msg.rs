@@ -424,6 +424,14 @@ impl Request {
         }
     }
 
+    /// Bytes of bulk data the reply to this request may carry (for memory accounting).
+    pub fn reply_bulk_bytes(&self) -> u64 {
+        match self {
+            Request::OstRead { len, .. } | Request::DomRead { len, .. } => u64::from(*len),
+            _ => 0,
+        }
+    }
+
     /// Safe to send again after a lost connection: running it twice has the effect of once.
     pub fn is_idempotent(&self) -> bool {
         !matches!(

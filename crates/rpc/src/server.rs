@@ -57,6 +57,23 @@ pub struct ServerConfig {
     /// `testfs-MDT0000`, announced to peers.
     pub target: String,
     pub key: Key,
+    /// Request and reply bytes (in KiB) all requests being handled may hold: the memory
+    /// budget of the process's servers, shared by every target it runs.
+    pub memory: Arc<Semaphore>,
+}
+
+/// A budget of `bytes` for [`ServerConfig::memory`]; never less than one largest request
+/// and reply, so every request can run.
+pub fn memory_budget(bytes: u64) -> Arc<Semaphore> {
+    let floor = 2 * (u64::from(frame::MAX_BODY) + u64::from(frame::MAX_BULK));
+    Arc::new(Semaphore::new(
+        kib(bytes.max(floor)).min(Semaphore::MAX_PERMITS as u64) as usize,
+    ))
+}
+
+/// Bytes in whole KiB, rounded up: the unit of memory permits.
+fn kib(bytes: u64) -> u64 {
+    bytes.div_ceil(1024)
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -170,11 +187,25 @@ async fn serve_conn<S: Service>(
             Ok(p) => p,
             Err(_) => break,
         };
-        let frame = tokio::select! {
-            f = frame::read_frame(&mut rd) => f,
+        let header = tokio::select! {
+            h = frame::read_header(&mut rd) => h,
             _ = shutdown.changed() => break,
         };
-        let frame = match frame {
+        // Reserve the request's bytes before reading them, so a burst of large requests
+        // waits for memory instead of exhausting it.
+        let frame = match header {
+            Ok(h) => {
+                let want = kib(u64::from(h.body_len) + u64::from(h.bulk_len))
+                    .min(u64::from(u32::MAX)) as u32;
+                let mem = match cfg.memory.clone().acquire_many_owned(want).await {
+                    Ok(m) => m,
+                    Err(_) => break,
+                };
+                frame::read_payload(&mut rd, h).await.map(|f| (f, mem))
+            }
+            Err(e) => Err(e),
+        };
+        let (frame, mut mem) = match frame {
             Ok(f) => f,
             Err(frame::FrameError::Closed) => break,
             Err(e) => {
@@ -187,9 +218,21 @@ async fn serve_conn<S: Service>(
         let tx = tx.clone();
         let svc = svc.clone();
         let ctx = ctx.clone();
+        let decoded = msg::decode::<Request>(&frame.body);
+        if let Ok(req) = &decoded {
+            // And the bytes its reply will carry.
+            let more = kib(req.reply_bulk_bytes()).min(u64::from(u32::MAX)) as u32;
+            if more > 0 {
+                match cfg.memory.clone().acquire_many_owned(more).await {
+                    Ok(m) => mem.merge(m),
+                    Err(_) => break,
+                }
+            }
+        }
         tokio::spawn(async move {
             let _permit = permit;
-            let (reply, bulk) = match msg::decode::<Request>(&frame.body) {
+            let _mem = mem;
+            let (reply, bulk) = match decoded {
                 Ok(req) => match svc.handle(ctx, req, frame.bulk).await {
                     Ok(r) => r,
                     Err(e) => (Reply::Error(e), Bytes::new()),
@@ -246,6 +289,7 @@ mod tests {
             fsname: "testfs".into(),
             target: "testfs-OST0000".into(),
             key,
+            memory: memory_budget(256 << 20),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, cfg, Arc::new(Echo), sd_rx));
@@ -323,6 +367,45 @@ mod tests {
             "fast call waited for slow one"
         );
         slow.await.expect("join").expect("slow call");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn request_memory_is_bounded_and_returned() {
+        let key = Key::generate();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let memory = memory_budget(0);
+        let full = memory.available_permits();
+        let scfg = Arc::new(ServerConfig {
+            fsname: "testfs".into(),
+            target: "testfs-OST0000".into(),
+            key: key.clone(),
+            memory: memory.clone(),
+        });
+        let (_sd, sd_rx) = watch::channel(false);
+        tokio::spawn(serve(listener, scfg, Arc::new(Echo), sd_rx));
+        let mut c = cfg(key);
+        c.max_in_flight = 64;
+        let conn = Conn::connect(&addr, &c).await.expect("connect");
+        // Far more reply bytes than the budget: requests wait for memory, none fails.
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let req = Request::OstRead {
+                        obj: nacre_core::Fid::ROOT,
+                        offset: 0,
+                        len: 16 << 20,
+                    };
+                    conn.call(&req, Bytes::new()).await.map(|(_, b)| b.len())
+                })
+            })
+            .collect();
+        for c in calls {
+            assert_eq!(c.await.expect("join").expect("read"), 16 << 20);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(memory.available_permits(), full, "every permit comes back");
     }
 
     #[tokio::test]

@@ -26,11 +26,13 @@ pub struct UpArgs {
     pub child: bool,
 }
 
-/// Splits the memory budget: the MDT stores' caches take a quarter, the rest is left to
-/// RPC buffers, the client and the kernel's page cache.
+/// Splits the memory budget: the MDT stores' caches take a quarter, requests and replies
+/// being handled by the servers a half; the client's readahead is bounded on its own
+/// (`llite.*.max_read_ahead_mb`).
 pub fn tuning_for(memory: u64, mdts: u32) -> ServerTuning {
     let mut t = ServerTuning::default();
     t.store.cache_bytes = ((memory / 4) / u64::from(mdts.max(1))).clamp(8 << 20, 1 << 30) as usize;
+    t.memory = nacre_rpc::server::memory_budget(memory / 2);
     t
 }
 
