@@ -26,6 +26,7 @@ pub struct OpenFile {
     /// then: valid until this client changes any file's data.
     content: RwLock<Option<(Bytes, u64)>>,
     readahead: parking_lot::Mutex<crate::readahead::Readahead>,
+    writeback: Arc<crate::writeback::WriteBack>,
 }
 
 impl OpenFile {
@@ -38,6 +39,7 @@ impl OpenFile {
             wrote: AtomicBool::new(false),
             content: RwLock::new(None),
             readahead: parking_lot::Mutex::new(Default::default()),
+            writeback: Arc::new(Default::default()),
         }
     }
 
@@ -100,6 +102,10 @@ impl Client {
             return Ok(Bytes::new());
         }
         let len = len.min(max - off);
+        if self.has_dirty(&f.fid) {
+            // This client's own writes first.
+            self.flush_fid(&f.fid).await;
+        }
         if let Some(d) = f.cached(off, len, self.local_changes.load(Ordering::Acquire)) {
             return Ok(d);
         }
@@ -144,7 +150,8 @@ impl Client {
         f.wrote.store(true, Ordering::Release);
         self.local_changes.fetch_add(1, Ordering::AcqRel);
         let n = data.len();
-        self.write_objects(f.fid, &layout, off, data).await?;
+        self.write_behind(&f.writeback, f.fid, &layout, off, data)
+            .await?;
         Ok(n)
     }
 
@@ -177,6 +184,7 @@ impl Client {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
+        self.flush_handle(&f.writeback, f.fid).await?;
         let mut layout = f.layout().ok_or(Errno::EBADF)?;
         let mut end = off.checked_add(len).ok_or(Errno::EFBIG)?;
         if end > layout.max_size() {
@@ -200,8 +208,15 @@ impl Client {
             .await
     }
 
+    /// Sends what this handle holds to the OSTs and reports a background write's error
+    /// (the FUSE flush at each close).
+    pub async fn flush(&self, f: &OpenFile) -> Result<(), Errno> {
+        self.flush_handle(&f.writeback, f.fid).await
+    }
+
     /// Makes the file's data durable.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
+        self.flush_handle(&f.writeback, f.fid).await?;
         match f.layout() {
             Some(l) => self.sync_objects(f.fid, &l).await,
             None => Ok(()),
@@ -210,6 +225,7 @@ impl Client {
 
     /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
+        let flushed = self.flush_handle(&f.writeback, f.fid).await;
         self.md_call(
             self.mdt_of(&f.fid),
             Request::Close {
@@ -217,7 +233,7 @@ impl Client {
                 wrote: f.flags.write && f.wrote(),
             },
         )
-        .await
-        .map(|_| ())
+        .await?;
+        flushed
     }
 }

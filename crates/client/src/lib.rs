@@ -14,6 +14,7 @@ pub mod md;
 pub mod migrate;
 pub mod readahead;
 pub mod tunables;
+pub mod writeback;
 
 use nacre_core::{Errno, Fid, TargetName};
 use nacre_rpc::conn::{ConnConfig, DEFAULT_TIMEOUT};
@@ -84,6 +85,10 @@ pub struct Client {
     pub(crate) local_changes: std::sync::atomic::AtomicU64,
     /// Bytes held by readahead windows, bounded by `llite.*.max_read_ahead_mb`.
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
+    /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
+    pub(crate) dirty: writeback::DirtyCache,
+    /// This client itself, for background work that outlives a call.
+    me: std::sync::OnceLock<std::sync::Weak<Client>>,
 }
 
 impl Client {
@@ -117,7 +122,10 @@ impl Client {
             tunables: Arc::new(Tunables::default()),
             local_changes: std::sync::atomic::AtomicU64::new(0),
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
+            dirty: writeback::DirtyCache::default(),
+            me: std::sync::OnceLock::new(),
         });
+        let _ = client.me.set(Arc::downgrade(&client));
         client.apply_config(&cfg);
         tokio::spawn(apply_changes(Arc::downgrade(&client), config));
         Ok(client)
@@ -154,6 +162,11 @@ impl Client {
         for (name, value) in &cfg.params {
             self.tunables.apply_persistent(name, value, &self.fsname);
         }
+    }
+
+    /// This client as an `Arc` (it always lives in one once mounted).
+    pub(crate) fn arc(&self) -> Option<Arc<Client>> {
+        self.me.get().and_then(std::sync::Weak::upgrade)
     }
 
     pub fn config(&self) -> FsConfig {

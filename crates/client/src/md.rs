@@ -43,6 +43,19 @@ impl Client {
 
     /// Fills in the size from the OSTs when the MDT's is not exact.
     pub async fn complete(&self, mut info: InodeInfo) -> Result<InodeInfo, Errno> {
+        let fid = info.attr.fid;
+        if self.has_dirty(&fid) {
+            // Our own writes still on the way: let them land, then ask again (the MDT
+            // holds Data-on-MDT bytes and their size).
+            self.flush_fid(&fid).await;
+            info = match self
+                .md_call(self.mdt_of(&fid), Request::Getattr { fid })
+                .await?
+            {
+                Reply::Inode(i) => i,
+                _ => return Err(Errno::EPROTO),
+            };
+        }
         if !info.size_authoritative
             && let Some(l) = &info.layout
         {
@@ -63,6 +76,9 @@ impl Client {
     }
 
     pub async fn getattr(&self, fid: Fid) -> Result<InodeInfo, Errno> {
+        if self.has_dirty(&fid) {
+            self.flush_fid(&fid).await;
+        }
         self.md_inode(self.mdt_of(&fid), Request::Getattr { fid })
             .await
     }

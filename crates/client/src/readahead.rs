@@ -152,7 +152,12 @@ pub async fn read(
     for (s, l, p) in wanted {
         match p.await {
             Ok((data, found)) => parts.push((s, l, data, found)),
-            Err(e) => return Some(Err(e)),
+            Err(_) => {
+                // A failed fetch is not kept: forget the window and read directly, which
+                // retries and reports what happens now.
+                ra.lock().clear(client);
+                return None;
+            }
         }
     }
     if parts.len() == 1 {

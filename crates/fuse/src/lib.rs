@@ -470,13 +470,15 @@ impl fuser::Filesystem for Fs {
                 Ok((f, info)) => {
                     let keep = me.refresh_kernel_view(&info);
                     let fh = me.0.add_file(f);
-                    // Writes reach the servers before they are acknowledged, so a close has
-                    // nothing to flush: the kernel need not send FLUSH.
-                    let fl = if keep {
-                        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
+                    // A read-only handle has nothing to flush at close: no FLUSH request.
+                    let mut fl = if flags.write {
+                        FopenFlags::empty()
                     } else {
                         FopenFlags::FOPEN_NOFLUSH
                     };
+                    if keep {
+                        fl |= FopenFlags::FOPEN_KEEP_CACHE;
+                    }
                     reply.opened(FileHandle(fh), fl);
                 }
                 Err(e) => reply.error(errno(e)),
@@ -525,7 +527,11 @@ impl fuser::Filesystem for Fs {
                         &to_file_attr(&info),
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::FOPEN_NOFLUSH,
+                        if of.write {
+                            FopenFlags::empty()
+                        } else {
+                            FopenFlags::FOPEN_NOFLUSH
+                        },
                     );
                 }
                 Ok((_, None)) => reply.error(FErrno::EIO),
@@ -603,12 +609,20 @@ impl fuser::Filesystem for Fs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Writes are sent before they are acknowledged: nothing is held back to flush.
-        reply.ok();
+        // close(2): written data goes to the OSTs now, and a background write's error is
+        // reported here.
+        let f = try_reply!(reply, self.0.file(fh));
+        let me = self.clone();
+        self.0.spawn(async move {
+            match me.0.client.flush(&f).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
     }
 
     fn release(

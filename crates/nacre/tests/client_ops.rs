@@ -105,7 +105,7 @@ async fn namespace_io_and_restart() {
         .await
         .expect("far write");
     let back = c.read(&f, 0, data.len() as u64).await.expect("read");
-    assert_eq!(&back[..], &data[..]);
+    assert!(back[..] == data[..], "contents differ");
     let hole = c.read(&f, 3 << 30, 16).await.expect("hole");
     assert_eq!(&hole[..], &[0u8; 16]);
     let st = c.getattr(fi.attr.fid).await.expect("stat");
@@ -143,7 +143,10 @@ async fn namespace_io_and_restart() {
     .expect("truncate");
     let (f2, info) = c.open(fi.attr.fid, rw()).await.expect("open");
     assert_eq!(info.attr.size, 100);
-    assert_eq!(&c.read(&f2, 0, 1000).await.expect("read")[..], &data[..100]);
+    assert!(
+        c.read(&f2, 0, 1000).await.expect("read")[..] == data[..100],
+        "contents differ"
+    );
     c.release(&f2).await.expect("close");
     c.setattr(
         fi.attr.fid,
@@ -268,7 +271,10 @@ async fn namespace_io_and_restart() {
     assert_eq!(st.attr.size, 300_000);
     assert_eq!(st.attr.nlink, 2);
     let (f4, _) = c.open(fid, rw()).await.expect("open");
-    assert_eq!(&c.read(&f4, 0, 100).await.expect("read")[..], &data[..100]);
+    assert!(
+        c.read(&f4, 0, 100).await.expect("read")[..] == data[..100],
+        "contents differ"
+    );
     c.release(&f4).await.expect("close");
     c.unlink(d.attr.fid, b"striped", &cred)
         .await
@@ -329,6 +335,8 @@ async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
     c.write(&f, 0, Bytes::from(data.clone()))
         .await
         .expect("write");
+    // Written data may still be on its way (write-behind): make it land first.
+    c.fsync(&f).await.expect("fsync");
     cluster.stop_ost(0).await;
     let t = std::time::Instant::now();
     let r = tokio::time::timeout(std::time::Duration::from_secs(20), c.read(&f, 0, 1000)).await;
@@ -345,7 +353,7 @@ async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
         .read(&f, 0, data.len() as u64)
         .await
         .expect("read after restart");
-    assert_eq!(&back[..], &data[..]);
+    assert!(back[..] == data[..], "contents differ");
     c.release(&f).await.expect("close");
     cluster.stop().await;
 }
@@ -441,12 +449,14 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
         }
     }
     assert_eq!(err, Some(Errno::ENOSPC), "the writer must see ENOSPC");
-    c.release(&fill).await.expect("close");
+    // Writes still in flight when the first failed may report ENOSPC again at close.
+    let closed = c.release(&fill).await;
+    assert!(matches!(closed, Ok(()) | Err(Errno::ENOSPC)), "{closed:?}");
     // The other file is intact, and new files still go to the OST with space.
     let (k2, _) = c.open(ki.attr.fid, rw()).await.expect("reopen");
-    assert_eq!(
-        &c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..],
-        &kdata[..]
+    assert!(
+        c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..] == kdata[..],
+        "contents differ"
     );
     c.release(&k2).await.expect("close");
     let (ni, _) = c

@@ -11,6 +11,20 @@ fn lfs(args: &[&str]) -> String {
     ok(&v)
 }
 
+/// Compares file contents without printing megabytes on failure.
+fn same(path: &std::path::Path, want: &[u8]) {
+    let got = std::fs::read(path).expect("read");
+    let first_diff = got.iter().zip(want).position(|(a, b)| a != b);
+    assert!(
+        got.len() == want.len() && first_diff.is_none(),
+        "{}: {} bytes read, {} expected, first difference at {:?}",
+        path.display(),
+        got.len(),
+        want.len(),
+        first_diff
+    );
+}
+
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| ((i * 7 + i / 4096) as u8) ^ seed)
@@ -70,7 +84,7 @@ fn components_instantiate_as_writes_reach_them_and_io_crosses_them() {
         comp_flags(&lfs(&["getstripe", fp])),
         vec!["init", "init", "init"]
     );
-    assert_eq!(std::fs::read(&f).expect("read"), data);
+    same(&f, &data);
     let gs = lfs(&["getstripe", fp]);
     assert_eq!(gs.matches("l_ost_idx").count(), 1 + 2 + 3, "{gs}");
     // Truncate into the second component, then extend into the third.
@@ -82,7 +96,7 @@ fn components_instantiate_as_writes_reach_them_and_io_crosses_them() {
     drop(file);
     let back = std::fs::read(&f).expect("read");
     assert_eq!(back.len(), 3 << 20);
-    assert_eq!(back, data[..3 << 20]);
+    assert!(back == data[..3 << 20], "contents after truncate");
     let file = std::fs::OpenOptions::new()
         .write(true)
         .open(&f)
@@ -91,7 +105,7 @@ fn components_instantiate_as_writes_reach_them_and_io_crosses_them() {
     drop(file);
     let back = std::fs::read(&f).expect("read");
     assert_eq!(back.len(), 30 << 20);
-    assert_eq!(back[..3 << 20], data[..3 << 20]);
+    assert!(back[..3 << 20] == data[..3 << 20], "contents after extend");
     assert!(back[3 << 20..].iter().all(|b| *b == 0));
 
     // A file whose last component ends before EOF cannot grow past it.
@@ -183,7 +197,7 @@ fn data_on_mdt_files_and_their_limits() {
         let p = d.join(format!("small{i}"));
         let data = pattern(*size, i as u8);
         std::fs::write(&p, &data).expect("write");
-        assert_eq!(std::fs::read(&p).expect("read"), data, "size {size}");
+        same(&p, &data);
         assert_eq!(std::fs::metadata(&p).expect("stat").len(), *size as u64);
         let gs = lfs(&["getstripe", p.to_str().expect("utf8")]);
         assert_eq!(comp_flags(&gs), vec!["init", "0"], "{gs}");
@@ -194,7 +208,7 @@ fn data_on_mdt_files_and_their_limits() {
     let big = d.join("big");
     let data = pattern(3 << 20, 9);
     std::fs::write(&big, &data).expect("write");
-    assert_eq!(std::fs::read(&big).expect("read"), data);
+    same(&big, &data);
     assert_eq!(
         comp_flags(&lfs(&["getstripe", big.to_str().expect("utf8")])),
         vec!["init", "init"]
@@ -206,7 +220,7 @@ fn data_on_mdt_files_and_their_limits() {
         .expect("open");
     file.set_len(1000).expect("truncate");
     drop(file);
-    assert_eq!(std::fs::read(&big).expect("read"), data[..1000]);
+    same(&big, &data[..1000]);
     // Removing DoM files removes their data.
     for i in 0..5 {
         std::fs::remove_file(d.join(format!("small{i}"))).expect("rm");
@@ -339,7 +353,7 @@ fn defaults_are_inherited_and_migrate_keeps_fid_and_bytes() {
     ]);
     assert!(lfs(&["getstripe", fp]).contains("lmm_pattern:       mdt"));
     assert_eq!(lfs(&["path2fid", fp]), fid);
-    assert_eq!(std::fs::read(&f).expect("read"), data);
+    same(&f, &data);
     let after = std::fs::metadata(&f).expect("stat");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(
@@ -350,7 +364,7 @@ fn defaults_are_inherited_and_migrate_keeps_fid_and_bytes() {
     let gs = lfs(&["getstripe", fp]);
     assert!(!gs.contains("mdt"), "{gs}");
     assert_eq!(lfs(&["path2fid", fp]), fid);
-    assert_eq!(std::fs::read(&f).expect("read"), data);
+    same(&f, &data);
     // A migration refused (invalid layout) leaves the file as it was.
     let o = run(&["lfs", "migrate", "-c", "7", fp]);
     assert!(!o.status.success());

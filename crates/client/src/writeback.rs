@@ -1,0 +1,232 @@
+//! Write-behind (Lustre's osc dirty cache): a write is acknowledged once its bytes are in
+//! the client, and reaches the OSTs in the background.
+//!
+//! Per open file, contiguous writes gather into one extent until it holds
+//! `max_pages_per_rpc`; the extent is then sent while the writer goes on. The client holds
+//! at most `osc.*.max_dirty_mb` of unsent or in-flight data; a writer beyond it waits. An
+//! error of a background write is returned by the next write, `fsync` or close of that file.
+//!
+//! Anything that must see the data first waits for it: a read of the file, a truncate, a
+//! `getattr` from this client (the size), `fsync`, close. So this client always sees its own
+//! writes, and others see them after the close (close-to-open).
+
+use crate::Client;
+use bytes::{Bytes, BytesMut};
+use nacre_core::{Errno, Fid, Layout};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use tokio::sync::Notify;
+
+/// One open file's unsent data and background writes.
+#[derive(Default)]
+pub struct WriteBack {
+    /// The extent being gathered: its file offset, bytes, and the layout to send it by.
+    extent: Mutex<Option<Extent>>,
+    /// Background writes not yet finished.
+    inflight: AtomicU64,
+    done: Notify,
+    /// First error of a background write, not yet reported.
+    error: Mutex<Option<Errno>>,
+}
+
+struct Extent {
+    off: u64,
+    buf: BytesMut,
+    layout: Layout,
+}
+
+impl WriteBack {
+    fn take_error(&self) -> Option<Errno> {
+        self.error.lock().take()
+    }
+}
+
+/// Client-wide state: dirty bytes and which files have data on the way.
+#[derive(Default)]
+pub struct DirtyCache {
+    bytes: AtomicU64,
+    freed: Notify,
+    by_fid: Mutex<HashMap<Fid, Vec<Weak<WriteBack>>>>,
+}
+
+impl DirtyCache {
+    pub fn dirty_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    fn register(&self, fid: Fid, wb: &Arc<WriteBack>) {
+        let mut m = self.by_fid.lock();
+        let v = m.entry(fid).or_default();
+        if !v.iter().any(|w| w.as_ptr() == Arc::as_ptr(wb)) {
+            v.retain(|w| w.strong_count() > 0);
+            v.push(Arc::downgrade(wb));
+        }
+    }
+
+    fn of(&self, fid: &Fid) -> Vec<Arc<WriteBack>> {
+        let mut m = self.by_fid.lock();
+        let Some(v) = m.get_mut(fid) else {
+            return Vec::new();
+        };
+        v.retain(|w| w.strong_count() > 0);
+        let out: Vec<_> = v.iter().filter_map(Weak::upgrade).collect();
+        if v.is_empty() {
+            m.remove(fid);
+        }
+        out
+    }
+}
+
+impl Client {
+    /// Takes a write into the file's write-behind state.
+    pub(crate) async fn write_behind(
+        &self,
+        wb: &Arc<WriteBack>,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+    ) -> Result<(), Errno> {
+        if let Some(e) = wb.take_error() {
+            return Err(e);
+        }
+        let max_rpc = self.tunables.max_rpc_bytes().max(4096) as usize;
+        let mut ready: Vec<(u64, Bytes, Layout)> = Vec::new();
+        {
+            let mut ext = wb.extent.lock();
+            let appended = match ext.as_mut() {
+                Some(e)
+                    if e.off + e.buf.len() as u64 == off && e.buf.len() + data.len() <= max_rpc =>
+                {
+                    e.buf.extend_from_slice(&data);
+                    // This write may have instantiated components the extent now reaches.
+                    e.layout = layout.clone();
+                    true
+                }
+                _ => false,
+            };
+            if !appended {
+                if let Some(old) = ext.take() {
+                    ready.push((old.off, old.buf.freeze(), old.layout));
+                }
+                if data.len() >= max_rpc {
+                    // Large writes go as they are, without a copy.
+                    ready.push((off, data, layout.clone()));
+                } else {
+                    let mut buf = BytesMut::with_capacity(max_rpc);
+                    buf.extend_from_slice(&data);
+                    *ext = Some(Extent {
+                        off,
+                        buf,
+                        layout: layout.clone(),
+                    });
+                }
+            }
+            if ext.as_ref().is_some_and(|e| e.buf.len() >= max_rpc)
+                && let Some(full) = ext.take()
+            {
+                ready.push((full.off, full.buf.freeze(), full.layout));
+            }
+        }
+        self.dirty.register(fid, wb);
+        for (start, bytes, l) in ready {
+            self.submit(wb, fid, l, start, bytes).await;
+        }
+        Ok(())
+    }
+
+    /// Sends an extent in the background, waiting first while the client is over its
+    /// dirty budget.
+    async fn submit(&self, wb: &Arc<WriteBack>, fid: Fid, layout: Layout, off: u64, data: Bytes) {
+        let n = data.len() as u64;
+        let limit = self.tunables.max_dirty_bytes().max(n);
+        loop {
+            let waiter = self.dirty.freed.notified();
+            let cur = self.dirty.bytes.load(Ordering::Acquire);
+            if cur + n <= limit
+                && self
+                    .dirty
+                    .bytes
+                    .compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                break;
+            }
+            if cur + n > limit {
+                waiter.await;
+            }
+        }
+        let Some(c) = self.arc() else {
+            // Not mounted in an Arc (cannot happen once mounted): send it now.
+            let r = self.write_objects(fid, &layout, off, data).await;
+            self.dirty.bytes.fetch_sub(n, Ordering::AcqRel);
+            self.dirty.freed.notify_waiters();
+            if let Err(e) = r {
+                wb.error.lock().get_or_insert(e);
+            }
+            return;
+        };
+        wb.inflight.fetch_add(1, Ordering::AcqRel);
+        let wb = wb.clone();
+        tokio::spawn(async move {
+            let len = data.len();
+            let r = c.write_objects(fid, &layout, off, data).await;
+            if let Err(e) = r {
+                tracing::warn!(target: "client", "background write of {len} bytes at {off} of {fid}: {e}");
+                let mut err = wb.error.lock();
+                if err.is_none() {
+                    *err = Some(e);
+                }
+            }
+            c.dirty.bytes.fetch_sub(n, Ordering::AcqRel);
+            c.dirty.freed.notify_waiters();
+            if wb.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+                wb.done.notify_waiters();
+            }
+        });
+    }
+
+    /// Sends the gathered extent of a handle and waits for all its background writes.
+    async fn drain(&self, wb: &Arc<WriteBack>, fid: Fid) {
+        let pending = wb.extent.lock().take();
+        if let Some(e) = pending {
+            self.submit(wb, fid, e.layout, e.off, e.buf.freeze()).await;
+        }
+        loop {
+            let waiter = wb.done.notified();
+            if wb.inflight.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            waiter.await;
+        }
+    }
+
+    /// Sends everything a handle holds and waits for it; returns (and clears) the first
+    /// error of its background writes.
+    pub(crate) async fn flush_handle(&self, wb: &Arc<WriteBack>, fid: Fid) -> Result<(), Errno> {
+        self.drain(wb, fid).await;
+        match wb.take_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every open handle of `fid` on this client has its data on the OSTs
+    /// (before a size is asked for, a truncate, a layout change). Errors stay with the
+    /// handles, for their writers.
+    pub(crate) async fn flush_fid(&self, fid: &Fid) {
+        for wb in self.dirty.of(fid) {
+            self.drain(&wb, *fid).await;
+        }
+    }
+
+    /// Whether this client holds unsent or in-flight data of `fid`.
+    pub fn has_dirty(&self, fid: &Fid) -> bool {
+        self.dirty
+            .of(fid)
+            .iter()
+            .any(|wb| wb.inflight.load(Ordering::Acquire) > 0 || wb.extent.lock().is_some())
+    }
+}
