@@ -162,6 +162,9 @@ impl Client {
         for (name, value) in &cfg.params {
             self.tunables.apply_persistent(name, value, &self.fsname);
         }
+        if !cfg.params.is_empty() {
+            self.refresh_imports();
+        }
     }
 
     /// This client as an `Arc` (it always lives in one once mounted).
@@ -223,8 +226,13 @@ impl Client {
     /// Applies a changed recovery timeout to every import.
     pub fn refresh_imports(&self) {
         let t = self.tunables.recovery_timeout();
+        let rif = self.tunables.max_rpcs_in_flight();
         for i in self.mdcs().iter().chain(self.oscs().iter()) {
             i.set_recovery_timeout(t);
+        }
+        // OST connections follow osc.*.max_rpcs_in_flight at once, live ones included.
+        for i in self.oscs() {
+            tokio::spawn(async move { i.set_max_in_flight(rif).await });
         }
     }
 

@@ -57,6 +57,8 @@ struct Inner {
     pending: Mutex<HashMap<u64, Waiter>>,
     next_xid: AtomicU64,
     in_flight: Semaphore,
+    /// The bound `in_flight` currently enforces.
+    limit: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     close_reason: Mutex<String>,
     timeout: Duration,
@@ -97,6 +99,7 @@ impl Conn {
             pending: Mutex::new(HashMap::new()),
             next_xid: AtomicU64::new(1),
             in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
+            limit: std::sync::atomic::AtomicUsize::new(cfg.max_in_flight.max(1)),
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(String::new()),
             timeout: cfg.timeout,
@@ -181,6 +184,24 @@ impl Conn {
     /// Target name the server announced (`testfs-OST0001`).
     pub fn target(&self) -> &str {
         &self.inner.target
+    }
+
+    /// Changes the bound on requests in flight (`max_rpcs_in_flight`) of a live connection.
+    pub fn set_max_in_flight(&self, n: usize) {
+        let n = n.max(1);
+        let old = self.inner.limit.swap(n, Ordering::AcqRel);
+        if n > old {
+            self.inner.in_flight.add_permits(n - old);
+        } else if n < old {
+            // Take the surplus permits out of circulation as requests finish.
+            let inner = self.inner.clone();
+            let less = (old - n) as u32;
+            tokio::spawn(async move {
+                if let Ok(p) = inner.in_flight.acquire_many(less).await {
+                    p.forget();
+                }
+            });
+        }
     }
 
     pub fn is_closed(&self) -> bool {

@@ -25,14 +25,17 @@ pub struct Import {
     config: watch::Receiver<FsConfig>,
     conn: tokio::sync::Mutex<Option<Conn>>,
     recovery: parking_lot::Mutex<Duration>,
+    max_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Import {
     pub fn new(target: TargetName, cfg: ConnConfig, config: watch::Receiver<FsConfig>) -> Import {
+        let rif = cfg.max_in_flight;
         Import {
             target,
             cfg,
             config,
+            max_in_flight: std::sync::atomic::AtomicUsize::new(rif),
             conn: tokio::sync::Mutex::new(None),
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
         }
@@ -72,9 +75,14 @@ impl Import {
             .is_some_and(|c| !c.is_closed())
     }
 
-    /// Adjusts in-flight bound for future connections (`max_rpcs_in_flight`).
-    pub fn config_for_new_connections(&self) -> &ConnConfig {
-        &self.cfg
+    /// Sets the bound on requests in flight (`max_rpcs_in_flight`), now and for later
+    /// connections.
+    pub async fn set_max_in_flight(&self, n: usize) {
+        self.max_in_flight
+            .store(n.max(1), std::sync::atomic::Ordering::Release);
+        if let Some(c) = self.conn.lock().await.as_ref() {
+            c.set_max_in_flight(n);
+        }
     }
 
     async fn connection(&self) -> Result<Conn, RpcError> {
@@ -88,7 +96,11 @@ impl Import {
             peer: self.target.short(),
             reason: format!("{} is not registered with the MGS or is down", self.target),
         })?;
-        let c = Conn::connect(&addr, &self.cfg).await?;
+        let mut cfg = self.cfg.clone();
+        cfg.max_in_flight = self
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::Acquire);
+        let c = Conn::connect(&addr, &cfg).await?;
         *g = Some(c.clone());
         Ok(c)
     }

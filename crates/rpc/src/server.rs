@@ -408,6 +408,54 @@ mod tests {
         assert_eq!(memory.available_permits(), full, "every permit comes back");
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_flight_bound_changes_on_a_live_connection() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        c.set_max_in_flight(1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let slow = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let req = Request::OstRead {
+                    obj: nacre_core::Fid::ROOT,
+                    offset: 0,
+                    len: 1,
+                };
+                c.call(&req, Bytes::new()).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = std::time::Instant::now();
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "one in flight: the ping waits for the slow call"
+        );
+        slow.await.expect("join").expect("slow");
+        c.set_max_in_flight(4);
+        let slow = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let req = Request::OstRead {
+                    obj: nacre_core::Fid::ROOT,
+                    offset: 0,
+                    len: 1,
+                };
+                c.call(&req, Bytes::new()).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = std::time::Instant::now();
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "four in flight: the ping passes"
+        );
+        slow.await.expect("join").expect("slow");
+    }
+
     #[tokio::test]
     async fn wrong_key_is_refused_clearly() {
         let (addr, _sd) = start(Key::generate()).await;
