@@ -145,6 +145,7 @@ impl Client {
             let ost = c.obj.ost_idx;
             async move {
                 let imp = self.osc(ost)?;
+                self.rpc_stats.record(ost, true, bulk.len() as u64);
                 imp.call(&req, bulk).await.map(|_| ()).map_err(rpc_errno)
             }
         });
@@ -296,6 +297,7 @@ impl Client {
 
     async fn read_chunk(&self, c: &Chunk) -> Result<Bytes, Errno> {
         let imp = self.osc(c.obj.ost_idx)?;
+        self.rpc_stats.record(c.obj.ost_idx, false, c.len);
         let req = Request::OstRead {
             obj: c.obj.fid,
             offset: c.obj_off,

@@ -13,6 +13,7 @@ pub mod io;
 pub mod md;
 pub mod migrate;
 pub mod readahead;
+pub mod stats;
 pub mod tunables;
 pub mod writeback;
 
@@ -87,6 +88,8 @@ pub struct Client {
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
     pub(crate) dirty: writeback::DirtyCache,
+    /// Bulk RPCs per OST (`osc.*.rpc_stats`).
+    pub rpc_stats: stats::RpcStats,
     /// This client itself, for background work that outlives a call.
     me: std::sync::OnceLock<std::sync::Weak<Client>>,
 }
@@ -123,6 +126,7 @@ impl Client {
             local_changes: std::sync::atomic::AtomicU64::new(0),
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
+            rpc_stats: stats::RpcStats::default(),
             me: std::sync::OnceLock::new(),
         });
         let _ = client.me.set(Arc::downgrade(&client));
@@ -207,6 +211,11 @@ impl Client {
             .get(idx as usize)
             .cloned()
             .ok_or(Errno::EIO)
+    }
+
+    /// Bytes of written data not yet on the OSTs (`osc.*.cur_dirty_bytes`).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty.dirty_bytes()
     }
 
     /// The imports of all OSTs, for statfs and tunables.

@@ -88,6 +88,8 @@ impl Client {
         if let Some(size) = attr.size {
             self.local_changes
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            // getattr first lets this client's writes still on the way land, so none of
+            // them lands after the truncate.
             let info = self.getattr(fid).await?;
             if info.attr.is_dir() {
                 return Err(Errno::EISDIR);

@@ -75,7 +75,8 @@ impl ClientParams {
 
 impl ParamSource for ClientParams {
     fn list(&self) -> Vec<ParamValue> {
-        self.names()
+        let mut v: Vec<ParamValue> = self
+            .names()
             .into_iter()
             .map(|(name, t)| ParamValue {
                 name,
@@ -87,10 +88,34 @@ impl ParamSource for ClientParams {
                     .unwrap_or_default(),
                 writable: true,
             })
-            .collect()
+            .collect();
+        let fs = &self.client.fsname;
+        for i in 0..self.client.ost_count() {
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.rpc_stats", self.sb),
+                value: self.client.rpc_stats.render(i as u32),
+                writable: true,
+            });
+        }
+        v.push(ParamValue {
+            name: format!("llite.{fs}-{}.cur_dirty_bytes", self.sb),
+            value: self.client.dirty_bytes().to_string(),
+            writable: false,
+        });
+        v
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        if let Some(rest) = name.strip_suffix(".rpc_stats") {
+            // Writing anything clears the statistics, as in Lustre.
+            let idx = rest
+                .rsplit('-')
+                .find_map(|p| p.strip_prefix("OST"))
+                .and_then(|i| u32::from_str_radix(i, 16).ok())
+                .ok_or_else(|| format!("{name}: no such parameter"))?;
+            self.client.rpc_stats.clear(idx);
+            return Ok(());
+        }
         let Some((_, t)) = self.names().into_iter().find(|(n, _)| n == name) else {
             return Err(format!("{name}: no such parameter"));
         };

@@ -117,3 +117,90 @@ fn lfs_and_lctl_on_a_mount() {
     );
     fs.down();
 }
+
+/// The RPC counts of one OST from `osc.*.rpc_stats`: (read RPCs, write RPCs, largest
+/// pages-per-RPC bucket used by reads).
+fn rpc_stats(ost: u32) -> (u64, u64, u64) {
+    let out = ok(&[
+        "lctl",
+        "get_param",
+        "-n",
+        &format!("osc.*-OST{ost:04x}-osc-*.rpc_stats"),
+    ]);
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let biggest_read = out
+        .lines()
+        .filter_map(|l| {
+            let (pages, rest) = l.split_once(':')?;
+            let pages: u64 = pages.trim().parse().ok()?;
+            let reads: u64 = rest.split_whitespace().next()?.parse().ok()?;
+            (reads > 0).then_some(pages)
+        })
+        .max()
+        .unwrap_or(0);
+    (field("read RPCs:"), field("write RPCs:"), biggest_read)
+}
+
+#[test]
+fn client_tunables_change_behaviour() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "1"]);
+    let f = fs.path("rpc");
+    ok(&[
+        "lfs",
+        "setstripe",
+        "-c",
+        "1",
+        "-S",
+        "4M",
+        f.to_str().expect("utf8"),
+    ]);
+    // Small RPCs: a 1 MiB write goes as 16 RPCs of 64 KiB.
+    ok(&["lctl", "set_param", "osc.*.max_pages_per_rpc=16"]);
+    ok(&["lctl", "set_param", "osc.*.rpc_stats=clear"]);
+    std::fs::write(&f, vec![5u8; 1 << 20]).expect("write");
+    let (_, writes, _) = rpc_stats(0);
+    assert_eq!(writes, 16, "1 MiB in 64 KiB RPCs");
+    // Large RPCs: one.
+    ok(&["lctl", "set_param", "osc.*.max_pages_per_rpc=1024"]);
+    ok(&["lctl", "set_param", "osc.*.rpc_stats=clear"]);
+    std::fs::write(&f, vec![6u8; 1 << 20]).expect("write");
+    let (_, writes, _) = rpc_stats(0);
+    assert_eq!(writes, 1, "1 MiB in one RPC");
+
+    // Readahead: sequential reads fetch ahead in large RPCs; with it off, RPCs are only as
+    // large as the kernel's reads.
+    let big = fs.path("seq");
+    ok(&["lfs", "setstripe", "-c", "1", big.to_str().expect("utf8")]);
+    std::fs::write(&big, vec![7u8; 16 << 20]).expect("write");
+    ok(&["lctl", "set_param", "llite.*.max_read_ahead_mb=0"]);
+    sh("echo 3 > /proc/sys/vm/drop_caches", &fs.mnt);
+    ok(&["lctl", "set_param", "osc.*.rpc_stats=clear"]);
+    assert_eq!(std::fs::read(&big).expect("read").len(), 16 << 20);
+    let (_, _, biggest_off) = rpc_stats(0);
+    ok(&["lctl", "set_param", "llite.*.max_read_ahead_mb=64"]);
+    sh("echo 3 > /proc/sys/vm/drop_caches", &fs.mnt);
+    ok(&["lctl", "set_param", "osc.*.rpc_stats=clear"]);
+    assert_eq!(std::fs::read(&big).expect("read").len(), 16 << 20);
+    let (_, _, biggest_on) = rpc_stats(0);
+    assert!(
+        biggest_on > biggest_off,
+        "readahead reads larger pieces: {biggest_on} pages per RPC with it, {biggest_off} without"
+    );
+    // A small dirty budget still moves all the data, correctly.
+    ok(&["lctl", "set_param", "osc.*.max_dirty_mb=1"]);
+    let data: Vec<u8> = (0..(8 << 20)).map(|i: u32| (i % 253) as u8).collect();
+    std::fs::write(fs.path("dirty"), &data).expect("write with a 1 MiB dirty budget");
+    assert!(
+        std::fs::read(fs.path("dirty")).expect("read") == data,
+        "contents differ"
+    );
+    fs.down();
+}

@@ -18,9 +18,18 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run nacre")
 }
 
-/// One registry directory per test process, so parallel test binaries do not mix.
+thread_local! {
+    /// The registry of the file system this test thread brought up.
+    static RUN_DIR: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The registry directory `nacre` commands of this test use: the test's own file system's
+/// (tests run in parallel threads, and `lctl` acts on every process it finds), or one per
+/// test process.
 pub fn run_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("nacre-test-run-{}", std::process::id()))
+    RUN_DIR.with(|r| r.borrow().clone()).unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nacre-test-run-{}", std::process::id()))
+    })
 }
 
 pub fn ok(args: &[&str]) -> String {
@@ -66,6 +75,7 @@ impl UpFs {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path().join("fs");
         let mnt = tmp.path().join("mnt");
+        RUN_DIR.with(|r| *r.borrow_mut() = Some(tmp.path().join("run")));
         let port = free_port().to_string();
         let mut args = vec![
             "up",
