@@ -6,7 +6,7 @@
 //! logged, and never reaches the service.
 
 use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
-use crate::conn::{Outgoing, write_frame, write_loop};
+use crate::conn::{FrameWriter, write_frame};
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 
 /// Requests of one connection that may run at once; the reader stops reading beyond this,
 /// which pushes back on the client through TCP.
@@ -179,8 +179,8 @@ async fn serve_conn<S: Service>(
     };
     tracing::debug!(target: "rpc", "{}: connected {} ({})", cfg.target, ctx.client, peer);
     let (mut rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Outgoing>(crate::conn::OUTGOING_QUEUE);
-    let writer = tokio::spawn(write_loop(wr, rx));
+    // Each handler writes its own reply: no writer task to hop through.
+    let writer = Arc::new(FrameWriter::new(wr));
     let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
     loop {
         let permit = match limit.clone().acquire_owned().await {
@@ -215,7 +215,7 @@ async fn serve_conn<S: Service>(
         };
         let xid = frame.header.xid;
         let opcode = frame.header.opcode;
-        let tx = tx.clone();
+        let writer = writer.clone();
         let svc = svc.clone();
         let ctx = ctx.clone();
         let decoded = msg::decode::<Request>(&frame.body);
@@ -244,11 +244,12 @@ async fn serve_conn<S: Service>(
             };
             let body = msg::encode(&reply);
             let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
-            let _ = tx.send(Outgoing { header, body, bulk }).await;
+            let _ = writer.send(&header, &body, &bulk).await;
         });
     }
-    drop(tx);
-    let _ = writer.await;
+    // Replies still being written finish first; then the write side closes.
+    let _ = limit.acquire_many(MAX_REQUESTS_PER_CONN as u32).await;
+    writer.close().await;
     svc.disconnected(ctx).await;
     Ok(())
 }
