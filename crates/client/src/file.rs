@@ -26,7 +26,7 @@ pub struct OpenFile {
     /// then: valid until this client changes any file's data.
     content: RwLock<Option<(Bytes, u64)>>,
     readahead: parking_lot::Mutex<crate::readahead::Readahead>,
-    writeback: Arc<crate::writeback::WriteBack>,
+    pub(crate) writeback: Arc<crate::writeback::WriteBack>,
 }
 
 impl OpenFile {

@@ -616,6 +616,11 @@ impl fuser::Filesystem for Fs {
         // close(2): written data goes to the OSTs now, and a background write's error is
         // reported here.
         let f = try_reply!(reply, self.0.file(fh));
+        match self.0.client.flush_ready(&f) {
+            Some(Ok(())) => return reply.ok(),
+            Some(Err(e)) => return reply.error(errno(e)),
+            None => {}
+        }
         let me = self.clone();
         self.0.spawn(async move {
             match me.0.client.flush(&f).await {

@@ -13,6 +13,7 @@ use nacre_rpc::Key;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::msg::FsConfig;
 use nacre_rpc::server::{ServerConfig, serve};
+use nacre_rpc::stats::OpStats;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub struct Served {
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     kind: Kind,
+    /// Requests handled, by opcode.
+    pub stats: Arc<OpStats>,
 }
 
 impl Served {
@@ -83,6 +86,7 @@ fn server_config(
         target: name.full(fsname),
         key: key.clone(),
         memory: tuning.memory.clone(),
+        stats: Default::default(),
     })
 }
 
@@ -95,12 +99,9 @@ pub async fn serve_mgs(
     let mgs = Mgs::open(dir)?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(
-        listener,
-        server_config(fsname, TargetName::mgs(), key, &ServerTuning::default()),
-        mgs.clone(),
-        rx,
-    ));
+    let scfg = server_config(fsname, TargetName::mgs(), key, &ServerTuning::default());
+    let stats = scfg.stats.clone();
+    let task = tokio::spawn(serve(listener, scfg, mgs.clone(), rx));
     Ok((
         mgs,
         Served {
@@ -109,6 +110,7 @@ pub async fn serve_mgs(
             shutdown,
             task,
             kind: Kind::Mgs,
+            stats,
         },
     ))
 }
@@ -163,18 +165,16 @@ pub async fn serve_mdt(
         .with_context(|| format!("cannot start {}", name.full(fsname)))?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(
-        listener,
-        server_config(fsname, name, key, tuning),
-        mdt.clone(),
-        rx,
-    ));
+    let scfg = server_config(fsname, name, key, tuning);
+    let stats = scfg.stats.clone();
+    let task = tokio::spawn(serve(listener, scfg, mdt.clone(), rx));
     Ok(Served {
         name,
         addr,
         shutdown,
         task,
         kind: Kind::Mdt(mdt),
+        stats,
     })
 }
 
@@ -197,17 +197,15 @@ pub async fn serve_ost(
     let ost = Arc::new(Ost::new(index, store));
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(serve(
-        listener,
-        server_config(fsname, name, key, tuning),
-        ost,
-        rx,
-    ));
+    let scfg = server_config(fsname, name, key, tuning);
+    let stats = scfg.stats.clone();
+    let task = tokio::spawn(serve(listener, scfg, ost, rx));
     Ok(Served {
         name,
         addr,
         shutdown,
         task,
         kind: Kind::Ost,
+        stats,
     })
 }

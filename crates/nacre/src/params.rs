@@ -97,6 +97,20 @@ impl ParamSource for ClientParams {
                 writable: true,
             });
         }
+        for (i, imp) in self.client.oscs().iter().enumerate() {
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.stats", self.sb),
+                value: imp.stats().render(),
+                writable: true,
+            });
+        }
+        for (i, imp) in self.client.mdcs().iter().enumerate() {
+            v.push(ParamValue {
+                name: format!("mdc.{fs}-MDT{i:04x}-mdc-{}.stats", self.sb),
+                value: imp.stats().render(),
+                writable: true,
+            });
+        }
         v.push(ParamValue {
             name: format!("llite.{fs}-{}.cur_dirty_bytes", self.sb),
             value: self.client.dirty_bytes().to_string(),
@@ -106,6 +120,27 @@ impl ParamSource for ClientParams {
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        if name.ends_with(".stats") {
+            // Writing anything clears them, as in Lustre.
+            let fs = &self.client.fsname;
+            let imports = self
+                .client
+                .oscs()
+                .into_iter()
+                .enumerate()
+                .map(|(i, imp)| (format!("osc.{fs}-OST{i:04x}-osc-{}.stats", self.sb), imp));
+            let mut imports =
+                imports.chain(
+                    self.client.mdcs().into_iter().enumerate().map(|(i, imp)| {
+                        (format!("mdc.{fs}-MDT{i:04x}-mdc-{}.stats", self.sb), imp)
+                    }),
+                );
+            let (_, imp) = imports
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| format!("{name}: no such parameter"))?;
+            imp.stats().clear();
+            return Ok(());
+        }
         if let Some(rest) = name.strip_suffix(".rpc_stats") {
             // Writing anything clears the statistics, as in Lustre.
             let idx = rest
@@ -121,6 +156,49 @@ impl ParamSource for ClientParams {
         };
         self.client.tunables.set(t, num(name, value)?)?;
         self.client.refresh_imports();
+        Ok(())
+    }
+}
+
+/// Request statistics of the targets this process serves: `mdt.*.md_stats` and
+/// `obdfilter.*.stats`, Lustre's names; writing any value clears them.
+pub struct ServerStats {
+    pub stats: Vec<(String, Arc<nacre_rpc::stats::OpStats>)>,
+}
+
+impl ServerStats {
+    /// The parameter name of a target's request statistics.
+    pub fn name(fsname: &str, target: &nacre_core::TargetName) -> Option<String> {
+        let full = target.full(fsname);
+        if full.contains("-MDT") {
+            Some(format!("mdt.{full}.md_stats"))
+        } else if full.contains("-OST") {
+            Some(format!("obdfilter.{full}.stats"))
+        } else {
+            None
+        }
+    }
+}
+
+impl ParamSource for ServerStats {
+    fn list(&self) -> Vec<ParamValue> {
+        self.stats
+            .iter()
+            .map(|(name, s)| ParamValue {
+                name: name.clone(),
+                value: s.render(),
+                writable: true,
+            })
+            .collect()
+    }
+
+    fn set(&self, name: &str, _value: &str) -> Result<(), String> {
+        let (_, s) = self
+            .stats
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| format!("{name}: no such parameter"))?;
+        s.clear();
         Ok(())
     }
 }

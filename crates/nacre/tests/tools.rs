@@ -96,6 +96,37 @@ fn lfs_and_lctl_on_a_mount() {
             .status
             .success()
     );
+    // Request statistics on both ends count what was sent and handled.
+    ok(&[
+        "lctl",
+        "set_param",
+        "mdc.*.stats=clear",
+        "mdt.*.md_stats=clear",
+    ]);
+    for i in 0..3 {
+        std::fs::write(fs.path(&format!("counted{i}")), b"").expect("create");
+    }
+    let count = |param: &str, op: &str| -> u64 {
+        let v = ok(&["lctl", "get_param", "-n", param]);
+        v.lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some(op)).then(|| w.next().and_then(|n| n.parse().ok()))
+            })
+            .flatten()
+            .unwrap_or(0)
+    };
+    assert_eq!(count("mdc.*.stats", "create"), 3);
+    assert_eq!(count("mdt.*.md_stats", "create"), 3);
+    assert!(count("mdt.*.md_stats", "close") >= 3);
+    let md = ok(&["lctl", "get_param", "mdt.*.md_stats"]);
+    assert!(
+        md.contains("snapshot_time") && md.contains("samples [usecs]"),
+        "{md}"
+    );
+    ok(&["lctl", "set_param", "mdt.*.md_stats=clear"]);
+    assert_eq!(count("mdt.*.md_stats", "create"), 0);
+
     ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
     let mut applied = false;
     for _ in 0..50 {

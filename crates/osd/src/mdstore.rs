@@ -54,14 +54,15 @@
 
 use crate::journal::{Journal, Mutation};
 use nacre_core::Errno;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::any::Any;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 
 /// The tables of an MDT. Keys and values are bytes; the MDT defines their encoding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,16 +156,6 @@ pub enum StoreError {
 type Answer = Result<Box<dyn Any + Send>, Errno>;
 type TxFn = Box<dyn FnOnce(&mut Tx<'_, '_>) -> Answer + Send>;
 
-enum Job {
-    Tx {
-        f: TxFn,
-        sync: bool,
-        reply: oneshot::Sender<Answer>,
-    },
-    Checkpoint,
-    Shutdown(oneshot::Sender<()>),
-}
-
 /// Counters for `lctl get_param`-style stats.
 #[derive(Debug, Default)]
 pub struct StoreStats {
@@ -176,11 +167,152 @@ pub struct StoreStats {
 
 struct Shared {
     db: Database,
-    jobs: mpsc::Sender<Job>,
+    /// Transactions waiting for the next group commit, and who commits them.
+    queue: Mutex<Queue>,
+    /// The journal and transaction numbers: held by the leader or the checkpointer.
+    exec: Mutex<Executor>,
+    /// Bounds the queue: a caller takes a slot before queueing ([`MdStoreConfig::queue_depth`]).
+    slots: Semaphore,
     failed: AtomicBool,
     sync_journal: AtomicBool,
     stats: StoreStats,
+    max_batch: usize,
+    checkpoint_bytes: u64,
+    checkpointer: Arc<CheckpointSignal>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Pending>,
+    /// Some caller is committing batches; new arrivals join its next batch.
+    leader: bool,
+    /// The checkpointer has or wants the executor; leaders step aside.
+    checkpointing: bool,
+    closed: bool,
+}
+
+struct Pending {
+    f: TxFn,
+    sync: bool,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// Wakes the checkpoint thread early (a big journal) or for good (close).
+#[derive(Default)]
+struct CheckpointSignal {
+    state: Mutex<(bool, bool)>, // (kicked, stop)
+    cv: Condvar,
+}
+
+impl CheckpointSignal {
+    fn kick(&self) {
+        self.state.lock().0 = true;
+        self.cv.notify_one();
+    }
+
+    fn stop(&self) {
+        self.state.lock().1 = true;
+        self.cv.notify_one();
+    }
+}
+
+/// What one leader step did.
+#[derive(PartialEq, Eq)]
+enum Step {
+    /// Committed a batch; more are queued and this caller is still the leader.
+    More,
+    /// Nothing left (or the checkpointer took over): leadership given up.
+    Idle,
+}
+
+impl Shared {
+    /// Commits the next batch as the leader. The executor lock is taken under the queue
+    /// lock while no checkpoint is pending, so it is free then and a leader, which runs on
+    /// a caller's thread, never waits for a checkpoint.
+    fn step(&self) -> Step {
+        let (mut batch, mut exec) = {
+            let mut q = self.queue.lock();
+            if q.jobs.is_empty() || q.checkpointing {
+                q.leader = false;
+                return Step::Idle;
+            }
+            debug_assert!(q.leader);
+            let n = q.jobs.len().min(self.max_batch);
+            let batch: Vec<Pending> = q.jobs.drain(..n).collect();
+            (batch, self.exec.lock())
+        };
+        exec.commit_batch(self, &mut batch);
+        if exec.journal.len() >= self.checkpoint_bytes {
+            self.checkpointer.kick();
+        }
+        drop(exec);
+        let mut q = self.queue.lock();
+        if q.jobs.is_empty() || q.checkpointing {
+            q.leader = false;
+            Step::Idle
+        } else {
+            Step::More
+        }
+    }
+
+    /// Leads until the queue is empty.
+    fn lead_to_idle(&self) {
+        while self.step() == Step::More {}
+    }
+
+    /// Takes the executor away from leaders, runs `f` with it, then commits whatever
+    /// queued meanwhile.
+    fn with_executor(&self, f: impl FnOnce(&mut Executor)) {
+        self.queue.lock().checkpointing = true;
+        {
+            let mut exec = self.exec.lock();
+            f(&mut exec);
+        }
+        let lead = {
+            let mut q = self.queue.lock();
+            q.checkpointing = false;
+            let lead = !q.jobs.is_empty() && !q.leader;
+            q.leader |= lead;
+            lead
+        };
+        if lead {
+            self.lead_to_idle();
+        }
+    }
+}
+
+/// The checkpoint thread: every interval (or when kicked) makes redb durable and empties
+/// the journal; at close, commits what is queued and checkpoints one last time.
+fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>, every: Duration) {
+    loop {
+        let stop = {
+            let mut st = sig.state.lock();
+            if !st.0 && !st.1 {
+                let _ = sig.cv.wait_for(&mut st, every);
+            }
+            st.0 = false;
+            st.1
+        };
+        let Some(s) = shared.upgrade() else { return };
+        if stop {
+            s.queue.lock().checkpointing = true;
+            let mut exec = s.exec.lock();
+            let mut rest: Vec<Pending> = s.queue.lock().jobs.drain(..).collect();
+            while !rest.is_empty() {
+                let n = rest.len().min(s.max_batch);
+                let mut batch: Vec<Pending> = rest.drain(..n).collect();
+                exec.commit_batch(&s, &mut batch);
+            }
+            exec.checkpoint(&s);
+            return;
+        }
+        s.with_executor(|exec| {
+            if exec.last_checkpoint.elapsed() >= every || exec.journal.len() >= s.checkpoint_bytes {
+                exec.checkpoint(&s);
+            }
+        });
+    }
 }
 
 /// Handle to an MDT store; cheap to clone.
@@ -395,40 +527,31 @@ impl MdStore {
             path: journal_path.display().to_string(),
             reason,
         })?;
-        let (tx, rx) = mpsc::channel(cfg.queue_depth.max(1));
+        let checkpointer = Arc::new(CheckpointSignal::default());
         let shared = Arc::new(Shared {
             db,
-            jobs: tx,
+            queue: Mutex::new(Queue::default()),
+            exec: Mutex::new(Executor {
+                journal,
+                transno,
+                last_checkpoint: Instant::now(),
+            }),
+            slots: Semaphore::new(cfg.queue_depth.clamp(1, Semaphore::MAX_PERMITS)),
             failed: AtomicBool::new(false),
             sync_journal: AtomicBool::new(cfg.sync_journal),
             stats: StoreStats::default(),
+            max_batch: cfg.max_batch.max(1),
+            checkpoint_bytes: cfg.checkpoint_bytes,
+            checkpointer: checkpointer.clone(),
             thread: Mutex::new(None),
         });
         let weak = Arc::downgrade(&shared);
-        let exec = Executor {
-            journal,
-            transno,
-            cfg: cfg.clone(),
-            last_checkpoint: Instant::now(),
-        };
+        let every = cfg.checkpoint_interval;
         let handle = std::thread::Builder::new()
-            .name("mdstore-commit".into())
-            .spawn(move || exec.run(weak, rx))
+            .name("mdstore-ckpt".into())
+            .spawn(move || checkpoint_thread(weak, checkpointer, every))
             .map_err(|e| open_err(e.to_string()))?;
         *shared.thread.lock() = Some(handle);
-        // Idle checkpoints: a timer nudges the executor.
-        let ticker = shared.jobs.clone();
-        let interval = cfg.checkpoint_interval;
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                loop {
-                    tokio::time::sleep(interval).await;
-                    if ticker.send(Job::Checkpoint).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
         Ok(MdStore { shared })
     }
 
@@ -456,17 +579,53 @@ impl MdStore {
         R: Send + 'static,
         F: FnOnce(&mut Tx<'_, '_>) -> Result<R, Errno> + Send + 'static,
     {
-        if self.shared.failed.load(Ordering::Acquire) {
+        let s = &self.shared;
+        if s.failed.load(Ordering::Acquire) {
             return Err(Errno::EROFS);
         }
-        let (reply, rx) = oneshot::channel();
+        let _slot = s.slots.acquire().await.map_err(|_| Errno::ESHUTDOWN)?;
+        let (reply, mut rx) = oneshot::channel();
         let f: TxFn = Box::new(move |tx| f(tx).map(|r| Box::new(r) as Box<dyn Any + Send>));
-        self.shared
-            .jobs
-            .send(Job::Tx { f, sync, reply })
-            .await
-            .map_err(|_| Errno::ESHUTDOWN)?;
-        let any = rx.await.map_err(|_| Errno::EIO)??;
+        let lead = {
+            let mut q = s.queue.lock();
+            if q.closed {
+                return Err(Errno::ESHUTDOWN);
+            }
+            q.jobs.push_back(Pending { f, sync, reply });
+            let lead = !q.leader && !q.checkpointing;
+            q.leader |= lead;
+            lead
+        };
+        // Group commit without a hand-off: the first caller to find no leader commits the
+        // queue on its own thread, so an uncontended write costs no thread switch.
+        let answer = if lead {
+            loop {
+                let step = s.step();
+                match rx.try_recv() {
+                    Ok(a) => {
+                        if step == Step::More {
+                            // Others queued meanwhile: a new task leads them, so this
+                            // caller's reply is not held up.
+                            let more = self.shared.clone();
+                            match tokio::runtime::Handle::try_current() {
+                                Ok(rt) => drop(rt.spawn(async move { more.lead_to_idle() })),
+                                Err(_) => more.lead_to_idle(),
+                            }
+                        }
+                        break a;
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) if step == Step::More => {}
+                    // Another leader or the checkpointer commits it.
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        break rx.await.map_err(|_| Errno::EIO)?;
+                    }
+                    Err(oneshot::error::TryRecvError::Closed) => return Err(Errno::EIO),
+                }
+            }
+        } else {
+            rx.await.map_err(|_| Errno::EIO)?
+        };
+        let any = answer?;
         any.downcast::<R>().map(|b| *b).map_err(|_| Errno::EIO)
     }
 
@@ -498,12 +657,11 @@ impl MdStore {
         &self.shared.stats
     }
 
-    /// Checkpoints and stops the executor; later writes fail with ESHUTDOWN.
+    /// Commits what is queued, checkpoints and stops; later writes fail with ESHUTDOWN.
     pub async fn close(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.shared.jobs.send(Job::Shutdown(tx)).await.is_ok() {
-            let _ = rx.await;
-        }
+        self.shared.queue.lock().closed = true;
+        self.shared.slots.close();
+        self.shared.checkpointer.stop();
         let handle = self.shared.thread.lock().take();
         if let Some(h) = handle {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
@@ -577,62 +735,19 @@ fn replay(db: &Database, journal: &mut Journal) -> Result<u64, String> {
 struct Executor {
     journal: Journal,
     transno: u64,
-    cfg: MdStoreConfig,
     last_checkpoint: Instant,
 }
 
 impl Executor {
-    fn run(mut self, shared: std::sync::Weak<Shared>, mut rx: mpsc::Receiver<Job>) {
-        let mut batch: Vec<(TxFn, bool, oneshot::Sender<Answer>)> = Vec::new();
-        loop {
-            let Some(first) = rx.blocking_recv() else {
-                if let Some(s) = shared.upgrade() {
-                    self.checkpoint(&s);
-                }
-                return;
-            };
-            let Some(s) = shared.upgrade() else { return };
-            let mut shutdown = None;
-            let mut tick = false;
-            let mut push = |job: Job, batch: &mut Vec<_>| match job {
-                Job::Tx { f, sync, reply } => batch.push((f, sync, reply)),
-                Job::Checkpoint => tick = true,
-                Job::Shutdown(done) => shutdown = Some(done),
-            };
-            push(first, &mut batch);
-            while batch.len() < self.cfg.max_batch {
-                match rx.try_recv() {
-                    Ok(job) => push(job, &mut batch),
-                    Err(_) => break,
-                }
-            }
-            if !batch.is_empty() {
-                self.commit_batch(&s, &mut batch);
-            }
-            let due = tick && self.last_checkpoint.elapsed() >= self.cfg.checkpoint_interval;
-            if due || self.journal.len() >= self.cfg.checkpoint_bytes || shutdown.is_some() {
-                self.checkpoint(&s);
-            }
-            if let Some(done) = shutdown {
-                // Fail whatever is still queued, then stop.
-                rx.close();
-                while let Ok(job) = rx.try_recv() {
-                    if let Job::Tx { reply, .. } = job {
-                        let _ = reply.send(Err(Errno::ESHUTDOWN));
-                    }
-                }
-                let _ = done.send(());
-                return;
-            }
-        }
-    }
-
-    fn commit_batch(&mut self, s: &Shared, batch: &mut Vec<(TxFn, bool, oneshot::Sender<Answer>)>) {
-        let fail_all = |batch: &mut Vec<(TxFn, bool, oneshot::Sender<Answer>)>, e: Errno| {
-            for (_, _, reply) in batch.drain(..) {
-                let _ = reply.send(Err(e));
+    fn commit_batch(&mut self, s: &Shared, batch: &mut Vec<Pending>) {
+        let fail_all = |batch: &mut Vec<Pending>, e: Errno| {
+            for p in batch.drain(..) {
+                let _ = p.reply.send(Err(e));
             }
         };
+        if s.failed.load(Ordering::Acquire) {
+            return fail_all(batch, Errno::EROFS);
+        }
         let mut wtxn = match s.db.begin_write() {
             Ok(t) => t,
             Err(e) => {
@@ -656,7 +771,7 @@ impl Executor {
                     }
                 }
             }
-            for (f, sync, reply) in batch.drain(..) {
+            for Pending { f, sync, reply } in batch.drain(..) {
                 need_sync |= sync;
                 let mark = muts.len();
                 let mut tx = Tx {

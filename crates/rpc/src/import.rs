@@ -26,6 +26,7 @@ pub struct Import {
     conn: tokio::sync::Mutex<Option<Conn>>,
     recovery: parking_lot::Mutex<Duration>,
     max_in_flight: std::sync::atomic::AtomicUsize,
+    stats: crate::stats::OpStats,
 }
 
 impl Import {
@@ -38,6 +39,7 @@ impl Import {
             max_in_flight: std::sync::atomic::AtomicUsize::new(rif),
             conn: tokio::sync::Mutex::new(None),
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
+            stats: crate::stats::OpStats::default(),
         }
     }
 
@@ -111,7 +113,19 @@ impl Import {
     }
 
     /// Sends `req`; resends idempotent requests across reconnects until the deadline.
+    /// Requests sent through this import, by opcode (`mdc.*.stats`, `osc.*.stats`).
+    pub fn stats(&self) -> &crate::stats::OpStats {
+        &self.stats
+    }
+
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
+        let start = Instant::now();
+        let r = self.call_inner(req, bulk).await;
+        self.stats.record(req.opcode(), start.elapsed());
+        r
+    }
+
+    async fn call_inner(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
         let deadline = Instant::now() + self.recovery_timeout();
         let mut backoff = BACKOFF_START;
         loop {

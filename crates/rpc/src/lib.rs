@@ -4,7 +4,8 @@
 //! - [`msg`]: every request and reply the services exchange, serde-encoded with postcard;
 //! - [`auth`]: the file system's shared key and the handshake that proves a peer holds it;
 //! - [`conn`]: a client connection with many requests in flight and bounded queues;
-//! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`].
+//! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
+//! - [`stats`]: per-opcode counts and latencies on both ends.
 //!
 //! Nothing outside this crate reads or writes a socket's bytes.
 
@@ -16,6 +17,7 @@ pub mod import;
 pub mod mgc;
 pub mod msg;
 pub mod server;
+pub mod stats;
 
 pub use auth::Key;
 pub use conn::Conn;

@@ -424,6 +424,56 @@ impl Request {
         }
     }
 
+    /// The name `lctl get_param *.stats` shows for an opcode.
+    pub fn op_name(opcode: u16) -> &'static str {
+        match opcode {
+            0 => "ping",
+            1 => "mgs_register",
+            2 => "mgs_get_config",
+            3 => "mgs_set_param",
+            10 => "statfs",
+            11 => "lookup",
+            12 => "getattr",
+            13 => "setattr",
+            14 => "create",
+            15 => "open",
+            16 => "close",
+            17 => "unlink",
+            18 => "rename",
+            19 => "link",
+            20 => "readdir",
+            21 => "readlink",
+            22 => "getxattr",
+            23 => "listxattr",
+            24 => "setxattr",
+            25 => "removexattr",
+            26 => "setlayout",
+            27 => "get_default_layout",
+            28 => "layout_intent",
+            29 => "fid2path",
+            30 => "set_default_lmv",
+            40 => "ost_write",
+            41 => "ost_read",
+            42 => "ost_getattr",
+            43 => "ost_punch",
+            44 => "ost_destroy",
+            45 => "ost_sync",
+            46 => "ost_statfs",
+            47 => "ost_precreate",
+            48 => "ost_get_last_id",
+            49 => "ost_fallocate",
+            50 => "dom_write",
+            51 => "dom_read",
+            52 => "dom_sync",
+            53 => "dom_fallocate",
+            54 => "add_components",
+            55 => "del_components",
+            56 => "create_volatile",
+            57 => "swap_layouts",
+            _ => "other",
+        }
+    }
+
     /// Bytes of bulk data the reply to this request may carry (for memory accounting).
     pub fn reply_bulk_bytes(&self) -> u64 {
         match self {

@@ -60,6 +60,8 @@ pub struct ServerConfig {
     /// Request and reply bytes (in KiB) all requests being handled may hold: the memory
     /// budget of the process's servers, shared by every target it runs.
     pub memory: Arc<Semaphore>,
+    /// Requests handled, by opcode (`mdt.*.md_stats`, `obdfilter.*.stats`).
+    pub stats: Arc<crate::stats::OpStats>,
 }
 
 /// A budget of `bytes` for [`ServerConfig::memory`]; never less than one largest request
@@ -229,9 +231,11 @@ async fn serve_conn<S: Service>(
                 }
             }
         }
+        let stats = cfg.stats.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _mem = mem;
+            let start = std::time::Instant::now();
             let (reply, bulk) = match decoded {
                 Ok(req) => match svc.handle(ctx, req, frame.bulk).await {
                     Ok(r) => r,
@@ -242,6 +246,7 @@ async fn serve_conn<S: Service>(
                     (Reply::Error(Errno::EPROTO), Bytes::new())
                 }
             };
+            stats.record(opcode, start.elapsed());
             let body = msg::encode(&reply);
             let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
             let _ = writer.send(&header, &body, &bulk).await;
@@ -291,6 +296,7 @@ mod tests {
             target: "testfs-OST0000".into(),
             key,
             memory: memory_budget(256 << 20),
+            stats: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, cfg, Arc::new(Echo), sd_rx));
@@ -382,6 +388,7 @@ mod tests {
             target: "testfs-OST0000".into(),
             key: key.clone(),
             memory: memory.clone(),
+            stats: Default::default(),
         });
         let (_sd, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, scfg, Arc::new(Echo), sd_rx));

@@ -4,7 +4,7 @@ use super::mount::mount_client;
 use crate::daemon::{self, RunState};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
-use crate::params::{MdtParams, ParamSource};
+use crate::params::{MdtParams, ParamSource, ServerStats};
 use crate::target::write_atomic;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -112,7 +112,7 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             return Err(e.into());
         }
     };
-    let servers: Vec<Arc<dyn ParamSource>> = cluster
+    let mut servers: Vec<Arc<dyn ParamSource>> = cluster
         .mdts
         .iter()
         .flatten()
@@ -124,6 +124,15 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             }) as Arc<dyn ParamSource>
         })
         .collect();
+    servers.push(Arc::new(ServerStats {
+        stats: cluster
+            .mdts
+            .iter()
+            .flatten()
+            .chain(cluster.osts.iter().flatten())
+            .filter_map(|s| Some((ServerStats::name(&fs.fsname, &s.name)?, s.stats.clone())))
+            .collect(),
+    }));
     let mounted = match mount_client(
         rt.handle(),
         client,
