@@ -474,6 +474,21 @@ impl Request {
         }
     }
 
+    /// Read-only requests a server answers in microseconds, from local state: it answers
+    /// them as they arrive instead of giving each a task.
+    pub fn is_quick(&self) -> bool {
+        matches!(
+            self,
+            Request::Ping
+                | Request::Lookup { .. }
+                | Request::Getattr { .. }
+                | Request::Readlink { .. }
+                | Request::GetXattr { .. }
+                | Request::ListXattr { .. }
+                | Request::OstGetattr { .. }
+        )
+    }
+
     /// Bytes of bulk data the reply to this request may carry (for memory accounting).
     pub fn reply_bulk_bytes(&self) -> u64 {
         match self {

@@ -232,7 +232,8 @@ async fn serve_conn<S: Service>(
             }
         }
         let stats = cfg.stats.clone();
-        tokio::spawn(async move {
+        let quick = decoded.as_ref().is_ok_and(Request::is_quick);
+        let work = async move {
             let _permit = permit;
             let _mem = mem;
             let start = std::time::Instant::now();
@@ -250,7 +251,14 @@ async fn serve_conn<S: Service>(
             let body = msg::encode(&reply);
             let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
             let _ = writer.send(&header, &body, &bulk).await;
-        });
+        };
+        if quick {
+            // A short read-only request is answered here: a task for it would cost more
+            // than the work.
+            work.await;
+        } else {
+            tokio::spawn(work);
+        }
     }
     // Replies still being written finish first; then the write side closes.
     let _ = limit.acquire_many(MAX_REQUESTS_PER_CONN as u32).await;
