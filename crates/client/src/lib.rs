@@ -2,6 +2,8 @@
 //!
 //! - mount: connect to the MGS, fetch the configuration, follow its changes;
 //! - [`md`] (lmv + mdc): namespace requests, each sent to the MDT that owns the FID;
+//!   [`lmv`]: striped directories (names sent to their stripe, merged attributes and
+//!   entries);
 //! - [`io`] (lov + osc): a file's bytes, split by its layout into per-object requests issued
 //!   in parallel (bounded by `max_rpcs_in_flight`), and file size from the objects;
 //! - [`file`]: open files and what a writer must report at close.
@@ -10,6 +12,7 @@
 
 pub mod file;
 pub mod io;
+pub mod lmv;
 pub mod md;
 pub mod tunables;
 
@@ -77,6 +80,8 @@ pub struct Client {
     mdcs: RwLock<Vec<Arc<Import>>>,
     oscs: RwLock<Vec<Arc<Import>>>,
     pub tunables: Arc<Tunables>,
+    /// Stripe layouts of striped directories seen (see [`lmv`]).
+    lmvs: parking_lot::Mutex<std::collections::HashMap<Fid, Arc<nacre_core::lmv::Lmv>>>,
 }
 
 impl Client {
@@ -108,6 +113,7 @@ impl Client {
             mdcs: RwLock::new(Vec::new()),
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
+            lmvs: Default::default(),
         });
         client.apply_config(&cfg);
         tokio::spawn(apply_changes(Arc::downgrade(&client), config));
