@@ -103,11 +103,18 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Lustre's lfs: df, getstripe, setstripe, path2fid, fid2path (`nacre lfs help`)
+    /// Lustre's lfs: df, getstripe, setstripe, mkdir, getdirstripe, find ... (`nacre lfs help`)
     #[command(disable_help_flag = true)]
     Lfs {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Check the namespace across MDTs of a stopped file system (dangling names, orphans,
+    /// link counts, unfinished distributed operations)
+    Check {
+        /// The directory given to `nacre up`, or MDT target directories in index order
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
     },
 }
 
@@ -299,6 +306,25 @@ fn run(cli: Cli) -> Result<()> {
             let rc = cmd::lfs::run(&args)?;
             if rc != 0 {
                 std::process::exit(rc.clamp(1, 255));
+            }
+            Ok(())
+        }
+        Command::Check { dirs } => {
+            init_logging(false);
+            let rt = cmd::runtime()?;
+            let rep = rt.block_on(async {
+                if dirs.len() == 1 && dirs[0].join(nacre::local::LOCAL_FILE).exists() {
+                    nacre::check::check_local(&dirs[0]).await
+                } else {
+                    nacre::check::check_mdts(&dirs).await
+                }
+            })?;
+            print!("{}", rep.summary());
+            for (mdt, n) in &rep.entries_per_mdt {
+                println!("MDT{mdt:04x}: {n} entries");
+            }
+            if !rep.is_clean() {
+                std::process::exit(1);
             }
             Ok(())
         }

@@ -46,7 +46,7 @@ fn unexpected() -> anyhow::Error {
 
 pub fn run(args: &[String]) -> Result<i32> {
     let Some((cmd, rest)) = args.split_first() else {
-        print!("{USAGE}");
+        print!("{USAGE}{}", super::lfs_dne::USAGE);
         return Ok(0);
     };
     match cmd.as_str() {
@@ -55,8 +55,13 @@ pub fn run(args: &[String]) -> Result<i32> {
         "setstripe" => setstripe(rest),
         "path2fid" => path2fid(rest),
         "fid2path" => fid2path(rest),
+        "mkdir" | "setdirstripe" | "setdirstripe_default" => {
+            super::lfs_dne::setdirstripe(cmd, rest)
+        }
+        "getdirstripe" => super::lfs_dne::getdirstripe(rest),
+        "find" => super::lfs_dne::find(rest),
         "help" | "--help" | "-h" => {
-            print!("{USAGE}");
+            print!("{USAGE}{}", super::lfs_dne::USAGE);
             Ok(0)
         }
         other => bail!("lfs: unknown command '{other}'\n{USAGE}"),

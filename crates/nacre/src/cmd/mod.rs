@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod lctl;
 pub mod lfs;
+pub mod lfs_dne;
 pub mod mount;
 pub mod up;
 
