@@ -86,10 +86,10 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dne (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
-        cmd: nacre_bench::cli::BenchCommand,
+        cmd: BenchCmd,
     },
     /// Age a file system: PaF populate and fragment (`PAF:70.30@264M`)
     Paf(nacre_bench::cli::PafArgs),
@@ -116,6 +116,16 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    #[command(flatten)]
+    Tools(nacre_bench::cli::BenchCommand),
+    /// Metadata scaling over MDTs: mdtest create/stat/remove rates with 1, 2 and 4 MDTs in
+    /// one shared striped directory and in unique per-task directories, 1k to 100k files,
+    /// and the per-MDT distribution of the entries
+    Dne(cmd::bench_dne::DneBenchArgs),
 }
 
 #[derive(Args)]
@@ -277,9 +287,17 @@ fn run(cli: Cli) -> Result<()> {
             init_logging(false);
             cmd::mount::run_umount(&mountpoint)
         }
-        Command::Bench { cmd } => {
+        Command::Bench {
+            cmd: BenchCmd::Tools(cmd),
+        } => {
             init_logging(false);
             nacre_bench::cli::run_bench(cmd, Some(&nacre::native::Connector))
+        }
+        Command::Bench {
+            cmd: BenchCmd::Dne(a),
+        } => {
+            init_logging(false);
+            cmd::bench_dne::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);

@@ -319,3 +319,66 @@ async fn remote_and_striped_directories() {
     let rep = nacre::check::check_local(dir.path()).await.expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }
+
+/// Names land on the stripe Lustre's hash picks. The expected indexes come from a separate
+/// implementation of the algorithms as `lustre-reference.md` §4.2 documents them (FNV-1a
+/// 64, the byte sum, CRUSH and CRUSH2 with their temporary-name rules).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_land_on_the_stripe_lustres_hash_picks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    local::format(dir.path(), "hashfs", 4, 1, 0).expect("format");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
+    let c = mount(&cluster).await;
+    // name, then stripe index over 4 for fnv_1a_64, all_char, crush, crush2, then over 3
+    // for fnv_1a_64 and crush2.
+    let known: [(&str, [u32; 6]); 11] = [
+        ("a", [0, 1, 2, 2, 1, 2]),
+        ("hello", [3, 0, 3, 3, 0, 2]),
+        ("file.mdtest.0.17", [2, 3, 3, 3, 0, 0]),
+        ("README", [3, 2, 2, 2, 2, 2]),
+        ("data.txt~", [3, 2, 3, 3, 0, 2]),
+        (".report.pdf.aB3xYz", [0, 1, 1, 1, 2, 1]),
+        ("output.6334.log", [2, 3, 3, 3, 2, 1]),
+        ("x.bak", [3, 0, 3, 3, 1, 2]),
+        ("Makefile.orig", [0, 1, 2, 2, 0, 2]),
+        ("dir-42", [1, 2, 1, 1, 2, 1]),
+        ("zz9", [0, 1, 0, 0, 2, 0]),
+    ];
+    let cases = [
+        (HashType::Fnv1a64, 4, 0),
+        (HashType::AllChar, 4, 1),
+        (HashType::Crush, 4, 2),
+        (HashType::Crush2, 4, 3),
+        (HashType::Fnv1a64, 3, 4),
+        (HashType::Crush2, 3, 5),
+    ];
+    for (hash, count, col) in cases {
+        let name = format!("{}-{count}", hash.name());
+        let d = c
+            .mkdir_with_layout(
+                c.root(),
+                name.as_bytes(),
+                0o755,
+                &Cred::root(),
+                layout(count, 0, hash),
+            )
+            .await
+            .expect("mkdir");
+        let lmv = d.lmv.expect("striped");
+        for (n, want) in &known {
+            let f = touch(&c, d.attr.fid, n).await;
+            // Stripe i is on MDT i (offset 0).
+            assert_eq!(
+                c.mdt_of(&f),
+                lmv.stripes[want[col] as usize].0,
+                "{n} with {} over {count}",
+                hash.name()
+            );
+            assert_eq!(hash.stripe_index(n.as_bytes(), count as u32), want[col]);
+        }
+    }
+    c.unmount();
+    cluster.stop().await;
+}

@@ -373,6 +373,15 @@ impl Mdt {
     async fn dne_place(&self, l: &DirLayoutRequest) -> Result<Vec<u32>, Errno> {
         let n_mdts = self.dne.mdt_count();
         let over = l.hash_type & LMV_HASH_FLAG_OVERSTRIPED != 0;
+        // One index is where the stripes start (`-c 4 -i 1`), a list is every stripe's MDT.
+        if l.mdts.len() == 1 && l.stripe_count != 1 {
+            let l = DirLayoutRequest {
+                stripe_offset: l.mdts[0] as i32,
+                mdts: Vec::new(),
+                ..l.clone()
+            };
+            return Box::pin(self.dne_place(&l)).await;
+        }
         if !l.mdts.is_empty() {
             if l.mdts.iter().any(|&m| m >= n_mdts) {
                 return Err(Errno::EINVAL);

@@ -1,5 +1,6 @@
 //! The commands of the `nacre` binary.
 
+pub mod bench_dne;
 pub mod cluster;
 pub mod lctl;
 pub mod lfs;
