@@ -468,7 +468,7 @@ fi
 say ""
 say "== summary"
 for n in "${ORDER[@]}"; do
-    printf '%-10s %-4s  %s\n' "$n" "${RESULT[$n]}" "${DETAIL[$n]}"
+    printf '%-18s %-4s  %s\n' "$n" "${RESULT[$n]}" "${DETAIL[$n]}"
 done
 if [ "$FAILED" -ne 0 ]; then
     say "external suites: FAILED (logs in $LOGS)"

@@ -106,7 +106,11 @@ pub fn put_pending(tx: &mut Tx, p: &Pending) -> Result<(), Errno> {
 }
 
 /// Every record of a table, in key order (bounded: the log is short in normal running).
-pub fn all<R: KvRead>(r: &mut R, t: Table, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Errno> {
+pub fn all<R: KvRead>(
+    r: &mut R,
+    t: Table,
+    limit: usize,
+) -> Result<nacre_osd::mdstore::KvPairs, Errno> {
     r.range(t, &[], &[0xff; 13], limit)
 }
 

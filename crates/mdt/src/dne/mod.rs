@@ -83,6 +83,9 @@ use tokio::sync::{Notify, watch};
 /// Plans of one operation before giving up on conflicts with concurrent changes.
 pub const MAX_REPLANS: usize = 8;
 
+/// The QoS chooser's position and the MDTs' free space as last seen (and when).
+type QosCache = (qos::QosState, Option<(Instant, Vec<qos::MdtSpace>)>);
+
 /// This MDT's DNE state.
 pub struct Dne {
     index: u32,
@@ -94,7 +97,7 @@ pub struct Dne {
     next_op: AtomicU64,
     /// Operations this incarnation coordinates that have not decided yet.
     inflight: Mutex<HashMap<u64, watch::Sender<DneOpState>>>,
-    qos: Mutex<(qos::QosState, Option<(Instant, Vec<qos::MdtSpace>)>)>,
+    qos: Mutex<QosCache>,
     /// Cross-directory renames of directories, one at a time (the loop check walks the
     /// tree without locks, so two such renames must not interleave here).
     rename_lock: tokio::sync::Mutex<()>,

@@ -58,6 +58,14 @@ pub struct DneBenchArgs {
     /// Write every figure as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// MDTs sync their journal before each reply (durable against power loss): each MDT
+    /// then waits on its disk, which is what more MDTs spread.
+    #[arg(long)]
+    pub sync_journal: bool,
+    /// Files created and removed before measuring, so every MDT's OST object pools are
+    /// warm (0: none).
+    #[arg(long, default_value_t = 4000)]
+    pub warmup: u64,
 }
 
 /// One measurement.
@@ -153,7 +161,8 @@ fn measure_fs(
     rows: &mut Vec<DneRow>,
 ) -> Result<()> {
     let rt = super::runtime()?;
-    let tuning = super::up::tuning_for(1 << 30, mdts);
+    let mut tuning = super::up::tuning_for(1 << 30, mdts);
+    tuning.store.sync_journal = a.sync_journal;
     let cluster = rt.block_on(LocalCluster::start(dir, tuning))?;
     let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
     let spec =
@@ -163,6 +172,39 @@ fn measure_fs(
     let world = World::single();
     let env = RunEnv::quiet(fs, &world);
     let res = (|| -> Result<()> {
+        if a.warmup > 0 {
+            // Striped over every MDT, so each one's object pools fill up.
+            let name = "warmup";
+            rt.block_on(async {
+                let (d, _) = admin
+                    .create(
+                        Fid::ROOT,
+                        name.as_bytes(),
+                        libc::S_IFDIR | 0o755,
+                        0,
+                        &Cred::root(),
+                        None,
+                        LayoutRequest::Inherit,
+                        None,
+                        true,
+                    )
+                    .await?;
+                let t = LmvTemplate {
+                    stripe_count: if mdts > 1 { -1 } else { 0 },
+                    stripe_offset: 0,
+                    hash_type: hash,
+                    max_inherit: 3,
+                    max_inherit_rr: 0,
+                };
+                admin.set_default_lmv(d.attr.fid, Some(t)).await
+            })?;
+            let items = (a.warmup / a.tasks as u64).max(1);
+            mdtest::run(
+                &env,
+                &mdtest_cfg(&format!("/{name}"), items, a.tasks, false),
+            )
+            .context("warm-up mdtest")?;
+        }
         for mode in &a.modes {
             let unique = match mode.as_str() {
                 "shared" => false,
@@ -278,10 +320,15 @@ pub fn run(a: DneBenchArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&work)?;
     println!(
-        "DNE metadata scaling: mdtest -F through the native client, {} tasks, hash {}, {} CPUs",
+        "DNE metadata scaling: mdtest -F through the native client, {} tasks, hash {}, {} CPUs, journal {}",
         a.tasks,
         a.hash,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        if a.sync_journal {
+            "synced per reply"
+        } else {
+            "written per reply (kill -9 safe)"
+        }
     );
     print_header();
     let mut rows = Vec::new();
