@@ -124,9 +124,16 @@ impl Dne {
         }
     }
 
-    /// MDTs in the file system's configuration.
+    /// MDTs in the file system's configuration (indexes may register in any order).
     pub fn mdt_count(&self) -> u32 {
-        (self.config.borrow().mdts.len() as u32).max(self.index + 1)
+        self.config
+            .borrow()
+            .mdts
+            .iter()
+            .map(|t| t.name.index + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.index + 1)
     }
 
     fn new_op(&self) -> u64 {

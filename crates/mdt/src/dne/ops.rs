@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// How long a coordinator holds a `DneResolve` for an operation still running here.
 const RESOLVE_WAIT: Duration = Duration::from_secs(5);
+/// How long MDT QoS waits for another MDT's statfs.
+const QOS_STATFS_WAIT: Duration = Duration::from_secs(1);
 /// Most stripes on one MDT (`max_stripes_per_mdt`).
 const MAX_STRIPES_PER_MDT: u32 = 5;
 
@@ -437,9 +439,15 @@ impl Mdt {
                     let st = if i == self.index {
                         self.statfs().ok()
                     } else {
+                        // A down MDT must not hold up a mkdir: it is simply not chosen.
                         match self.dne_proxy(i) {
-                            Ok(px) => match px.call(&Request::Statfs).await {
-                                Ok(Reply::Statfs(s)) => Some(s),
+                            Ok(px) => match tokio::time::timeout(
+                                QOS_STATFS_WAIT,
+                                px.call(&Request::Statfs),
+                            )
+                            .await
+                            {
+                                Ok(Ok(Reply::Statfs(s))) => Some(s),
                                 _ => None,
                             },
                             Err(_) => None,

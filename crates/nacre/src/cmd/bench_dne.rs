@@ -46,8 +46,9 @@ pub struct DneBenchArgs {
     /// Shapes to run: shared, unique.
     #[arg(long, value_delimiter = ',', default_value = "shared,unique")]
     pub modes: Vec<String>,
-    /// OSTs of each file system.
-    #[arg(long, default_value_t = 1)]
+    /// OSTs of each file system (as `nacre up`: every file create takes a precreated
+    /// object from one of them, so one OST can starve fast creates).
+    #[arg(long, default_value_t = 4)]
     pub osts: u32,
     /// Where the file systems are made (a new temporary directory by default).
     #[arg(long)]
@@ -62,6 +63,11 @@ pub struct DneBenchArgs {
     /// then waits on its disk, which is what more MDTs spread.
     #[arg(long)]
     pub sync_journal: bool,
+    /// Transactions per journal write (group commit); 1 makes each request wait for its
+    /// own journal write, so the MDT's disk, not the CPU, sets the pace (with
+    /// --sync-journal).
+    #[arg(long)]
+    pub max_batch: Option<usize>,
     /// Files created and removed before measuring, so every MDT's OST object pools are
     /// warm (0: none).
     #[arg(long, default_value_t = 4000)]
@@ -128,6 +134,29 @@ async fn count_per_mdt(c: &Client, dir: Fid) -> Result<BTreeMap<u32, u64>> {
     Ok(per)
 }
 
+/// Waits until the OSTs stop destroying the objects of removed files (their free inode
+/// count holds still), so one test's clean-up does not slow the next one's creates.
+async fn settle(c: &Client) {
+    const POLL: std::time::Duration = std::time::Duration::from_millis(500);
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+    let start = std::time::Instant::now();
+    let mut last = None;
+    while start.elapsed() < LIMIT {
+        let free: u64 = c
+            .target_statfs()
+            .await
+            .into_iter()
+            .filter(|(t, _)| t.kind == nacre_core::TargetKind::Ost)
+            .filter_map(|(_, s)| s.ok().map(|s| s.ffree))
+            .sum();
+        if last == Some(free) {
+            return;
+        }
+        last = Some(free);
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 fn mdtest_cfg(dir: &str, items: u64, tasks: usize, unique: bool) -> MdtestConfig {
     MdtestConfig {
         dir: PathBuf::from(dir),
@@ -163,6 +192,9 @@ fn measure_fs(
     let rt = super::runtime()?;
     let mut tuning = super::up::tuning_for(1 << 30, mdts);
     tuning.store.sync_journal = a.sync_journal;
+    if let Some(b) = a.max_batch {
+        tuning.store.max_batch = b.max(1);
+    }
     let cluster = rt.block_on(LocalCluster::start(dir, tuning))?;
     let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
     let spec =
@@ -231,6 +263,7 @@ fn measure_fs(
                         max_inherit_rr: 0,
                     }
                 };
+                rt.block_on(settle(&admin));
                 let test_dir = rt.block_on(async {
                     let (d, _) = admin
                         .create(
@@ -252,6 +285,7 @@ fn measure_fs(
                 let cfg = mdtest_cfg(&format!("/{name}"), items, a.tasks, unique);
                 let create = run_phase(&env, cfg.clone(), "File creation")?;
                 let per = rt.block_on(count_per_mdt(&admin, test_dir))?;
+                rt.block_on(settle(&admin));
                 let stat = run_phase(&env, cfg.clone(), "File stat")?;
                 let remove = run_phase(&env, cfg, "File removal")?;
                 let row = DneRow {
@@ -330,6 +364,9 @@ pub fn run(a: DneBenchArgs) -> Result<()> {
             "written per reply (kill -9 safe)"
         }
     );
+    if let Some(b) = a.max_batch {
+        println!("group commit: at most {b} transaction(s) per journal write");
+    }
     print_header();
     let mut rows = Vec::new();
     let mut res = Ok(());
