@@ -409,6 +409,7 @@ impl Mdt {
             .flat_map(|l| l.objects().copied())
             .collect();
         let want_write = open.is_some_and(|o| o.write);
+        let held = (self.dne.reserved.clone(), parent, name.clone());
         let args = CreateArgs {
             parent,
             name,
@@ -427,6 +428,8 @@ impl Mdt {
         let res = self
             .store
             .write(move |tx| {
+                // A name a distributed operation may still put back (DNE).
+                held.0.check(&held.1, &held.2)?;
                 let c = mdd::create(tx, idx, args, open.is_some() && !exclusive)?;
                 // Objects handed out must never be handed out again, even after a crash.
                 for (ost, oid) in persist {
@@ -834,14 +837,16 @@ impl Mdt {
                 Ok(Reply::Inode(self.info(ino)))
             }
             r @ Request::Create { .. } => match self.dne_create_route(&r)? {
-                dne::CreateRoute::Plain => match self.create(&ctx, r.clone()).await {
-                    // The name's inode moved to another MDT meanwhile.
-                    Err(mdd::REMOTE) => match self.dne_create_route(&r)? {
-                        dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
-                        _ => Err(Errno::EAGAIN),
-                    },
-                    other => other,
-                },
+                dne::CreateRoute::Plain => {
+                    match dne::reserve::retry_held(|| self.create(&ctx, r.clone())).await {
+                        // The name's inode moved to another MDT meanwhile.
+                        Err(mdd::REMOTE) => match self.dne_create_route(&r)? {
+                            dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
+                            _ => Err(Errno::EAGAIN),
+                        },
+                        other => other,
+                    }
+                }
                 dne::CreateRoute::Dne => self.dne_dispatch(&ctx, r).await,
                 dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
             },
@@ -878,20 +883,31 @@ impl Mdt {
                 flags,
                 ..
             } => {
-                if !self.is_local(&src_parent) {
+                if !self.is_local(&src_parent)
+                    || self.dne_rename_moves_dir(
+                        &src_parent,
+                        &src_name,
+                        &dst_parent,
+                        &dst_name,
+                        flags,
+                    )?
+                {
                     return self
                         .dne_rename(src_parent, src_name, dst_parent, dst_name, flags)
                         .await
                         .map(|_| Reply::Ok);
                 }
                 let t = now();
-                let (sn, dn) = (src_name.clone(), dst_name.clone());
-                let r = match self
-                    .store
-                    .write(move |tx| {
+                let held = self.dne.reserved.clone();
+                let r = match dne::reserve::retry_held(|| {
+                    let (sn, dn) = (src_name.clone(), dst_name.clone());
+                    let (held, is_open) = (held.clone(), is_open.clone());
+                    self.store.write(move |tx| {
+                        held.check(&dst_parent, &dn)?;
                         mdd::rename(tx, &src_parent, &sn, &dst_parent, &dn, flags, t, &is_open)
                     })
-                    .await
+                })
+                .await
                 {
                     Err(mdd::REMOTE) => {
                         return self
@@ -910,12 +926,16 @@ impl Mdt {
                 fid, parent, name, ..
             } => {
                 let t = now();
-                let n = name.clone();
-                match self
-                    .store
-                    .write(move |tx| mdd::link(tx, &fid, &parent, &n, t))
-                    .await
-                {
+                let held = self.dne.reserved.clone();
+                let r = dne::reserve::retry_held(|| {
+                    let (n, held) = (name.clone(), held.clone());
+                    self.store.write(move |tx| {
+                        held.check(&parent, &n)?;
+                        mdd::link(tx, &fid, &parent, &n, t)
+                    })
+                })
+                .await;
+                match r {
                     Err(mdd::REMOTE) => Ok(Reply::Inode(self.dne_link(fid, parent, name).await?)),
                     r => Ok(Reply::Inode(self.info(r?))),
                 }

@@ -382,3 +382,119 @@ async fn names_land_on_the_stripe_lustres_hash_picks() {
     c.unmount();
     cluster.stop().await;
 }
+
+/// Many clients racing creates, renames, links, unlinks, mkdirs and rmdirs over a few
+/// names in striped and remote directories: every operation either happens or fails with
+/// a POSIX error, and the namespace is consistent afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().expect("tmp");
+    local::format(dir.path(), "racefs", 4, 1, 0).expect("format");
+    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
+        .await
+        .expect("start");
+    let c = mount(&cluster).await;
+    let cred = Cred::root();
+    let mut dirs = Vec::new();
+    for (name, l) in [
+        ("s4", layout(4, 0, HashType::Fnv1a64)),
+        ("s2", layout(2, 2, HashType::Crush)),
+        ("r1", layout(1, 1, HashType::Fnv1a64)),
+        ("r3", layout(1, 3, HashType::Fnv1a64)),
+    ] {
+        let d = c
+            .mkdir_with_layout(c.root(), name.as_bytes(), 0o755, &cred, l)
+            .await
+            .expect("mkdir");
+        dirs.push(d.attr.fid);
+    }
+    dirs.push(c.root());
+    let dirs = Arc::new(dirs);
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let c = c.clone();
+        let dirs = dirs.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(t);
+            let cred = Cred::root();
+            let mut done = 0;
+            for _ in 0..600 {
+                let d1 = dirs[rng.gen_range(0..dirs.len())];
+                let d2 = dirs[rng.gen_range(0..dirs.len())];
+                let n1 = format!("n{}", rng.gen_range(0..12));
+                let n2 = format!("n{}", rng.gen_range(0..12));
+                let op = rng.gen_range(0..7);
+                let t0 = std::time::Instant::now();
+                let r = match op {
+                    0 => c
+                        .create(
+                            d1,
+                            n1.as_bytes(),
+                            FILE,
+                            0,
+                            &cred,
+                            None,
+                            LayoutRequest::Inherit,
+                            None,
+                            true,
+                        )
+                        .await
+                        .map(|_| ()),
+                    1 => c
+                        .create(
+                            d1,
+                            n1.as_bytes(),
+                            DIR,
+                            0,
+                            &cred,
+                            None,
+                            LayoutRequest::Inherit,
+                            None,
+                            true,
+                        )
+                        .await
+                        .map(|_| ()),
+                    2 | 3 => {
+                        c.rename(d1, n1.as_bytes(), d2, n2.as_bytes(), 0, &cred)
+                            .await
+                    }
+                    4 => match c.lookup(d1, n1.as_bytes()).await {
+                        Ok(i) => c
+                            .link(i.attr.fid, d2, n2.as_bytes(), &cred)
+                            .await
+                            .map(|_| ()),
+                        Err(e) => Err(e),
+                    },
+                    5 => c.unlink(d1, n1.as_bytes(), &cred).await,
+                    _ => c.rmdir(d1, n1.as_bytes(), &cred).await,
+                };
+                match r {
+                    Ok(()) => done += 1,
+                    Err(
+                        Errno::ENOENT
+                        | Errno::EEXIST
+                        | Errno::ENOTEMPTY
+                        | Errno::ENOTDIR
+                        | Errno::EISDIR
+                        | Errno::EPERM
+                        | Errno::EINVAL
+                        | Errno::ESTALE,
+                    ) => {}
+                    Err(e) => panic!("op {op} after {:?}: unexpected {e}", t0.elapsed()),
+                }
+            }
+            done
+        }));
+    }
+    let mut done = 0;
+    for t in tasks {
+        done += t.await.expect("task");
+    }
+    assert!(done > 100, "only {done} operations succeeded");
+    quiesce(&c).await;
+    c.unmount();
+    cluster.stop().await;
+    let rep = nacre::check::check_local(dir.path()).await.expect("check");
+    assert!(rep.is_clean(), "{}", rep.summary());
+}

@@ -349,6 +349,13 @@ pub enum Request {
     },
     /// How many distributed operations this MDT has not finished (recovery status).
     DneStatus,
+    /// MDT to MDT0: take (or give back) the file system's rename lock, held by MDT
+    /// `holder` under `token`; a holder that never gives it back loses it after a lease.
+    DneRenameLock {
+        holder: u32,
+        token: u64,
+        acquire: bool,
+    },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -571,6 +578,7 @@ impl Request {
             Request::DneLinks { .. } => 66,
             Request::DneDirEmpty { .. } => 67,
             Request::DneStatus => 68,
+            Request::DneRenameLock { .. } => 69,
         }
     }
 
@@ -589,6 +597,8 @@ impl Request {
                 | Request::Mkdir { .. }
                 // A second grant would only waste a sequence, but the first is lost.
                 | Request::DneSeqGrant { .. }
+                // A lost grant would hold the lock until its lease ends.
+                | Request::DneRenameLock { acquire: true, .. }
         )
     }
 }

@@ -19,8 +19,12 @@ pub struct CheckReport {
     pub files: u64,
     /// Names whose inode exists nowhere: (directory, name, child).
     pub dangling: Vec<(Fid, Vec<u8>, Fid)>,
-    /// Inodes no name reaches (not counting open-unlinked files awaiting last close).
+    /// Inodes no name points to (not counting open-unlinked files awaiting last close).
     pub orphans: Vec<Fid>,
+    /// What each orphan is: its type, link count and the links it believes it has.
+    pub orphan_details: Vec<String>,
+    /// Inodes that have names but that no path from the root reaches (a directory loop).
+    pub disconnected: Vec<Fid>,
     /// Inodes whose nlink is not what the names say: (inode, stored, counted).
     pub bad_nlink: Vec<(Fid, u32, u32)>,
     /// linkEA entries without their name, and names missing from their inode's linkEA.
@@ -38,6 +42,7 @@ impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.dangling.is_empty()
             && self.orphans.is_empty()
+            && self.disconnected.is_empty()
             && self.bad_nlink.is_empty()
             && self.bad_links.is_empty()
             && self.pending == 0
@@ -47,11 +52,12 @@ impl CheckReport {
     pub fn summary(&self) -> String {
         use std::fmt::Write;
         let mut s = format!(
-            "{} directories, {} files; {} dangling names, {} orphans, {} bad link counts, {} bad linkEA entries, {} pending and {} committed DNE records\n",
+            "{} directories, {} files; {} dangling names, {} orphans, {} disconnected, {} bad link counts, {} bad linkEA entries, {} pending and {} committed DNE records\n",
             self.dirs,
             self.files,
             self.dangling.len(),
             self.orphans.len(),
+            self.disconnected.len(),
             self.bad_nlink.len(),
             self.bad_links.len(),
             self.pending,
@@ -60,8 +66,11 @@ impl CheckReport {
         for (p, n, c) in &self.dangling {
             let _ = writeln!(s, "  dangling: {p}/{} -> {c}", String::from_utf8_lossy(n));
         }
-        for f in &self.orphans {
-            let _ = writeln!(s, "  orphan: {f}");
+        for (f, d) in self.orphans.iter().zip(&self.orphan_details) {
+            let _ = writeln!(s, "  orphan: {f} {d}");
+        }
+        for f in &self.disconnected {
+            let _ = writeln!(s, "  disconnected from the root: {f}");
         }
         for (f, have, want) in &self.bad_nlink {
             let _ = writeln!(s, "  nlink of {f}: {have}, names say {want}");
@@ -151,7 +160,11 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
             rep.files += 1;
         }
         if !seen.contains(fid) && !open_orphans.contains(fid) {
-            rep.orphans.push(*fid);
+            if named.contains_key(fid) {
+                rep.disconnected.push(*fid);
+            } else {
+                rep.orphans.push(*fid);
+            }
             continue;
         }
         if open_orphans.contains(fid) {
@@ -182,6 +195,26 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
     }
     rep.dangling.sort();
     rep.orphans.sort();
+    rep.orphan_details = rep
+        .orphans
+        .iter()
+        .map(|f| {
+            let o = &objs[f];
+            let links: Vec<String> = o
+                .ino
+                .links
+                .iter()
+                .map(|(p, n)| format!("{p}/{}", String::from_utf8_lossy(n)))
+                .collect();
+            format!(
+                "({}, nlink {}, links [{}])",
+                if o.ino.attr.is_dir() { "dir" } else { "file" },
+                o.ino.attr.nlink,
+                links.join(", ")
+            )
+        })
+        .collect();
+    rep.disconnected.sort();
     rep.bad_nlink.sort();
     rep.bad_links.sort();
     Ok(rep)

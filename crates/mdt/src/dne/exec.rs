@@ -17,6 +17,8 @@ use nacre_core::{Errno, Fid, FileKind, StripeObject, Timespec};
 use nacre_osd::{Table, Tx};
 use nacre_rpc::msg::{DneObject, DneUpdate};
 
+use super::reserve::Reservations;
+
 /// The namespace changed under a distributed operation: plan it again.
 pub const CONFLICT: Errno = Errno::EAGAIN;
 
@@ -85,8 +87,15 @@ pub fn stripe_of<R: nacre_osd::KvRead>(r: &mut R, fid: &Fid) -> Result<Option<(F
     )
 }
 
-/// Prepares `u`; returns the nlink a `KillDir` took away (for its undo).
-pub fn prepare(tx: &mut Tx, u: &DneUpdate) -> Result<Option<u32>, Errno> {
+/// Prepares `u`; returns what its undo needs: the nlink a `KillDir` took away, or 1 when
+/// an `AddLink` or `Relink` added the link (rather than finding it there). `hold` is set
+/// on a participant, whose removed names stay reserved until the operation is decided.
+pub fn prepare(
+    tx: &mut Tx,
+    u: &DneUpdate,
+    res: &Reservations,
+    hold: bool,
+) -> Result<Option<u32>, Errno> {
     match u {
         DneUpdate::CreateObject(o) => {
             let fid = o.attr.fid;
@@ -116,10 +125,11 @@ pub fn prepare(tx: &mut Tx, u: &DneUpdate) -> Result<Option<u32>, Errno> {
             if d.lmv.is_some() {
                 return Err(mdd::STRIPED);
             }
-            match mdd::lookup(tx, parent, name)? {
-                Some((f, _)) if f == *fid => return Ok(None),
-                Some(_) => return Err(Errno::EEXIST),
-                None => {}
+            res.check(parent, name)?;
+            // Strict even for the same FID: a name is made by one operation only (a
+            // resent prepare never gets here, its pending record answers it).
+            if mdd::lookup(tx, parent, name)?.is_some() {
+                return Err(Errno::EEXIST);
             }
             put_name(tx, parent, name, fid, *kind)?;
             touch_dir(&mut d, *now, dir_delta(*kind));
@@ -145,6 +155,9 @@ pub fn prepare(tx: &mut Tx, u: &DneUpdate) -> Result<Option<u32>, Errno> {
             tx.delete(Table::Dirents, &dirent_key(parent, name))?;
             touch_dir(&mut d, *now, -dir_delta(*kind));
             mdd::put_inode(tx, &d)?;
+            if hold {
+                res.take(parent, name);
+            }
             Ok(None)
         }
         DneUpdate::SetName {
@@ -187,13 +200,15 @@ pub fn prepare(tx: &mut Tx, u: &DneUpdate) -> Result<Option<u32>, Errno> {
             if ino.attr.nlink >= LINK_MAX {
                 return Err(Errno::EMLINK);
             }
-            if !has_link(&ino, parent, name) {
-                ino.links.push((*parent, name.clone()));
-                ino.attr.nlink += 1;
+            // A link entry without its name belongs to another operation in flight.
+            if has_link(&ino, parent, name) {
+                return Err(CONFLICT);
             }
+            ino.links.push((*parent, name.clone()));
+            ino.attr.nlink += 1;
             ino.attr.ctime = *now;
             mdd::put_inode(tx, &ino)?;
-            Ok(None)
+            Ok(Some(1))
         }
         DneUpdate::DropLink { fid, .. } => {
             // Dropped at commit: until then the inode keeps one link too many, which is
@@ -206,12 +221,13 @@ pub fn prepare(tx: &mut Tx, u: &DneUpdate) -> Result<Option<u32>, Errno> {
         }
         DneUpdate::Relink { fid, to, now, .. } => {
             let mut ino = mdd::get_inode(tx, fid).map_err(|_| CONFLICT)?;
-            if !has_link(&ino, &to.0, &to.1) {
-                ino.links.push(to.clone());
+            if has_link(&ino, &to.0, &to.1) {
+                return Err(CONFLICT);
             }
+            ino.links.push(to.clone());
             ino.attr.ctime = *now;
             mdd::put_inode(tx, &ino)?;
-            Ok(None)
+            Ok(Some(1))
         }
         DneUpdate::KillDir { fid, now } => {
             let mut ino = mdd::get_inode(tx, fid).map_err(|_| CONFLICT)?;
@@ -292,8 +308,14 @@ pub fn commit(
     }
 }
 
-/// Undoes a prepared `u`; `killed` is what its `KillDir` took away.
-pub fn abort(tx: &mut Tx, u: &DneUpdate, killed: Option<u32>) -> Result<(), Errno> {
+/// Undoes a prepared `u`; `undo` is what its prepare returned.
+pub fn abort(
+    tx: &mut Tx,
+    u: &DneUpdate,
+    undo: Option<u32>,
+    is_open: &dyn Fn(&Fid) -> bool,
+    fx: &mut Effects,
+) -> Result<(), Errno> {
     match u {
         DneUpdate::CreateObject(o) => {
             if let Ok(ino) = mdd::get_inode(tx, &o.attr.fid) {
@@ -354,20 +376,26 @@ pub fn abort(tx: &mut Tx, u: &DneUpdate, killed: Option<u32>) -> Result<(), Errn
             Ok(())
         }
         DneUpdate::AddLink {
-            fid, parent, name, ..
+            fid,
+            parent,
+            name,
+            now,
         } => {
-            if let Ok(mut ino) = mdd::get_inode(tx, fid)
+            if undo.is_some()
+                && let Ok(mut ino) = mdd::get_inode(tx, fid)
                 && has_link(&ino, parent, name)
             {
-                ino.links.retain(|(p, n)| !(p == parent && n == name));
-                ino.attr.nlink = ino.attr.nlink.saturating_sub(1).max(1);
-                mdd::put_inode(tx, &ino)?;
+                // The link counted a reference that never became a name: give it back.
+                // If the other names went meanwhile, this was the last one.
+                let r = mdd::drop_link(tx, &mut ino, parent, name, *now, is_open)?;
+                fx.destroyed.extend(r.destroy);
             }
             Ok(())
         }
-        DneUpdate::Relink { fid, from, to, .. } => {
-            if let Ok(mut ino) = mdd::get_inode(tx, fid)
-                && has_link(&ino, &from.0, &from.1)
+        DneUpdate::Relink { fid, to, .. } => {
+            // Whatever happened to the old link meanwhile, the new one was never named.
+            if undo.is_some()
+                && let Ok(mut ino) = mdd::get_inode(tx, fid)
                 && has_link(&ino, &to.0, &to.1)
             {
                 ino.links.retain(|(p, n)| !(*p == to.0 && *n == to.1));
@@ -377,7 +405,7 @@ pub fn abort(tx: &mut Tx, u: &DneUpdate, killed: Option<u32>) -> Result<(), Errn
         }
         DneUpdate::DropLink { .. } => Ok(()),
         DneUpdate::KillDir { fid, .. } => {
-            if let (Some(n), Ok(mut ino)) = (killed, mdd::get_inode(tx, fid))
+            if let (Some(n), Ok(mut ino)) = (undo, mdd::get_inode(tx, fid))
                 && ino.attr.nlink == 0
             {
                 ino.attr.nlink = n.max(2);
@@ -391,12 +419,13 @@ pub fn abort(tx: &mut Tx, u: &DneUpdate, killed: Option<u32>) -> Result<(), Errn
 /// Runs prepare then commit of `updates` in one transaction (the coordinator's own part).
 pub fn apply_local(
     tx: &mut Tx,
+    res: &Reservations,
     updates: &[DneUpdate],
     is_open: &dyn Fn(&Fid) -> bool,
     fx: &mut Effects,
 ) -> Result<(), Errno> {
     for u in updates {
-        prepare(tx, u)?;
+        prepare(tx, u, res, false)?;
     }
     for u in updates {
         commit(tx, u, is_open, fx)?;
@@ -406,31 +435,48 @@ pub fn apply_local(
 
 /// Prepares `updates` and records them under (`coord`, `op`). Preparing an operation
 /// already recorded does nothing (a resent request).
-pub fn prepare_all(tx: &mut Tx, coord: u32, op: u64, updates: Vec<DneUpdate>) -> Result<(), Errno> {
+pub fn prepare_all(
+    tx: &mut Tx,
+    res: &Reservations,
+    coord: u32,
+    op: u64,
+    updates: Vec<DneUpdate>,
+) -> Result<(), Errno> {
     if super::log::get_pending(tx, coord, op)?.is_some() {
         return Ok(());
     }
     let mut killed = Vec::new();
-    for u in &updates {
-        if let Some(n) = prepare(tx, u)? {
-            killed.push((u.object(), n));
+    for (i, u) in updates.iter().enumerate() {
+        match prepare(tx, u, res, true) {
+            Ok(Some(n)) => killed.push((u.object(), n)),
+            Ok(None) => {}
+            Err(e) => {
+                // The transaction rolls back: so do the names it took.
+                release_names(res, &updates[..i]);
+                return Err(e);
+            }
         }
     }
-    super::log::put_pending(
+    let r = super::log::put_pending(
         tx,
         &super::log::Pending {
             coord,
             op,
-            updates,
+            updates: updates.clone(),
             killed,
             since_ms: super::log::now_ms(),
         },
-    )
+    );
+    if r.is_err() {
+        release_names(res, &updates);
+    }
+    r
 }
 
 /// Commits what (`coord`, `op`) prepared and forgets it; nothing recorded: done already.
 pub fn commit_all(
     tx: &mut Tx,
+    res: &Reservations,
     coord: u32,
     op: u64,
     is_open: &dyn Fn(&Fid) -> bool,
@@ -443,11 +489,19 @@ pub fn commit_all(
         commit(tx, u, is_open, fx)?;
     }
     tx.delete(Table::DnePending, &super::log::pending_key(coord, op))?;
+    release_names(res, &p.updates);
     Ok(())
 }
 
 /// Undoes what (`coord`, `op`) prepared, last update first, and forgets it.
-pub fn abort_all(tx: &mut Tx, coord: u32, op: u64) -> Result<(), Errno> {
+pub fn abort_all(
+    tx: &mut Tx,
+    res: &Reservations,
+    coord: u32,
+    op: u64,
+    is_open: &dyn Fn(&Fid) -> bool,
+    fx: &mut Effects,
+) -> Result<(), Errno> {
     let Some(p) = super::log::get_pending(tx, coord, op)? else {
         return Ok(());
     };
@@ -457,8 +511,23 @@ pub fn abort_all(tx: &mut Tx, coord: u32, op: u64) -> Result<(), Errno> {
             .iter()
             .find(|(f, _)| *f == u.object())
             .map(|(_, n)| *n);
-        abort(tx, u, killed)?;
+        abort(tx, u, killed, is_open, fx)?;
     }
     tx.delete(Table::DnePending, &super::log::pending_key(coord, op))?;
+    release_names(res, &p.updates);
     Ok(())
+}
+
+/// Names `updates` hold on a participant while undecided.
+pub fn held_names(updates: &[DneUpdate]) -> impl Iterator<Item = (&Fid, &[u8])> {
+    updates.iter().filter_map(|u| match u {
+        DneUpdate::DeleteName { parent, name, .. } => Some((parent, name.as_slice())),
+        _ => None,
+    })
+}
+
+fn release_names(res: &Reservations, updates: &[DneUpdate]) {
+    for (p, n) in held_names(updates) {
+        res.release(p, n);
+    }
 }

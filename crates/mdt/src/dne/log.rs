@@ -30,7 +30,8 @@ pub struct Pending {
     pub coord: u32,
     pub op: u64,
     pub updates: Vec<DneUpdate>,
-    /// Directories `KillDir` emptied of links, with the nlink to give back on abort.
+    /// What the undo of each update needs, by its object (see `exec::prepare`): the nlink
+    /// a `KillDir` takes away, or that an `AddLink`/`Relink` added its link.
     pub killed: Vec<(Fid, u32)>,
     /// Wall-clock milliseconds when prepared (for the resolver's age test).
     pub since_ms: u64,

@@ -50,8 +50,16 @@
 //!   uncounted only after it is gone; a directory is closed to new entries (nlink 0)
 //!   before its name goes, and destroyed only after. So no name ever points at nothing,
 //!   and after recovery either every part of an operation happened or none did.
-//! - What can still be left is only ever an inode without a name (e.g. a rename whose
-//!   undo found its old name taken meanwhile): an orphan the checker ([`check`]) reports.
+//! - Concurrent operations cannot undo each other's work: a name a participant removed at
+//!   prepare stays reserved ([`reserve`]) until the operation is decided, so its undo always
+//!   finds it free; a link entry (linkEA) being added belongs to one operation (another one
+//!   meeting it gets [`exec::CONFLICT`] and plans again); names are inserted strictly, never
+//!   "again"; and an aborted link that was an inode's last reference frees the inode.
+//! - A rename that moves a directory to another directory takes the file system's rename
+//!   lock on MDT0 ([`rename_lock`], Lustre's BFL) from its loop check to its commit, so
+//!   renames on different MDTs cannot together make a loop.
+//! - What a crash can still leave is only ever what the checker ([`check`]) reports and
+//!   recovery removes: pending records and the unnamed objects they created.
 //!
 //! Fault injection points ([`crate::fail`]) sit between the steps: `dne.coord.prepared`,
 //! `dne.coord.committed`, `dne.coord.remote_committed`, `dne.part.prepared`,
@@ -66,6 +74,8 @@ pub mod pool;
 pub mod proxy;
 pub mod qos;
 mod recovery;
+pub mod rename_lock;
+pub mod reserve;
 
 use crate::Mdt;
 use nacre_core::fid::mdt_of_seq;
@@ -79,9 +89,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tokio::sync::{Notify, watch};
-
-/// Plans of one operation before giving up on conflicts with concurrent changes.
-pub const MAX_REPLANS: usize = 8;
 
 /// The QoS chooser's position and the MDTs' free space as last seen (and when).
 type QosCache = (qos::QosState, Option<(Instant, Vec<qos::MdtSpace>)>);
@@ -98,12 +105,16 @@ pub struct Dne {
     /// Operations this incarnation coordinates that have not decided yet.
     inflight: Mutex<HashMap<u64, watch::Sender<DneOpState>>>,
     qos: Mutex<QosCache>,
-    /// Cross-directory renames of directories, one at a time (the loop check walks the
-    /// tree without locks, so two such renames must not interleave here).
-    rename_lock: tokio::sync::Mutex<()>,
     /// The root's default file layout, for MDTs other than MDT0.
     root_layout: Mutex<Option<(Instant, Option<Layout>)>>,
     recovery_kick: Notify,
+    /// Names removed by prepared operations, held until they are decided.
+    pub(crate) reserved: reserve::Reservations,
+    /// MDT0's rename lock (Lustre's BFL lock): one directory rename across directories at
+    /// a time in the whole file system, so loop checks cannot interleave.
+    global_rename: Arc<tokio::sync::Mutex<()>>,
+    /// Remote holders of the global rename lock (MDT0), to release or expire.
+    rename_holders: Mutex<HashMap<(u32, u64), tokio::sync::oneshot::Sender<()>>>,
 }
 
 impl Dne {
@@ -118,9 +129,11 @@ impl Dne {
             next_op: AtomicU64::new(1),
             inflight: Mutex::new(HashMap::new()),
             qos: Mutex::new((qos::QosState { rr_next: index }, None)),
-            rename_lock: tokio::sync::Mutex::new(()),
             root_layout: Mutex::new(None),
             recovery_kick: Notify::new(),
+            reserved: reserve::Reservations::default(),
+            global_rename: Arc::new(tokio::sync::Mutex::new(())),
+            rename_holders: Mutex::new(HashMap::new()),
         }
     }
 
@@ -191,6 +204,15 @@ impl Mdt {
             })
             .await?;
         self.dne.epoch.store(epoch, Ordering::Release);
+        // Names held by operations prepared before a restart stay held.
+        let mut v = self.store.read()?;
+        for (_, rec) in log::all(&mut v, nacre_osd::Table::DnePending, usize::MAX)? {
+            let p = log::decode_pending(&rec)?;
+            for (parent, name) in exec::held_names(&p.updates) {
+                self.dne.reserved.take(parent, name);
+            }
+        }
+        drop(v);
         tokio::spawn(self.clone().dne_root_layout_loop(shutdown.clone()));
         tokio::spawn(self.clone().dne_recovery_loop(shutdown));
         Ok(())

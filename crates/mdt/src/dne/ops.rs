@@ -5,7 +5,8 @@
 use super::exec::{self, CONFLICT, Effects};
 use super::log::{self, Committed};
 use super::proxy::ProxyError;
-use super::{MAX_REPLANS, qos};
+use super::qos;
+use super::reserve::{MAX_ATTEMPTS, RESERVED, pause};
 use crate::fail;
 use crate::mdd::{self, MAX_DEPTH};
 use crate::{Mdt, records};
@@ -84,12 +85,13 @@ impl Mdt {
         }
         let local = groups.remove(&self.index).unwrap_or_default();
         let is_open = self.open_check();
+        let res = self.dne.reserved.clone();
         if groups.is_empty() {
             let fx = self
                 .store
                 .write(move |tx| {
                     let mut fx = Effects::default();
-                    exec::apply_local(tx, &local, &is_open, &mut fx)?;
+                    exec::apply_local(tx, &res, &local, &is_open, &mut fx)?;
                     Ok(fx)
                 })
                 .await?;
@@ -158,6 +160,7 @@ impl Mdt {
         fail::point("dne.coord.prepared", coord);
         // 2. the commit point: our own updates and the record, in one transaction.
         let is_open = self.open_check();
+        let res = self.dne.reserved.clone();
         let rec = log::encode_committed(&Committed {
             participants: participants.clone(),
             since_ms: log::now_ms(),
@@ -166,7 +169,7 @@ impl Mdt {
             .store
             .write(move |tx| {
                 let mut fx = Effects::default();
-                exec::apply_local(tx, &local, &is_open, &mut fx)?;
+                exec::apply_local(tx, &res, &local, &is_open, &mut fx)?;
                 tx.put(Table::DneCommitted, &log::committed_key(op), &rec)?;
                 Ok(fx)
             })
@@ -576,7 +579,17 @@ impl Mdt {
             kind: FileKind::Directory,
             now,
         });
-        self.dne_run(updates).await?;
+        let mut attempt = 0;
+        loop {
+            match self.dne_run(updates.clone()).await {
+                Err(RESERVED) if attempt < MAX_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(pause(attempt)).await;
+                }
+                Err(RESERVED) => return Err(Errno::EBUSY),
+                r => break r?,
+            }
+        }
         Ok(InodeInfo {
             attr: obj.attr,
             layout: None,
@@ -612,7 +625,8 @@ impl Mdt {
         name: Vec<u8>,
         want_dir: bool,
     ) -> Result<(), Errno> {
-        for _ in 0..MAX_REPLANS {
+        for attempt in 0..MAX_ATTEMPTS {
+            tokio::time::sleep(pause(attempt)).await;
             let now = Timespec::now();
             let (cfid, kind) = {
                 let mut v = self.view()?;
@@ -649,7 +663,7 @@ impl Mdt {
                 });
             }
             match self.dne_run(updates).await {
-                Err(CONFLICT) => continue,
+                Err(CONFLICT | RESERVED) => continue,
                 r => return r,
             }
         }
@@ -681,7 +695,8 @@ impl Mdt {
             return Err(Errno::EPROTO);
         }
         let exchange = flags & RENAME_EXCHANGE != 0;
-        for _ in 0..MAX_REPLANS {
+        for attempt in 0..MAX_ATTEMPTS {
+            tokio::time::sleep(pause(attempt)).await;
             let now = Timespec::now();
             let target = {
                 let mut v = self.view()?;
@@ -703,9 +718,9 @@ impl Mdt {
             }
             let moves_dir =
                 sp != dp && (is_dir(sk) || (exchange && target.is_some_and(|t| is_dir(t.1))));
-            // Loop checks walk the tree without locks: one such rename at a time here.
+            // Loop checks walk the tree: one such rename at a time in the file system.
             let _guard = if moves_dir {
-                Some(self.dne.rename_lock.lock().await)
+                Some(self.dne_rename_lock().await?)
             } else {
                 None
             };
@@ -795,7 +810,7 @@ impl Mdt {
                 now,
             });
             match self.dne_run(ups).await {
-                Err(CONFLICT) => continue,
+                Err(CONFLICT | RESERVED) => continue,
                 r => return r,
             }
         }
@@ -810,7 +825,8 @@ impl Mdt {
         name: Vec<u8>,
     ) -> Result<InodeInfo, Errno> {
         mdd::check_name(&name)?;
-        for _ in 0..MAX_REPLANS {
+        for attempt in 0..MAX_ATTEMPTS {
+            tokio::time::sleep(pause(attempt)).await;
             {
                 let mut v = self.view()?;
                 let p = mdd::get_inode(&mut v, &parent)?;
@@ -849,12 +865,36 @@ impl Mdt {
                 },
             ];
             match self.dne_run(ups).await {
-                Err(CONFLICT) => continue,
+                Err(CONFLICT | RESERVED) => continue,
                 Err(e) => return Err(e),
                 Ok(()) => return self.dne_getattr(fid).await,
             }
         }
         Err(Errno::EBUSY)
+    }
+
+    /// Whether a rename must go the DNE way although both names are here: in a file
+    /// system of several MDTs, a directory moving to another directory takes the file
+    /// system's rename lock for its loop check (the walk up may cross MDTs).
+    pub(crate) fn dne_rename_moves_dir(
+        &self,
+        sp: &Fid,
+        sn: &[u8],
+        dp: &Fid,
+        dn: &[u8],
+        flags: u32,
+    ) -> Result<bool, Errno> {
+        if sp == dp || self.dne.mdt_count() < 2 {
+            return Ok(false);
+        }
+        let mut v = self.view()?;
+        let src = mdd::lookup(&mut v, sp, sn)?;
+        let dst = if flags & mdd::RENAME_EXCHANGE != 0 {
+            mdd::lookup(&mut v, dp, dn)?
+        } else {
+            None
+        };
+        Ok([src, dst].iter().flatten().any(|(_, k)| is_dir(*k)))
     }
 
     /// The root's default file layout as MDT0 has it (cached; refreshed by recovery).
@@ -929,8 +969,9 @@ impl Mdt {
                 Ok(Reply::Ok)
             }
             Request::DnePrepare { coord, op, updates } => {
+                let res = self.dne.reserved.clone();
                 self.store
-                    .write(move |tx| exec::prepare_all(tx, coord, op, updates))
+                    .write(move |tx| exec::prepare_all(tx, &res, coord, op, updates))
                     .await?;
                 fail::point("dne.part.prepared", self.index);
                 Ok(Reply::Ok)
@@ -977,6 +1018,14 @@ impl Mdt {
                     1,
                 )?;
                 Ok(Reply::Bool(rows.is_empty()))
+            }
+            Request::DneRenameLock {
+                holder,
+                token,
+                acquire,
+            } => {
+                self.dne_rename_lock_request(holder, token, acquire).await?;
+                Ok(Reply::Ok)
             }
             Request::DneStatus => {
                 let v = self.view()?;
@@ -1056,11 +1105,12 @@ impl Mdt {
         op: u64,
     ) -> Result<(), Errno> {
         let is_open = self.open_check();
+        let res = self.dne.reserved.clone();
         let fx = self
             .store
             .write(move |tx| {
                 let mut fx = Effects::default();
-                exec::commit_all(tx, coord, op, &is_open, &mut fx)?;
+                exec::commit_all(tx, &res, coord, op, &is_open, &mut fx)?;
                 Ok(fx)
             })
             .await?;
@@ -1069,10 +1119,22 @@ impl Mdt {
         Ok(())
     }
 
-    pub(crate) async fn dne_participant_abort(&self, coord: u32, op: u64) -> Result<(), Errno> {
-        self.store
-            .write(move |tx| exec::abort_all(tx, coord, op))
+    pub(crate) async fn dne_participant_abort(
+        self: &Arc<Self>,
+        coord: u32,
+        op: u64,
+    ) -> Result<(), Errno> {
+        let res = self.dne.reserved.clone();
+        let is_open = self.open_check();
+        let fx = self
+            .store
+            .write(move |tx| {
+                let mut fx = Effects::default();
+                exec::abort_all(tx, &res, coord, op, &is_open, &mut fx)?;
+                Ok(fx)
+            })
             .await?;
+        self.dne_effects(fx);
         fail::point("dne.part.aborted", self.index);
         Ok(())
     }
