@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# External POSIX suites on a real nacre FUSE mount: pjdfstest, fsx, fio (--verify) and dbench.
+# External POSIX suites on a real nacre FUSE mount: pjdfstest, fsx, fio (--verify) and dbench,
+# on a file system with several MDTs (DNE): pjdfstest and fsx run again inside a directory
+# striped over every MDT (with a default layout, so its subdirectories are striped too) and
+# inside a remote directory on the last MDT; the namespace checker runs on the stopped file
+# system at the end. With the file system default set to Data-on-MDT (-E 1M -L mdt -E -1
+# -c -1), pjdfstest and fsx run once more (the dom suite).
 #
 # Usage: scripts/external-suites.sh [NACRE_BINARY]      (or NACRE=/path/to/nacre)
 #
@@ -11,8 +16,8 @@
 #
 # Needs root (pjdfstest switches users and remounts read-only; the mount uses allow_other)
 # and the tools scripts/install-deps.sh --test installs. Optional environment:
-#   SUITES="pjdfstest fsx fio dbench dom"  which suites to run (dom: pjdfstest and fsx again
-#                                       with the file system default -E 1M -L mdt -E -1 -c -1)
+#   SUITES="pjdfstest fsx fio dbench dne dom"   which suites to run
+#   MDTS=4                              MDTs of the file system (dne needs 2 or more)
 #   FSX_OPS=100000 FSX_SEED=20240601    the main fsx run (a second, shorter run uses FSX_SEED+1)
 #   DBENCH_SECONDS=20 DBENCH_LOADFILE=  (default: Debian's /usr/share/dbench/client.txt)
 #   PJD_NAPTIME=0.001                   pjdfstest's sleep between timestamp checks
@@ -22,13 +27,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 KNOWN_FAILURES="$here/tests/external/pjdfstest-known-failures.txt"
 KNOWN_SKIPS="$here/tests/external/pjdfstest-skipped.txt"
-SUITES=${SUITES:-"pjdfstest fsx fio dbench dom"}
+SUITES=${SUITES:-"pjdfstest fsx fio dbench dne dom"}
+MDTS=${MDTS:-4}
 FSX_OPS=${FSX_OPS:-100000}
 FSX_SEED=${FSX_SEED:-20240601}
 DBENCH_SECONDS=${DBENCH_SECONDS:-20}
 PJD_NAPTIME=${PJD_NAPTIME:-0.001}
 
-# Time limits (seconds). The whole run takes about 4 minutes on 2 cores; these bound a hang.
+# Time limits (seconds). The whole run takes about 6 minutes on 2 cores; these bound a hang.
 T_UP=60 T_DOWN=60 T_PJD=300 T_FSX=300 T_FSX2=180 T_FIO=240 T_DBENCH=$((DBENCH_SECONDS + 100))
 
 say() { printf '%s\n' "$*"; }
@@ -53,8 +59,8 @@ done
 for s in $SUITES; do
     case $s in
         pjdfstest | fsx | fio | dbench) command -v "$s" >/dev/null 2>&1 || missing+=("$s") ;;
-        dom) for t in pjdfstest fsx; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done ;;
-        *) die "unknown suite '$s' in SUITES (known: pjdfstest fsx fio dbench dom)" ;;
+        dne | dom) for t in pjdfstest fsx; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done ;;
+        *) die "unknown suite '$s' in SUITES (known: pjdfstest fsx fio dbench dne dom)" ;;
     esac
 done
 [ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (scripts/install-deps.sh --test installs them)"
@@ -128,7 +134,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 say "== nacre up ($NACRE)"
-if ! timeout -k 5 "$T_UP" "$NACRE" up "$FSDIR" --mount "$MNT" --background --port 0 >"$LOGS/up.log" 2>&1; then
+if ! timeout -k 5 "$T_UP" "$NACRE" up "$FSDIR" --mount "$MNT" --mdts "$MDTS" --background --port 0 >"$LOGS/up.log" 2>&1; then
     cat "$LOGS/up.log" >&2
     die "nacre up failed"
 fi
@@ -180,10 +186,10 @@ listed() { # file [tag|!tag]
         }' "$1" | sort -u
 }
 
-suite_pjdfstest() {
-    # PJD_DIR / PJD_NAME run it again elsewhere under another name; PJD_EROFS=0 skips the
-    # read-only remount cases (listed as skips tagged [no-remount]).
-    local dir=${PJD_DIR:-$MNT/pjdfstest} name=${PJD_NAME:-pjdfstest} cfg=$WORK/pjdfstest.toml remount=false
+# pjdfstest in DIR, results recorded as NAME; with PROBE_REMOUNT=true the EROFS cases run
+# first (they remount the whole mount, so only one run does them).
+run_pjdfstest() { # name dir probe_remount
+    local name=$1 dir=$2 probe=$3 cfg=$WORK/$1.toml remount=false
     mkdir -p "$dir"
     # The EROFS cases remount the mount read-only with `mount -o remount,ro`. For a FUSE
     # mount mount(8) hands that to the mount.fuse helper, which cannot remount; the kernel
@@ -194,12 +200,10 @@ suite_pjdfstest() {
 exec "$REAL_MOUNT" -i "\$@"
 EOF
     chmod 755 "$WORK/bin/mount"
-    if [ "${PJD_EROFS:-1}" != 1 ]; then
-        say "   read-only remount cases not run in this pass"
-    elif timeout 20 "$REAL_MOUNT" -i -o remount,ro "$MNT" 2>/dev/null; then
+    if [ "$probe" = true ] && timeout 20 "$REAL_MOUNT" -i -o remount,ro "$MNT" 2>/dev/null; then
         timeout 20 "$REAL_MOUNT" -i -o remount,rw "$MNT" || die "could not remount $MNT read-write again"
         remount=true
-    else
+    elif [ "$probe" = true ]; then
         say "   cannot remount $MNT read-only here: the erofs cases will be skipped"
     fi
     # Every opt-in feature nacre supports (`pjdfstest -l`): not chflags, NFSv4 ACLs or
@@ -221,15 +225,16 @@ entries = [["nobody", "$nobody_group"], ["daemon", "daemon"]]
 EOF
     }
     local start=$SECONDS rc_all=0
-    : >"$WORK/pjd.erofs.results"
+    local W=$WORK/$name
+    : >"$W.erofs.results"
     if [ "$remount" = true ]; then
         # The EROFS cases first, alone: a read-only remount fails (EBUSY) while any file is
         # open for writing, and some other cases leave descriptors open (pjdfstest 0.2's
         # posix_fallocate::affected_only_create_flags never closes its files).
         pjd_config true >"$cfg"
-        run_logged pjdfstest-erofs "$T_PJD" env PATH="$WORK/bin:$PATH" pjdfstest -c "$cfg" -p "$dir" -s "$SECONDARY" erofs
+        run_logged "$name-erofs" "$T_PJD" env PATH="$WORK/bin:$PATH" pjdfstest -c "$cfg" -p "$dir" -s "$SECONDARY" erofs
         rc_all=$RC
-        awk 'NF == 2 && ($2 == "ok" || $2 == "FAILED") { print $1, $2 }' "$LOGS/pjdfstest-erofs.log" >"$WORK/pjd.erofs.results"
+        awk 'NF == 2 && ($2 == "ok" || $2 == "FAILED") { print $1, $2 }' "$LOGS/$name-erofs.log" >"$W.erofs.results"
         # A case that died between its two remounts would leave the mount read-only.
         if awk -v m="$MNT" '$2 == m && $4 ~ /(^|,)ro(,|$)/ { f = 1 } END { exit !f }' /proc/self/mounts; then
             timeout 20 "$REAL_MOUNT" -i -o remount,rw "$MNT" || die "could not remount $MNT read-write again"
@@ -245,10 +250,10 @@ EOF
          NF == 2 && ($2 == "ok" || $2 == "FAILED" || $2 == "skipped") {
              r = ($1 in ran) ? ran[$1] : $2; print $1, r; delete ran[$1]
          }
-         END { for (t in ran) print t, ran[t] }' "$WORK/pjd.erofs.results" "$log" >"$WORK/pjd.results"
-    awk '$2 == "ok" { print $1 }' "$WORK/pjd.results" | sort -u >"$WORK/pjd.passed"
-    awk '$2 == "FAILED" { print $1 }' "$WORK/pjd.results" | sort -u >"$WORK/pjd.failed"
-    awk '$2 == "skipped" { print $1 }' "$WORK/pjd.results" | sort -u >"$WORK/pjd.skipped"
+         END { for (t in ran) print t, ran[t] }' "$W.erofs.results" "$log" >"$W.results"
+    awk '$2 == "ok" { print $1 }' "$W.results" | sort -u >"$W.passed"
+    awk '$2 == "FAILED" { print $1 }' "$W.results" | sort -u >"$W.failed"
+    awk '$2 == "skipped" { print $1 }' "$W.results" | sort -u >"$W.skipped"
     listed "$KNOWN_FAILURES" >"$WORK/known.failures"
     # Skips tagged [no-remount] are expected only when the remount probe failed.
     listed "$KNOWN_SKIPS" '!no-remount' >"$WORK/known.skips.always"
@@ -258,27 +263,27 @@ EOF
         listed "$KNOWN_SKIPS" | sort -u >"$WORK/known.skips"
     fi
     local np nf ns
-    np=$(wc -l <"$WORK/pjd.passed") nf=$(wc -l <"$WORK/pjd.failed") ns=$(wc -l <"$WORK/pjd.skipped")
+    np=$(wc -l <"$W.passed") nf=$(wc -l <"$W.failed") ns=$(wc -l <"$W.skipped")
     say "   $name: $np passed, $nf failed, $ns skipped (${ELAPSED}s)"
-    comm -23 "$WORK/pjd.failed" "$WORK/known.failures" >"$WORK/pjd.unexpected-failures"
-    comm -12 "$WORK/pjd.failed" "$WORK/known.failures" >"$WORK/pjd.known-failures"
-    comm -23 "$WORK/pjd.skipped" <(sort -u "$WORK/known.skips" "$WORK/known.failures") >"$WORK/pjd.unexpected-skips"
+    comm -23 "$W.failed" "$WORK/known.failures" >"$W.unexpected-failures"
+    comm -12 "$W.failed" "$WORK/known.failures" >"$W.known-failures"
+    comm -23 "$W.skipped" <(sort -u "$WORK/known.skips" "$WORK/known.failures") >"$W.unexpected-skips"
     local unexpected_f unexpected_s fixed ran nknown
-    unexpected_f=$(tr '\n' ' ' <"$WORK/pjd.unexpected-failures")
-    unexpected_s=$(tr '\n' ' ' <"$WORK/pjd.unexpected-skips")
-    nknown=$(wc -l <"$WORK/pjd.known-failures")
-    fixed=$(comm -12 "$WORK/known.failures" "$WORK/pjd.passed")
-    ran=$(comm -12 "$WORK/known.skips.always" <(sort -u "$WORK/pjd.passed" "$WORK/pjd.failed"))
+    unexpected_f=$(tr '\n' ' ' <"$W.unexpected-failures")
+    unexpected_s=$(tr '\n' ' ' <"$W.unexpected-skips")
+    nknown=$(wc -l <"$W.known-failures")
+    fixed=$(comm -12 "$WORK/known.failures" "$W.passed")
+    ran=$(comm -12 "$WORK/known.skips.always" <(sort -u "$W.passed" "$W.failed"))
     if [ -n "$fixed" ]; then say "   listed as known failures but passed (remove them from $KNOWN_FAILURES):" "$fixed"; fi
     if [ -n "$ran" ]; then say "   listed as skipped but ran here (see $KNOWN_SKIPS):" "$ran"; fi
-    while read -r t; do say "   known failure: $t"; done <"$WORK/pjd.known-failures"
+    while read -r t; do say "   known failure: $t"; done <"$W.known-failures"
     local status=PASS why=""
     if [ -n "$unexpected_f" ]; then
         status=FAIL why="unexpected failures: $unexpected_f"
         say "   failures not listed in $KNOWN_FAILURES:"
         for t in $unexpected_f; do
             say "     $t"
-            cat "$LOGS/pjdfstest-erofs.log" "$log" 2>/dev/null |
+            { cat "$LOGS/$name-erofs.log" "$log" 2>/dev/null || true; } |
                 awk -v t="$t" '$1 == t && NF == 2 { p = 1; next } p && NF == 2 && $2 ~ /^(ok|FAILED|skipped)$/ { exit } p' |
                 sed -n '1,4s/^/       /p'
         done
@@ -291,6 +296,10 @@ EOF
         status=FAIL why="$why pjdfstest did not complete (exit $rc_all)"
     fi
     record "$name" "$status" "$np passed, $nf failed ($nknown known), $ns skipped, ${ELAPSED}s${why:+; $why}"
+}
+
+suite_pjdfstest() {
+    run_pjdfstest pjdfstest "$MNT/pjdfstest" true
 }
 
 # fsx with every operation class it has, mmap included: nacre's FUSE mount handles shared
@@ -392,6 +401,32 @@ EOF
     fi
 }
 
+# DNE: pjdfstest and fsx inside a directory striped over every MDT (its default layout
+# stripes new subdirectories too, so pjdfstest's directories are striped and its renames and
+# links cross MDTs) and inside a remote directory on the last MDT.
+suite_dne() {
+    if [ "$MDTS" -lt 2 ]; then
+        record dne SKIP "needs MDTS >= 2"
+        return
+    fi
+    # Short names: pjdfstest binds Unix sockets below these, and sun_path holds 108 bytes.
+    local striped=$MNT/ds remote=$MNT/dr
+    if ! { "$NACRE" lfs mkdir -c -1 "$striped" && "$NACRE" lfs setdirstripe -D -c -1 "$striped" &&
+        "$NACRE" lfs mkdir -i $((MDTS - 1)) "$remote"; } >"$LOGS/dne-setup.log" 2>&1; then
+        record dne FAIL "lfs mkdir failed: $(head -c 300 "$LOGS/dne-setup.log")"
+        return
+    fi
+    chmod 755 "$striped" "$remote"
+    "$NACRE" lfs getdirstripe "$striped" "$remote" >>"$LOGS/dne-setup.log" 2>&1
+    run_pjdfstest pjdfstest-striped "$striped/p" false
+    mount_alive || return 0
+    run_pjdfstest pjdfstest-remote "$remote/p" false
+    mount_alive || return 0
+    run_fsx fsx-striped "$striped" 1048576 $((FSX_OPS / 4)) $((FSX_SEED + 2)) "$T_FSX2"
+    mount_alive || return 0
+    run_fsx fsx-remote "$remote" 1048576 $((FSX_OPS / 4)) $((FSX_SEED + 3)) "$T_FSX2"
+}
+
 suite_dbench() {
     mkdir -p "$MNT/dbench"
     run_logged dbench "$T_DBENCH" dbench -D "$MNT/dbench" -t "$DBENCH_SECONDS" -c "$DBENCH_LOADFILE" 4
@@ -411,12 +446,11 @@ suite_dom() {
         record dom FAIL "lfs setstripe on the root failed: $(head -c 300 "$LOGS/setstripe-dom.log")"
         return
     fi
-    : >"$WORK/pjd.erofs.results"
-    PJD_DIR=$MNT/pjdfstest-dom PJD_NAME=pjdfstest-dom PJD_EROFS=0 suite_pjdfstest
+    run_pjdfstest pjdfstest-dom "$MNT/pjdfstest-dom" false
     mount_alive || return 0
     mkdir -p "$MNT/fsx-dom"
     # Files up to 2 MiB: the ops cross the 1 MiB DoM component into the OST component.
-    run_fsx fsx-dom "$MNT/fsx-dom" 2097152 $((FSX_OPS / 4)) $((FSX_SEED + 2)) "$T_FSX2"
+    run_fsx fsx-dom "$MNT/fsx-dom" 2097152 $((FSX_OPS / 4)) $((FSX_SEED + 4)) "$T_FSX2"
     "$NACRE" lfs setstripe -d "$MNT" >>"$LOGS/setstripe-dom.log" 2>&1 || true
 }
 
@@ -432,10 +466,24 @@ if ! mount_alive; then
     record mount FAIL "the mount stopped answering by the end of the run"
 fi
 
+# The namespace across MDTs, on the stopped file system: nothing dangling, orphaned or
+# half-done after everything above.
+say "== namespace check"
+if timeout -k 5 "$T_DOWN" "$NACRE" down "$FSDIR" >"$LOGS/down.log" 2>&1; then
+    if timeout -k 5 120 "$NACRE" check "$FSDIR" >"$LOGS/check.log" 2>&1; then
+        record check PASS "$(head -n 1 "$LOGS/check.log")"
+    else
+        sed -n '1,10s/^/   /p' "$LOGS/check.log"
+        record check FAIL "see $LOGS/check.log"
+    fi
+else
+    record check FAIL "nacre down failed: $(head -c 300 "$LOGS/down.log")"
+fi
+
 say ""
 say "== summary"
 for n in "${ORDER[@]}"; do
-    printf '%-10s %-4s  %s\n' "$n" "${RESULT[$n]}" "${DETAIL[$n]}"
+    printf '%-18s %-4s  %s\n' "$n" "${RESULT[$n]}" "${DETAIL[$n]}"
 done
 if [ "$FAILED" -ne 0 ]; then
     say "external suites: FAILED (logs in $LOGS)"

@@ -2,6 +2,8 @@
 //!
 //! - mount: connect to the MGS, fetch the configuration, follow its changes;
 //! - [`md`] (lmv + mdc): namespace requests, each sent to the MDT that owns the FID;
+//!   [`lmv`]: striped directories (names sent to their stripe, merged attributes and
+//!   entries);
 //! - [`io`] (lov + osc): a file's bytes, split by its layout into per-object requests issued
 //!   in parallel (bounded by `max_rpcs_in_flight`), and file size from the objects;
 //! - [`file`]: open files and what a writer must report at close.
@@ -10,6 +12,7 @@
 
 pub mod file;
 pub mod io;
+pub mod lmv;
 pub mod md;
 pub mod migrate;
 pub mod readahead;
@@ -92,6 +95,8 @@ pub struct Client {
     pub rpc_stats: stats::RpcStats,
     /// This client itself, for background work that outlives a call.
     me: std::sync::OnceLock<std::sync::Weak<Client>>,
+    /// Stripe layouts of striped directories seen (see [`lmv`]).
+    lmvs: parking_lot::Mutex<std::collections::HashMap<Fid, Arc<nacre_core::lmv::Lmv>>>,
 }
 
 impl Client {
@@ -128,6 +133,7 @@ impl Client {
             dirty: writeback::DirtyCache::default(),
             rpc_stats: stats::RpcStats::default(),
             me: std::sync::OnceLock::new(),
+            lmvs: Default::default(),
         });
         let _ = client.me.set(Arc::downgrade(&client));
         client.apply_config(&cfg);

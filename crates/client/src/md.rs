@@ -1,6 +1,7 @@
 //! Namespace operations (Lustre's lmv + mdc): each request goes to the MDT that owns the
-//! FID it names; the reply's attributes get their size from the OSTs when the MDT's size is
-//! not exact.
+//! FID it names, or for a name, the MDT of the directory object holding it (a striped
+//! directory's stripe, see [`crate::lmv`]); the reply's attributes get their size from the
+//! OSTs when the MDT's size is not exact.
 
 use crate::{Client, rpc_errno};
 use bytes::Bytes;
@@ -36,7 +37,9 @@ impl Client {
 
     async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {
         match self.md_call(mdt, req).await? {
-            Reply::Inode(i) => self.complete(i).await,
+            Reply::Inode(i) => self.merge_stripes(self.complete(i).await?).await,
+            // The name is here, its inode on another MDT.
+            Reply::RemoteFid(fid) => self.getattr(fid).await,
             _ => Err(Errno::EPROTO),
         }
     }
@@ -65,22 +68,33 @@ impl Client {
     }
 
     pub async fn lookup(&self, parent: Fid, name: &[u8]) -> Result<InodeInfo, Errno> {
-        self.md_inode(
-            self.mdt_of(&parent),
-            Request::Lookup {
-                parent,
-                name: name.to_vec(),
-            },
-        )
-        .await
+        let r = self
+            .at_name(parent, name, |mdt, dir| {
+                let req = Request::Lookup {
+                    parent: dir,
+                    name: name.to_vec(),
+                };
+                async move { self.md_call(mdt, req).await }
+            })
+            .await?;
+        match r {
+            Reply::Inode(i) => self.merge_stripes(self.complete(i).await?).await,
+            Reply::RemoteFid(fid) => self.getattr(fid).await,
+            _ => Err(Errno::EPROTO),
+        }
     }
 
     pub async fn getattr(&self, fid: Fid) -> Result<InodeInfo, Errno> {
         if self.has_dirty(&fid) {
             self.flush_fid(&fid).await;
         }
-        self.md_inode(self.mdt_of(&fid), Request::Getattr { fid })
-            .await
+        match self
+            .md_call(self.mdt_of(&fid), Request::Getattr { fid })
+            .await?
+        {
+            Reply::Inode(i) => self.merge_stripes(self.complete(i).await?).await,
+            _ => Err(Errno::EPROTO),
+        }
     }
 
     /// Changes attributes; a size change truncates or extends the OST objects first.
@@ -101,15 +115,27 @@ impl Client {
                 self.truncate_objects(fid, l, size).await?;
             }
         }
-        self.md_inode(
-            self.mdt_of(&fid),
-            Request::Setattr {
-                fid,
-                attr,
+        let info = self
+            .md_inode(
+                self.mdt_of(&fid),
+                Request::Setattr {
+                    fid,
+                    attr: attr.clone(),
+                    cred: cred.clone(),
+                },
+            )
+            .await?;
+        if info.lmv.is_some() && attr.size.is_none() {
+            // The stripes carry the times a striped directory shows (the newest wins).
+            self.to_stripes(fid, |s| Request::Setattr {
+                fid: s,
+                attr: attr.clone(),
                 cred: cred.clone(),
-            },
-        )
-        .await
+            })
+            .await?;
+            return self.getattr(fid).await;
+        }
+        Ok(info)
     }
 
     /// Creates a file, directory, device, fifo, socket or symlink; opens it when `open`.
@@ -126,20 +152,42 @@ impl Client {
         open: Option<OpenFlags>,
         exclusive: bool,
     ) -> Result<(InodeInfo, Option<u64>), Errno> {
-        let req = Request::Create {
-            parent,
-            name: name.to_vec(),
-            mode,
-            rdev,
-            cred: cred.clone(),
-            symlink: symlink.map(<[u8]>::to_vec),
-            layout,
-            open,
-            exclusive,
-        };
-        match self.md_call(self.mdt_of(&parent), req).await? {
-            Reply::Created { inode, handle } => Ok((inode, handle)),
+        let r = self
+            .at_name(parent, name, |mdt, dir| {
+                let req = Request::Create {
+                    parent: dir,
+                    name: name.to_vec(),
+                    mode,
+                    rdev,
+                    cred: cred.clone(),
+                    symlink: symlink.map(<[u8]>::to_vec),
+                    layout: layout.clone(),
+                    open,
+                    exclusive,
+                };
+                async move { self.md_call(mdt, req).await }
+            })
+            .await?;
+        match r {
+            Reply::Created { inode, handle } => {
+                self.remember_lmv(&inode);
+                Ok((inode, handle))
+            }
             Reply::Opened { inode, handle } => Ok((self.complete(inode).await?, Some(handle))),
+            // An existing name whose inode is on another MDT: open it there.
+            Reply::RemoteFid(fid) => {
+                let req = Request::Open {
+                    fid,
+                    flags: open.unwrap_or_default(),
+                    cred: cred.clone(),
+                };
+                match self.md_call(self.mdt_of(&fid), req).await? {
+                    Reply::Opened { inode, handle } => {
+                        Ok((self.complete(inode).await?, Some(handle)))
+                    }
+                    _ => Err(Errno::EPROTO),
+                }
+            }
             _ => Err(Errno::EPROTO),
         }
     }
@@ -153,15 +201,15 @@ impl Client {
     }
 
     async fn remove(&self, parent: Fid, name: &[u8], dir: bool, cred: &Cred) -> Result<(), Errno> {
-        self.md_call(
-            self.mdt_of(&parent),
-            Request::Unlink {
-                parent,
+        self.at_name(parent, name, |mdt, pdir| {
+            let req = Request::Unlink {
+                parent: pdir,
                 name: name.to_vec(),
                 dir,
                 cred: cred.clone(),
-            },
-        )
+            };
+            async move { self.md_call(mdt, req).await }
+        })
         .await
         .map(|_| ())
     }
@@ -175,23 +223,32 @@ impl Client {
         flags: u32,
         cred: &Cred,
     ) -> Result<(), Errno> {
-        if self.mdt_of(&sp) != self.mdt_of(&dp) {
-            // Cross-MDT renames need the distributed protocol.
-            return Err(Errno::EXDEV);
+        // The target directory's MDT runs the rename (across MDTs when the source is
+        // elsewhere); both names go to their stripes.
+        let go = |src: Fid| async move {
+            self.at_name(dp, dn, |mdt, ddir| {
+                let req = Request::Rename {
+                    src_parent: src,
+                    src_name: sn.to_vec(),
+                    dst_parent: ddir,
+                    dst_name: dn.to_vec(),
+                    flags,
+                    cred: cred.clone(),
+                };
+                async move { self.md_call(mdt, req).await }
+            })
+            .await
+        };
+        let (_, sdir) = self.name_target(sp, sn);
+        match go(sdir).await {
+            Err(crate::lmv::STRIPED) if sdir == sp => {
+                // The source directory is striped and was not known to be.
+                self.getattr(sp).await?;
+                let (_, sdir) = self.name_target(sp, sn);
+                go(sdir).await.map(|_| ())
+            }
+            r => r.map(|_| ()),
         }
-        self.md_call(
-            self.mdt_of(&sp),
-            Request::Rename {
-                src_parent: sp,
-                src_name: sn.to_vec(),
-                dst_parent: dp,
-                dst_name: dn.to_vec(),
-                flags,
-                cred: cred.clone(),
-            },
-        )
-        .await
-        .map(|_| ())
     }
 
     pub async fn link(
@@ -201,16 +258,21 @@ impl Client {
         name: &[u8],
         cred: &Cred,
     ) -> Result<InodeInfo, Errno> {
-        self.md_inode(
-            self.mdt_of(&parent),
-            Request::Link {
-                fid,
-                parent,
-                name: name.to_vec(),
-                cred: cred.clone(),
-            },
-        )
-        .await
+        let r = self
+            .at_name(parent, name, |mdt, dir| {
+                let req = Request::Link {
+                    fid,
+                    parent: dir,
+                    name: name.to_vec(),
+                    cred: cred.clone(),
+                };
+                async move { self.md_call(mdt, req).await }
+            })
+            .await?;
+        match r {
+            Reply::Inode(i) => self.complete(i).await,
+            _ => Err(Errno::EPROTO),
+        }
     }
 
     /// One batch of directory entries after `cookie`, and whether it was the last.
@@ -220,12 +282,23 @@ impl Client {
         cookie: u64,
         max: u32,
     ) -> Result<(Vec<Dirent>, bool), Errno> {
+        if let Some(l) = self.cached_lmv(&fid) {
+            return self.readdir_striped(&l, cookie, max).await;
+        }
         match self
             .md_call(self.mdt_of(&fid), Request::Readdir { fid, cookie, max })
-            .await?
+            .await
         {
-            Reply::Dirents { entries, eof } => Ok((entries, eof)),
-            _ => Err(Errno::EPROTO),
+            Ok(Reply::Dirents { entries, eof }) => Ok((entries, eof)),
+            Ok(_) => Err(Errno::EPROTO),
+            Err(crate::lmv::STRIPED) => {
+                self.getattr(fid).await?;
+                match self.cached_lmv(&fid) {
+                    Some(l) => self.readdir_striped(&l, cookie, max).await,
+                    None => Err(Errno::EIO),
+                }
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -302,9 +375,20 @@ impl Client {
 
     /// Sets a directory's default layout (`None` removes it).
     pub async fn set_default_layout(&self, dir: Fid, layout: Option<Layout>) -> Result<(), Errno> {
-        self.md_call(self.mdt_of(&dir), Request::SetLayout { fid: dir, layout })
-            .await
-            .map(|_| ())
+        self.md_call(
+            self.mdt_of(&dir),
+            Request::SetLayout {
+                fid: dir,
+                layout: layout.clone(),
+            },
+        )
+        .await?;
+        // Files of a striped directory are created in its stripes.
+        self.to_stripes(dir, |s| Request::SetLayout {
+            fid: s,
+            layout: layout.clone(),
+        })
+        .await
     }
 
     pub async fn get_default_layout(&self, dir: Fid) -> Result<Option<Layout>, Errno> {

@@ -64,7 +64,9 @@ errnos!(
     ESHUTDOWN,
     EALREADY,
     ENOTSOCK,
-    EBADMSG
+    EBADMSG,
+    EREMOTE,
+    EREMCHG
 );
 
 impl Errno {

@@ -5,12 +5,16 @@
 //! - [`lod`]: which layout and which OST objects a new file gets;
 //! - [`osp`]: precreated object pools and object destruction on each OST;
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
-//! - [`records`]: how inodes and entries are encoded in the store.
+//! - [`records`]: how inodes and entries are encoded in the store;
+//! - [`dne`]: the namespace over several MDTs (remote and striped directories, operations
+//!   across MDTs and their recovery); [`fail`]: fault-injection points.
 //!
 //! This module turns requests into those operations and owns the MDT's background work
 //! (precreation, the unlink log, cleaning up after clients that went away).
 
+pub mod dne;
 pub mod dom;
+pub mod fail;
 pub mod layout_change;
 pub mod lod;
 pub mod mdd;
@@ -75,6 +79,7 @@ pub struct Mdt {
     opens: OpenTable,
     llog_kick: Notify,
     shutdown: watch::Sender<bool>,
+    dne: dne::Dne,
 }
 
 fn now() -> Timespec {
@@ -113,12 +118,16 @@ impl Mdt {
             opens: OpenTable::new(),
             llog_kick: Notify::new(),
             shutdown,
+            dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
         });
         let cc = cfg.conn.clone();
         mdt.add_osts(&config, &cc, &sd_rx)
             .await
             .map_err(|e| setup(format!("cannot set up OST pools: {e}")))?;
         mdt.clean_orphans().await;
+        mdt.dne_start(sd_rx.clone())
+            .await
+            .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
         tokio::spawn(mdt.clone().follow_osts(config, cc, sd_rx));
         Ok(mdt)
@@ -429,6 +438,7 @@ impl Mdt {
                 mdd::get_inode(&mut v, &Fid::ROOT)
                     .ok()
                     .and_then(|r| r.default_layout)
+                    .or_else(|| self.dne_root_default_layout())
             };
             let explicit = match &layout {
                 LayoutRequest::Explicit(l) => Some(l),
@@ -450,6 +460,7 @@ impl Mdt {
             .flat_map(|l| l.objects().copied())
             .collect();
         let want_write = open.is_some_and(|o| o.write);
+        let held = (self.dne.reserved.clone(), parent, name.clone());
         let args = CreateArgs {
             parent,
             name,
@@ -468,6 +479,8 @@ impl Mdt {
         let res = self
             .store
             .write(move |tx| {
+                // A name a distributed operation may still put back (DNE).
+                held.0.check(&held.1, &held.2)?;
                 let c = mdd::create(tx, idx, args, open.is_some() && !exclusive)?;
                 // Objects handed out must never be handed out again, even after a crash.
                 mdd::note_objects_used(tx, &used)?;
@@ -751,6 +764,9 @@ impl Mdt {
         if !ino.attr.is_dir() {
             return Err(Errno::ENOTDIR);
         }
+        if ino.lmv.is_some() {
+            return Err(mdd::STRIPED);
+        }
         let max = max.clamp(1, READDIR_MAX) as usize;
         let start = records::dirent_start(&fid, cookie);
         let end = records::dirent_end(&fid);
@@ -861,6 +877,9 @@ impl Mdt {
             Request::Lookup { parent, name } => {
                 let mut v = self.view()?;
                 let fid = mdd::lookup_name(&mut v, &parent, &name)?;
+                if !self.is_local(&fid) {
+                    return Ok(Reply::RemoteFid(fid));
+                }
                 Ok(Reply::Inode(self.info(mdd::get_inode(&mut v, &fid)?)))
             }
             Request::Getattr { fid } => {
@@ -900,7 +919,20 @@ impl Mdt {
                 }
                 Ok(Reply::Inode(self.info(ino)))
             }
-            r @ Request::Create { .. } => self.create(&ctx, r).await,
+            r @ Request::Create { .. } => match self.dne_create_route(&r)? {
+                dne::CreateRoute::Plain => {
+                    match dne::reserve::retry_held(|| self.create(&ctx, r.clone())).await {
+                        // The name's inode moved to another MDT meanwhile.
+                        Err(mdd::REMOTE) => match self.dne_create_route(&r)? {
+                            dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
+                            _ => Err(Errno::EAGAIN),
+                        },
+                        other => other,
+                    }
+                }
+                dne::CreateRoute::Dne => self.dne_dispatch(&ctx, r).await,
+                dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
+            },
             Request::DomSync { fid } => {
                 self.dom_sync(fid).await?;
                 Ok(Reply::Ok)
@@ -940,10 +972,17 @@ impl Mdt {
                 parent, name, dir, ..
             } => {
                 let t = now();
-                let r: Removed = self
+                let n = name.clone();
+                let r: Removed = match self
                     .store
-                    .write(move |tx| mdd::unlink(tx, &parent, &name, dir, t, &is_open))
-                    .await?;
+                    .write(move |tx| mdd::unlink(tx, &parent, &n, dir, t, &is_open))
+                    .await
+                {
+                    Err(mdd::REMOTE) => {
+                        return self.dne_unlink(parent, name, dir).await.map(|_| Reply::Ok);
+                    }
+                    r => r?,
+                };
                 if !r.destroy.is_empty() {
                     self.llog_kick.notify_one();
                 }
@@ -957,22 +996,40 @@ impl Mdt {
                 flags,
                 ..
             } => {
+                if !self.is_local(&src_parent)
+                    || self.dne_rename_moves_dir(
+                        &src_parent,
+                        &src_name,
+                        &dst_parent,
+                        &dst_name,
+                        flags,
+                    )?
+                {
+                    return self
+                        .dne_rename(src_parent, src_name, dst_parent, dst_name, flags)
+                        .await
+                        .map(|_| Reply::Ok);
+                }
                 let t = now();
-                let r = self
-                    .store
-                    .write(move |tx| {
-                        mdd::rename(
-                            tx,
-                            &src_parent,
-                            &src_name,
-                            &dst_parent,
-                            &dst_name,
-                            flags,
-                            t,
-                            &is_open,
-                        )
+                let held = self.dne.reserved.clone();
+                let r = match dne::reserve::retry_held(|| {
+                    let (sn, dn) = (src_name.clone(), dst_name.clone());
+                    let (held, is_open) = (held.clone(), is_open.clone());
+                    self.store.write(move |tx| {
+                        held.check(&dst_parent, &dn)?;
+                        mdd::rename(tx, &src_parent, &sn, &dst_parent, &dn, flags, t, &is_open)
                     })
-                    .await?;
+                })
+                .await
+                {
+                    Err(mdd::REMOTE) => {
+                        return self
+                            .dne_rename(src_parent, src_name, dst_parent, dst_name, flags)
+                            .await
+                            .map(|_| Reply::Ok);
+                    }
+                    r => r?,
+                };
                 if !r.destroy.is_empty() {
                     self.llog_kick.notify_one();
                 }
@@ -982,11 +1039,19 @@ impl Mdt {
                 fid, parent, name, ..
             } => {
                 let t = now();
-                let ino = self
-                    .store
-                    .write(move |tx| mdd::link(tx, &fid, &parent, &name, t))
-                    .await?;
-                Ok(Reply::Inode(self.info(ino)))
+                let held = self.dne.reserved.clone();
+                let r = dne::reserve::retry_held(|| {
+                    let (n, held) = (name.clone(), held.clone());
+                    self.store.write(move |tx| {
+                        held.check(&parent, &n)?;
+                        mdd::link(tx, &fid, &parent, &n, t)
+                    })
+                })
+                .await;
+                match r {
+                    Err(mdd::REMOTE) => Ok(Reply::Inode(self.dne_link(fid, parent, name).await?)),
+                    r => Ok(Reply::Inode(self.info(r?))),
+                }
             }
             Request::Readdir { fid, cookie, max } => self.readdir(fid, cookie, max),
             Request::Readlink { fid } => {
@@ -1042,11 +1107,8 @@ impl Mdt {
                 Ok(Reply::Layout(ino.default_layout))
             }
             Request::LayoutIntent { fid, end } => self.layout_intent(fid, end).await,
-            Request::Fid2Path { fid } => {
-                let mut v = self.view()?;
-                Ok(Reply::Path(mdd::fid2path(&mut v, &fid)?))
-            }
-            _ => Err(Errno::EPROTO),
+            Request::Fid2Path { fid } => Ok(Reply::Path(self.dne_fid2path(fid).await?)),
+            r => self.dne_dispatch(&ctx, r).await,
         }
     }
 }

@@ -30,6 +30,26 @@ const KEY_OID: &[u8] = b"fid.next_oid";
 const KEY_SEQ_NEXT: &[u8] = b"seq.next";
 const KEY_LLOG_NEXT: &[u8] = b"llog.next";
 
+/// DNE: the name's inode (or a directory the operation walks through) lives on another
+/// MDT; the caller runs the operation as a distributed one (Lustre's -EREMOTE).
+pub const REMOTE: Errno = Errno::EREMOTE;
+/// DNE: the directory is striped; its names live in its stripes, so the client must send
+/// the request to the stripe the name hashes to.
+pub const STRIPED: Errno = Errno::EREMCHG;
+
+/// Refuses names in the master object of a striped directory (see [`STRIPED`]).
+fn plain_dir(dir: &Inode) -> Result<(), Errno> {
+    if dir.lmv.is_some() {
+        return Err(STRIPED);
+    }
+    Ok(())
+}
+
+/// An inode a local name points to; missing here means it lives on another MDT.
+fn get_child(tx: &mut Tx, fid: &Fid) -> Result<Inode, Errno> {
+    get_inode(tx, fid).map_err(|e| if e == Errno::ENOENT { REMOTE } else { e })
+}
+
 pub fn check_name(name: &[u8]) -> Result<(), Errno> {
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
     {
@@ -92,6 +112,7 @@ pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<F
         // A missing parent is reported as such, not as a missing name.
         None => Err(match get_inode(tx, parent) {
             Ok(dir) if !dir.attr.is_dir() => Errno::ENOTDIR,
+            Ok(dir) if dir.lmv.is_some() => STRIPED,
             Ok(_) => Errno::ENOENT,
             Err(e) => missing_parent(e),
         }),
@@ -215,15 +236,16 @@ pub fn create(
         // Removed while we looked at it.
         return Err(Errno::ENOENT);
     }
+    plain_dir(&parent)?;
     if let Some((fid, _)) = lookup(tx, &a.parent, &a.name)? {
-        let existing = get_inode(tx, &fid)?;
-        if open_existing {
-            if existing.attr.is_dir() {
-                return Err(Errno::EISDIR);
-            }
-            return Ok(Created::Existing(existing));
+        if !open_existing {
+            return Err(Errno::EEXIST);
         }
-        return Err(Errno::EEXIST);
+        let existing = get_child(tx, &fid)?;
+        if existing.attr.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        return Ok(Created::Existing(existing));
     }
     if let Some(t) = &a.symlink {
         if t.is_empty() {
@@ -316,7 +338,7 @@ pub struct Removed {
 }
 
 /// Drops one link of `child`; removes the inode when it was the last and it is not open.
-fn drop_link(
+pub(crate) fn drop_link(
     tx: &mut Tx,
     child: &mut Inode,
     parent: &Fid,
@@ -465,8 +487,9 @@ pub fn unlink(
     if !parent.attr.is_dir() {
         return Err(Errno::ENOTDIR);
     }
+    plain_dir(&parent)?;
     let (child_fid, _) = lookup(tx, parent_fid, name)?.ok_or(Errno::ENOENT)?;
-    let mut child = get_inode(tx, &child_fid)?;
+    let mut child = get_child(tx, &child_fid)?;
     let is_dir = child.attr.is_dir();
     if want_dir && !is_dir {
         return Err(Errno::ENOTDIR);
@@ -474,7 +497,11 @@ pub fn unlink(
     if !want_dir && is_dir {
         return Err(Errno::EISDIR);
     }
-    if is_dir && (dir_has_entries(tx, &child_fid)? || child.lmv.is_some()) {
+    if is_dir && child.lmv.is_some() {
+        // A striped directory: its stripes are on other MDTs.
+        return Err(REMOTE);
+    }
+    if is_dir && dir_has_entries(tx, &child_fid)? {
         return Err(Errno::ENOTEMPTY);
     }
     tx.delete(Table::Dirents, &dirent_key(parent_fid, name))?;
@@ -495,7 +522,7 @@ pub fn link(
     now: Timespec,
 ) -> Result<Inode, Errno> {
     check_name(name)?;
-    let mut ino = get_inode(tx, fid)?;
+    let mut ino = get_child(tx, fid)?;
     if ino.attr.is_dir() {
         return Err(Errno::EPERM);
     }
@@ -512,6 +539,7 @@ pub fn link(
     if parent.attr.nlink == 0 {
         return Err(Errno::ENOENT);
     }
+    plain_dir(&parent)?;
     if lookup(tx, parent_fid, name)?.is_some() {
         return Err(Errno::EEXIST);
     }
@@ -541,7 +569,8 @@ fn is_ancestor(tx: &mut Tx, ancestor: &Fid, fid: &Fid) -> Result<bool, Errno> {
         if cur == Fid::ROOT {
             return Ok(false);
         }
-        let ino = get_inode(tx, &cur)?;
+        // The path to the root leaves this MDT: only a distributed walk can tell.
+        let ino = get_child(tx, &cur)?;
         match ino.links.first() {
             Some((p, _)) => cur = *p,
             None => return Ok(false),
@@ -596,6 +625,8 @@ pub fn rename(
     if !sparent.attr.is_dir() || !dparent.attr.is_dir() {
         return Err(Errno::ENOTDIR);
     }
+    plain_dir(&sparent)?;
+    plain_dir(&dparent)?;
     if dparent.attr.nlink == 0 {
         return Err(Errno::ENOENT);
     }
@@ -609,7 +640,7 @@ pub fn rename(
     if s_is_dir && sp != dp && is_ancestor(tx, &sfid, dp)? {
         return Err(Errno::EINVAL);
     }
-    let mut sino = get_inode(tx, &sfid)?;
+    let mut sino = get_child(tx, &sfid)?;
     let mut removed = Removed::default();
     // nlink changes of the two parents, applied at the end (they may be one directory).
     let mut s_delta: i64 = 0;
@@ -621,7 +652,7 @@ pub fn rename(
         if t_is_dir && sp != dp && is_ancestor(tx, &tfid, sp)? {
             return Err(Errno::EINVAL);
         }
-        let mut tino = get_inode(tx, &tfid)?;
+        let mut tino = get_child(tx, &tfid)?;
         tx.put(
             Table::Dirents,
             &dirent_key(sp, sn),
@@ -655,8 +686,11 @@ pub fn rename(
             if !s_is_dir && t_is_dir {
                 return Err(Errno::EISDIR);
             }
-            let mut tino = get_inode(tx, &tfid)?;
-            if t_is_dir && (dir_has_entries(tx, &tfid)? || tino.lmv.is_some()) {
+            let mut tino = get_child(tx, &tfid)?;
+            if t_is_dir && tino.lmv.is_some() {
+                return Err(REMOTE);
+            }
+            if t_is_dir && dir_has_entries(tx, &tfid)? {
                 return Err(Errno::ENOTEMPTY);
             }
             if t_is_dir {

@@ -5,8 +5,9 @@ use crate::ctl::{self, MAX_LINE, MountEntry};
 use crate::params::{NodeParams, ParamValue};
 use anyhow::Result;
 use nacre_client::Client;
+use nacre_core::lmv::LmvTemplate;
 use nacre_core::{Errno, Fid, Layout, TargetName};
-use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, StatFs};
+use nacre_rpc::msg::{Cred, DirLayoutRequest, Dirent, InodeInfo, LayoutRequest, StatFs};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -75,6 +76,22 @@ pub enum CtlRequest {
         path: PathBuf,
         layout: Layout,
     },
+    /// `lfs mkdir -i/-c/-H`: a directory with a stripe layout.
+    Mkdir {
+        path: PathBuf,
+        layout: DirLayoutRequest,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    /// `lfs setdirstripe -D` (`None`: `-d`).
+    SetDefaultLmv {
+        path: PathBuf,
+        lmv: Option<LmvTemplate>,
+    },
+    GetDefaultLmv {
+        path: PathBuf,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -101,6 +118,7 @@ pub enum CtlReply {
         mdts: u32,
         osts: u32,
     },
+    DefaultLmv(Option<LmvTemplate>),
 }
 
 impl CtlReply {
@@ -255,6 +273,43 @@ impl CtlServer {
                 let info = c.migrate(f.attr.fid, layout).await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::Mkdir {
+                path,
+                layout,
+                mode,
+                uid,
+                gid,
+            } => {
+                let parent = path.parent().unwrap_or(Path::new(""));
+                let name = path.file_name().ok_or(Errno::EINVAL)?;
+                let p = resolve(c, parent).await?;
+                use std::os::unix::ffi::OsStrExt;
+                let cred = Cred {
+                    uid,
+                    gid,
+                    groups: Vec::new(),
+                };
+                let info = c
+                    .mkdir_with_layout(p.attr.fid, name.as_bytes(), mode, &cred, layout)
+                    .await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::SetDefaultLmv { path, lmv } => {
+                let dir = resolve(c, &path).await?;
+                if !dir.attr.is_dir() {
+                    return Err(Errno::ENOTDIR);
+                }
+                c.set_default_lmv(dir.attr.fid, lmv).await?;
+                CtlReply::Ok
+            }
+            CtlRequest::GetDefaultLmv { path } => {
+                let dir = resolve(c, &path).await?;
+                if !dir.attr.is_dir() {
+                    return Err(Errno::ENOTDIR);
+                }
+                CtlReply::DefaultLmv(c.get_default_lmv(dir.attr.fid).await?)
             }
             CtlRequest::Info => CtlReply::Info {
                 fsname: c.fsname.clone(),

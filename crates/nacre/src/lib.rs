@@ -5,6 +5,7 @@
 //! - [`node`]: starting MGS, MDT and OST servers on a listener;
 //! - [`local`]: a whole file system in one process, as `nacre up` runs it (and tests do).
 
+pub mod check;
 pub mod cmd;
 pub mod ctl;
 pub mod ctl_server;

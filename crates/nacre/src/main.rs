@@ -86,10 +86,10 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare, dom (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
-        cmd: BenchCli,
+        cmd: BenchCmd,
     },
     /// Age a file system: PaF populate and fragment (`PAF:70.30@264M`)
     Paf(nacre_bench::cli::PafArgs),
@@ -103,18 +103,29 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Lustre's lfs: df, getstripe, setstripe, path2fid, fid2path (`nacre lfs help`)
+    /// Lustre's lfs: df, getstripe, setstripe, mkdir, getdirstripe, find ... (`nacre lfs help`)
     #[command(disable_help_flag = true)]
     Lfs {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Check the namespace across MDTs of a stopped file system (dangling names, orphans,
+    /// link counts, unfinished distributed operations)
+    Check {
+        /// The directory given to `nacre up`, or MDT target directories in index order
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
-enum BenchCli {
+enum BenchCmd {
     #[command(flatten)]
     Tools(nacre_bench::cli::BenchCommand),
+    /// Metadata scaling over MDTs: mdtest create/stat/remove rates with 1, 2 and 4 MDTs in
+    /// one shared striped directory and in unique per-task directories, 1k to 100k files,
+    /// and the per-MDT distribution of the entries
+    Dne(cmd::bench_dne::DneBenchArgs),
     /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
     #[command(
         long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
@@ -299,26 +310,36 @@ fn run(cli: Cli) -> Result<()> {
             init_logging(false);
             cmd::mount::run_umount(&mountpoint)
         }
-        Command::Bench { cmd } => {
+        Command::Bench {
+            cmd: BenchCmd::Tools(cmd),
+        } => {
             init_logging(false);
-            match cmd {
-                BenchCli::Tools(c) => {
-                    nacre_bench::cli::run_bench(c, Some(&nacre::native::Connector))
-                }
-                BenchCli::Dom {
+            nacre_bench::cli::run_bench(cmd, Some(&nacre::native::Connector))
+        }
+        Command::Bench {
+            cmd:
+                BenchCmd::Dom {
                     mount,
                     native,
                     tasks,
                     files,
                     json,
-                } => cmd::bench_dom::run(cmd::bench_dom::DomBenchArgs {
-                    mount,
-                    native,
-                    tasks,
-                    files,
-                    json,
-                }),
-            }
+                },
+        } => {
+            init_logging(false);
+            cmd::bench_dom::run(cmd::bench_dom::DomBenchArgs {
+                mount,
+                native,
+                tasks,
+                files,
+                json,
+            })
+        }
+        Command::Bench {
+            cmd: BenchCmd::Dne(a),
+        } => {
+            init_logging(false);
+            cmd::bench_dne::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);
@@ -345,6 +366,25 @@ fn run(cli: Cli) -> Result<()> {
             let rc = cmd::lfs::run(&args)?;
             if rc != 0 {
                 std::process::exit(rc.clamp(1, 255));
+            }
+            Ok(())
+        }
+        Command::Check { dirs } => {
+            init_logging(false);
+            let rt = cmd::runtime()?;
+            let rep = rt.block_on(async {
+                if dirs.len() == 1 && dirs[0].join(nacre::local::LOCAL_FILE).exists() {
+                    nacre::check::check_local(&dirs[0]).await
+                } else {
+                    nacre::check::check_mdts(&dirs).await
+                }
+            })?;
+            print!("{}", rep.summary());
+            for (mdt, n) in &rep.entries_per_mdt {
+                println!("MDT{mdt:04x}: {n} entries");
+            }
+            if !rep.is_clean() {
+                std::process::exit(1);
             }
             Ok(())
         }

@@ -116,6 +116,11 @@ impl NativeFs {
     async fn parent_of<'a>(&self, path: &'a Path) -> Result<(Fid, &'a [u8]), Errno> {
         let name = path.file_name().ok_or(Errno::EINVAL)?;
         let parent = path.parent().unwrap_or(Path::new(""));
+        // A remembered directory needs no round trip (a striped one would need one per
+        // stripe to merge its attributes).
+        if let Some(f) = self.dirs.lock().get(&Self::clean(parent)) {
+            return Ok((*f, name.as_bytes()));
+        }
         let p = self.resolve(parent).await?;
         if !p.attr.is_dir() {
             return Err(Errno::ENOTDIR);

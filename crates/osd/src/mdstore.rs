@@ -82,9 +82,15 @@ pub enum Table {
     Llog = 5,
     /// FID location database: sequence range start -> target.
     Fld = 6,
+    /// DNE participant side: updates prepared for another MDT's distributed operation,
+    /// with what undoes them, until that MDT says commit or abort.
+    DnePending = 7,
+    /// DNE coordinator side: distributed operations that committed here and whose
+    /// participants have not all confirmed yet.
+    DneCommitted = 8,
 }
 
-const TABLE_COUNT: usize = 7;
+const TABLE_COUNT: usize = 9;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -93,6 +99,8 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Orphans,
     Table::Llog,
     Table::Fld,
+    Table::DnePending,
+    Table::DneCommitted,
 ];
 
 impl Table {
@@ -105,6 +113,8 @@ impl Table {
             Table::Orphans => "orphans",
             Table::Llog => "llog",
             Table::Fld => "fld",
+            Table::DnePending => "dne_pending",
+            Table::DneCommitted => "dne_committed",
         })
     }
 

@@ -6,7 +6,7 @@
 
 use nacre_core::attr::SetAttr;
 use nacre_core::lmv::{Lmv, LmvTemplate};
-use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, TargetName};
+use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, TargetName, Timespec};
 use serde::{Deserialize, Serialize};
 
 /// Who is asking: the caller's identity, for ownership of new files and permission checks.
@@ -339,6 +339,182 @@ pub enum Request {
         volatile: Fid,
         layout_gen: u32,
     },
+    // --- DNE (appended: postcard numbers variants by position) ---
+    /// `lfs mkdir -i/-c/-H`: a directory with an explicit stripe layout (remote when its
+    /// MDT is not the parent's, striped when it has more than one stripe).
+    Mkdir {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        cred: Cred,
+        layout: DirLayoutRequest,
+    },
+    /// A directory's default directory layout (`lfs getdirstripe -D`).
+    GetDefaultLmv {
+        fid: Fid,
+    },
+    /// MDT to MDT: run the updates of distributed operation `op` (coordinated by MDT
+    /// `coord`) that are reversible now, and remember how to finish or undo them.
+    DnePrepare {
+        coord: u32,
+        op: u64,
+        updates: Vec<DneUpdate>,
+    },
+    /// MDT to MDT: operation `op` committed on its coordinator; finish it.
+    DneCommit {
+        coord: u32,
+        op: u64,
+    },
+    /// MDT to MDT: operation `op` will not commit; undo what was prepared.
+    DneAbort {
+        coord: u32,
+        op: u64,
+    },
+    /// MDT to MDT: whether operation `op` of the receiving coordinator committed.
+    DneResolve {
+        op: u64,
+    },
+    /// MDT to MDT: a metadata sequence of the receiving MDT for MDT `to` to allocate
+    /// FIDs of new remote objects from (Lustre's sequence grant to an OSP).
+    DneSeqGrant {
+        to: u32,
+    },
+    /// MDT to MDT: the name entry (FID and type) of `name` in directory `parent`,
+    /// without the child's attributes.
+    DneLookup {
+        parent: Fid,
+        name: Vec<u8>,
+    },
+    /// MDT to MDT: an inode's links (parent FID and name) and, for a directory stripe,
+    /// its master directory.
+    DneLinks {
+        fid: Fid,
+    },
+    /// Whether a directory (or directory stripe) holds entries.
+    DneDirEmpty {
+        fid: Fid,
+    },
+    /// How many distributed operations this MDT has not finished (recovery status).
+    DneStatus,
+    /// MDT to MDT0: take (or give back) the file system's rename lock, held by MDT
+    /// `holder` under `token`; a holder that never gives it back loses it after a lease.
+    DneRenameLock {
+        holder: u32,
+        token: u64,
+        acquire: bool,
+    },
+}
+
+/// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirLayoutRequest {
+    /// 0 or 1: one stripe (a plain directory); -1: every MDT; N: N stripes.
+    pub stripe_count: i32,
+    /// The MDT of the first stripe; -1: the file system chooses (MDT QoS).
+    pub stripe_offset: i32,
+    /// Explicit MDTs in stripe order (`-i 1,3`); empty: consecutive from the offset.
+    pub mdts: Vec<u32>,
+    /// `lmv_hash_type`; 0: the default (fnv_1a_64).
+    pub hash_type: u32,
+}
+
+/// An object a distributed operation creates on a participant MDT.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DneObject {
+    pub attr: Attr,
+    /// A striped directory's master: its stripes.
+    pub lmv: Option<Lmv>,
+    pub default_layout: Option<Layout>,
+    pub default_lmv: Option<LmvTemplate>,
+    pub links: Vec<(Fid, Vec<u8>)>,
+    /// A stripe object: its master directory and stripe index.
+    pub stripe_of: Option<(Fid, u32)>,
+}
+
+/// One step of a distributed operation, run on the MDT that holds its object: names on
+/// the MDT of their directory, inode changes on the MDT of the inode.
+///
+/// Each has a prepare part (checks, and whatever can still be undone), a commit part
+/// (what cannot be undone, such as destroying an inode) and an abort part (undoing the
+/// prepare). All three are idempotent, so they can be sent again after a lost reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DneUpdate {
+    /// A new inode no name points to yet.
+    CreateObject(DneObject),
+    /// `parent/name -> fid`; the directory's nlink counts a new subdirectory.
+    InsertName {
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+        kind: FileKind,
+        now: Timespec,
+    },
+    /// Removes `parent/name`, which must point to `fid`.
+    DeleteName {
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+        kind: FileKind,
+        now: Timespec,
+    },
+    /// Points `parent/name` at `new` instead of `old` (rename over a target, exchange).
+    SetName {
+        parent: Fid,
+        name: Vec<u8>,
+        old: (Fid, FileKind),
+        new: (Fid, FileKind),
+        now: Timespec,
+    },
+    /// One more link of a file (hard link).
+    AddLink {
+        fid: Fid,
+        parent: Fid,
+        name: Vec<u8>,
+        now: Timespec,
+    },
+    /// One link fewer; the inode goes with its last link (kept while open).
+    DropLink {
+        fid: Fid,
+        parent: Fid,
+        name: Vec<u8>,
+        now: Timespec,
+    },
+    /// Moves a link of `fid` from `from` to `to` (rename).
+    Relink {
+        fid: Fid,
+        from: (Fid, Vec<u8>),
+        to: (Fid, Vec<u8>),
+        now: Timespec,
+    },
+    /// Removes an empty directory (or directory stripe); new entries are refused once
+    /// it is prepared.
+    KillDir { fid: Fid, now: Timespec },
+}
+
+impl DneUpdate {
+    /// The object whose MDT runs this update: the directory of a name, else the inode.
+    pub fn object(&self) -> Fid {
+        match self {
+            DneUpdate::CreateObject(o) => o.attr.fid,
+            DneUpdate::InsertName { parent, .. }
+            | DneUpdate::DeleteName { parent, .. }
+            | DneUpdate::SetName { parent, .. } => *parent,
+            DneUpdate::AddLink { fid, .. }
+            | DneUpdate::DropLink { fid, .. }
+            | DneUpdate::Relink { fid, .. }
+            | DneUpdate::KillDir { fid, .. } => *fid,
+        }
+    }
+}
+
+/// A coordinator's answer about one of its distributed operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DneOpState {
+    /// Not decided yet: ask again later.
+    InProgress,
+    Committed,
+    /// Never committed and never will.
+    Aborted,
 }
 
 /// Replies. Every request has exactly one.
@@ -373,6 +549,31 @@ pub enum Reply {
     /// Bytes written.
     Written(u64),
     LastId(u32),
+
+    // --- DNE (appended) ---
+    /// The name lives here but its inode on another MDT: ask that MDT (by the FID's
+    /// sequence) for the inode (Lustre's -EREMOTE lookup).
+    RemoteFid(Fid),
+    DefaultLmv(Option<LmvTemplate>),
+    DneState(DneOpState),
+    Seq(u64),
+    /// A name entry: the child and its type.
+    Entry {
+        fid: Fid,
+        kind: FileKind,
+    },
+    Links {
+        links: Vec<(Fid, Vec<u8>)>,
+        stripe_of: Option<(Fid, u32)>,
+        is_dir: bool,
+    },
+    Bool(bool),
+    /// Distributed operations prepared here for other MDTs, and committed here with
+    /// participants still to tell.
+    DneStatus {
+        pending: u64,
+        committed: u64,
+    },
 }
 
 impl Request {
@@ -421,6 +622,18 @@ impl Request {
             Request::DelComponents { .. } => 55,
             Request::CreateVolatile { .. } => 56,
             Request::SwapLayouts { .. } => 57,
+            Request::Mkdir { .. } => 31,
+            Request::GetDefaultLmv { .. } => 32,
+            Request::DnePrepare { .. } => 60,
+            Request::DneCommit { .. } => 61,
+            Request::DneAbort { .. } => 62,
+            Request::DneResolve { .. } => 63,
+            Request::DneSeqGrant { .. } => 64,
+            Request::DneLookup { .. } => 65,
+            Request::DneLinks { .. } => 66,
+            Request::DneDirEmpty { .. } => 67,
+            Request::DneStatus => 68,
+            Request::DneRenameLock { .. } => 69,
         }
     }
 
@@ -470,6 +683,18 @@ impl Request {
             55 => "del_components",
             56 => "create_volatile",
             57 => "swap_layouts",
+            31 => "mkdir",
+            32 => "get_default_lmv",
+            60 => "dne_prepare",
+            61 => "dne_commit",
+            62 => "dne_abort",
+            63 => "dne_resolve",
+            64 => "dne_seq_grant",
+            65 => "dne_lookup",
+            66 => "dne_links",
+            67 => "dne_dir_empty",
+            68 => "dne_status",
+            69 => "dne_rename_lock",
             _ => "other",
         }
     }
@@ -513,6 +738,11 @@ impl Request {
                 | Request::Link { .. }
                 | Request::SetXattr { .. }
                 | Request::RemoveXattr { .. }
+                | Request::Mkdir { .. }
+                // A second grant would only waste a sequence, but the first is lost.
+                | Request::DneSeqGrant { .. }
+                // A lost grant would hold the lock until its lease ends.
+                | Request::DneRenameLock { acquire: true, .. }
         )
     }
 }

@@ -18,7 +18,9 @@ getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\
 setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
 setstripe -d DIR                         remove a directory's default layout\n  \
 path2fid PATH...                         the FID of each path\n  \
-fid2path MOUNT FID...                    the path of each FID\n";
+fid2path MOUNT FID...                    the path of each FID\n  \
+find DIR... [-type f|d|l] [-name P] [-L mdt|raid0] [--size [+-]N] [-c N] [-S N] [-O IDX] [--mdt IDX] ...   search\n  \
+migrate [setstripe options] FILE...      rewrite files into a new layout, keeping their FID\n";
 
 /// Sends a control request and turns an error reply into an errno-carrying error.
 pub fn call(m: &MountEntry, req: &CtlRequest) -> Result<CtlReply, (Errno, String)> {
@@ -47,7 +49,7 @@ fn unexpected() -> anyhow::Error {
 
 pub fn run(args: &[String]) -> Result<i32> {
     let Some((cmd, rest)) = args.split_first() else {
-        print!("{USAGE}");
+        print!("{USAGE}{}", super::lfs_dne::USAGE);
         return Ok(0);
     };
     match cmd.as_str() {
@@ -58,8 +60,12 @@ pub fn run(args: &[String]) -> Result<i32> {
         "find" => find(rest),
         "migrate" => migrate(rest),
         "fid2path" => fid2path(rest),
+        "mkdir" | "setdirstripe" | "setdirstripe_default" => {
+            super::lfs_dne::setdirstripe(cmd, rest)
+        }
+        "getdirstripe" => super::lfs_dne::getdirstripe(rest),
         "help" | "--help" | "-h" => {
-            print!("{USAGE}");
+            print!("{USAGE}{}", super::lfs_dne::USAGE);
             Ok(0)
         }
         other => bail!("lfs: unknown command '{other}'\n{USAGE}"),

@@ -1,9 +1,11 @@
 //! The commands of the `nacre` binary.
 
+pub mod bench_dne;
 pub mod bench_dom;
 pub mod cluster;
 pub mod lctl;
 pub mod lfs;
+pub mod lfs_dne;
 pub mod mount;
 pub mod up;
 
