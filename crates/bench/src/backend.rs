@@ -159,6 +159,9 @@ pub struct Extent {
     pub length: u64,
     /// FIEMAP extent flags (`FIEMAP_EXTENT_*`).
     pub flags: u32,
+    /// The storage target holding the extent (a nacre OST index); `None` for a local file,
+    /// whose extents all lie on its one device.
+    pub device: Option<u32>,
 }
 
 /// A file system the tools can age and measure. Errors are `io::Error`s so a remote backend can
@@ -516,6 +519,7 @@ impl FileSystem for PosixFs {
                     physical: fe.fe_physical,
                     length: fe.fe_length,
                     flags: fe.fe_flags,
+                    device: None,
                 });
                 last |= fe.fe_flags & FIEMAP_EXTENT_LAST != 0;
             }

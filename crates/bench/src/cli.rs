@@ -443,6 +443,9 @@ const FRAG_EXAMPLES: &str = "\
 Examples:
   # extents per file of a tree (as filefrag), the worst 20, and the device's free space
   nacre frag /mnt/ost0/paf --top 20
+  # a nacre file system: each file's OST objects mapped on their OSTs, with a per-OST table
+  # (FIEMAP does not pass through FUSE, so a tree on a nacre mount is read natively)
+  nacre frag --native /tmp/fs /paf
   # summarise a dumpe2fs of an OST (a 400 MB dump streams in bounded memory)
   dumpe2fs /dev/sdb 2>/dev/null | nacre frag dumpe2fs -
   nacre frag dumpe2fs ost0.dumpe2fs.txt --json";

@@ -339,6 +339,34 @@ impl Client {
         Ok(out)
     }
 
+    /// The extent map of each OST object of file `fid` on its OST's device (`nacre frag`,
+    /// as `filefrag` on Lustre): by object, `None` where the OST's file system has no maps.
+    #[allow(clippy::type_complexity)]
+    pub async fn object_extents(
+        &self,
+        fid: Fid,
+    ) -> Result<Vec<(StripeObject, Option<Vec<nacre_core::fiemap::ObjExtent>>)>, Errno> {
+        let info = self.getattr(fid).await?;
+        let Some(layout) = info.layout else {
+            return Ok(Vec::new());
+        };
+        let calls = layout.objects().map(|o| {
+            let o = *o;
+            async move {
+                let imp = self.osc(o.ost_idx)?;
+                let req = Request::OstFiemap { obj: o.fid };
+                match imp.call(&req, Bytes::new()).await {
+                    Ok((Reply::ObjExtents(e), _)) => Ok((o, e)),
+                    Ok(_) => Err(Errno::EPROTO),
+                    // An object not created yet holds no data.
+                    Err(nacre_rpc::RpcError::Errno(Errno::ENOENT)) => Ok((o, Some(Vec::new()))),
+                    Err(e) => Err(rpc_errno(e)),
+                }
+            }
+        });
+        join_all(calls).await.into_iter().collect()
+    }
+
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
         let attrs = self.object_attrs(layout).await?;

@@ -8,6 +8,7 @@
 pub mod attr;
 pub mod errno;
 pub mod fid;
+pub mod fiemap;
 pub mod layout;
 pub mod lmv;
 pub mod size;

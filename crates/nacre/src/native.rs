@@ -4,7 +4,7 @@
 use crate::cmd::mount::resolve_spec;
 use bytes::Bytes;
 use nacre_bench::backend::{
-    DirEntry, FileHandle, FileKind as BKind, FileStat, FileSystem, FsStat, NativeConnector,
+    DirEntry, Extent, FileHandle, FileKind as BKind, FileStat, FileSystem, FsStat, NativeConnector,
     OpenOptions,
 };
 use nacre_client::file::OpenFile;
@@ -267,6 +267,30 @@ impl FileSystem for NativeFs {
             .block_on(self.client.getattr(f.fid))
             .map_err(ioerr)?;
         Ok(stat_of(&i))
+    }
+
+    /// The extents of each OST object on its OST's device, tagged with the OST index.
+    fn extents(&self, fh: FileHandle, visit: &mut dyn FnMut(Extent)) -> io::Result<bool> {
+        let f = self.file(fh)?;
+        let objs = self
+            .rt
+            .block_on(self.client.object_extents(f.fid))
+            .map_err(ioerr)?;
+        let mut mapped = false;
+        for (o, ext) in objs {
+            let Some(ext) = ext else { continue };
+            mapped = true;
+            for e in ext {
+                visit(Extent {
+                    logical: e.logical,
+                    physical: e.physical,
+                    length: e.length,
+                    flags: e.flags,
+                    device: Some(o.ost_idx),
+                });
+            }
+        }
+        Ok(mapped)
     }
 
     fn stat(&self, path: &Path) -> io::Result<FileStat> {

@@ -235,3 +235,65 @@ fn client_tunables_change_behaviour() {
     );
     fs.down();
 }
+
+/// `nacre frag --native`: each file's OST objects are mapped on their OSTs and the report
+/// counts them per OST.
+#[test]
+fn frag_reports_extents_per_ost() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "2"]);
+    let d = fs.path("d");
+    std::fs::create_dir(&d).expect("mkdir");
+    ok(&[
+        "lfs",
+        "setstripe",
+        "-c",
+        "2",
+        "-S",
+        "64K",
+        d.to_str().expect("utf8"),
+    ]);
+    let mut total = 0u64;
+    for (i, kib) in [(1, 128u64), (2, 512), (3, 1024)] {
+        let data: Vec<u8> = (0..kib * 1024).map(|b| (b % 251) as u8 ^ i).collect();
+        std::fs::write(d.join(format!("f{i}")), &data).expect("write");
+        total += kib * 1024;
+    }
+    // An empty file: its objects hold nothing.
+    std::fs::write(d.join("empty"), b"").expect("write");
+    let out = ok(&[
+        "frag",
+        "--native",
+        fs.dir.to_str().expect("utf8"),
+        "/d",
+        "--json",
+        "--no-free-space",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["files"], 4, "{v}");
+    assert_eq!(v["unmapped_files"], 0, "{v}");
+    let per_ost = v["per_ost"].as_array().expect("per_ost");
+    assert_eq!(per_ost.len(), 2, "both OSTs hold stripes: {v}");
+    let bytes: u64 = per_ost
+        .iter()
+        .map(|o| o["bytes"].as_u64().unwrap_or(0))
+        .sum();
+    // Extents cover whole blocks, so at least the data written.
+    assert!(bytes >= total, "{bytes} < {total}: {v}");
+    for o in per_ost {
+        assert_eq!(o["objects"], 3, "three files with data on each OST: {v}");
+        assert!(o["extents"].as_u64().unwrap_or(0) >= 3, "{v}");
+    }
+    // Through the mount FIEMAP is not offered: the report says so instead of inventing maps.
+    let out = ok(&[
+        "frag",
+        d.to_str().expect("utf8"),
+        "--json",
+        "--no-free-space",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["unmapped_files"], 4, "{v}");
+    assert!(v["per_ost"].as_array().is_some_and(|a| a.is_empty()), "{v}");
+}

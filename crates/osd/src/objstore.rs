@@ -262,6 +262,19 @@ impl ObjStore {
         read_uninit_at(&f, n, offset)
     }
 
+    /// The object's extent map on the OST's device (at most
+    /// [`MAX_OBJECT_EXTENTS`](nacre_core::fiemap::MAX_OBJECT_EXTENTS) extents; none for an
+    /// object with no data yet); `None` when the backing file system has no extent maps.
+    pub fn extents(&self, fid: &Fid) -> Result<Option<Vec<nacre_core::fiemap::ObjExtent>>, Errno> {
+        let Obj::File(f) = self.lookup_obj(fid, false)? else {
+            return Ok(Some(Vec::new()));
+        };
+        Ok(nacre_core::fiemap::file_extents(
+            &f,
+            nacre_core::fiemap::MAX_OBJECT_EXTENTS,
+        )?)
+    }
+
     /// Size, 512-byte blocks and modification time of an object.
     pub fn getattr(&self, fid: &Fid) -> Result<(u64, u64, nacre_core::Timespec), Errno> {
         use std::os::unix::fs::MetadataExt;

@@ -113,6 +113,10 @@ impl Service for Ost {
                     .await?;
                 Ok((Reply::ObjAttrs(attrs), none))
             }
+            Request::OstFiemap { obj } => {
+                let ext = self.blocking(move |s| s.extents(&obj)).await?;
+                Ok((Reply::ObjExtents(ext), none))
+            }
             Request::OstPunch { obj, size } => {
                 self.blocking(move |s| s.punch(&obj, size)).await?;
                 Ok((Reply::Ok, none))

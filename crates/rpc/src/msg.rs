@@ -403,6 +403,12 @@ pub enum Request {
         token: u64,
         acquire: bool,
     },
+
+    // --- OST: extent maps (appended) ---
+    /// Where object `obj`'s bytes lie on the OST's device (`nacre frag`).
+    OstFiemap {
+        obj: Fid,
+    },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -574,6 +580,8 @@ pub enum Reply {
         pending: u64,
         committed: u64,
     },
+    /// An object's extent map; `None`: the OST's file system has none.
+    ObjExtents(Option<Vec<nacre_core::fiemap::ObjExtent>>),
 }
 
 impl Request {
@@ -634,6 +642,7 @@ impl Request {
             Request::DneDirEmpty { .. } => 67,
             Request::DneStatus => 68,
             Request::DneRenameLock { .. } => 69,
+            Request::OstFiemap { .. } => 58,
         }
     }
 
@@ -683,6 +692,7 @@ impl Request {
             55 => "del_components",
             56 => "create_volatile",
             57 => "swap_layouts",
+            58 => "ost_fiemap",
             31 => "mkdir",
             32 => "get_default_lmv",
             60 => "dne_prepare",

@@ -9,7 +9,7 @@
 pub mod dumpe2fs;
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -71,7 +71,28 @@ pub struct TreeReport {
     pub mean_extents_per_file: f64,
     pub histogram: Vec<ExtentBucket>,
     pub worst: Vec<FileFrag>,
+    /// Extents by storage target (a nacre file system's OSTs, through `--native`); empty
+    /// when extents carry no target.
+    pub per_ost: Vec<OstFrag>,
     pub free_space: FreeSpace,
+}
+
+/// Fragmentation of the objects one OST holds for the files of a tree.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct OstFrag {
+    pub ost: u32,
+    /// Objects holding data.
+    pub objects: u64,
+    pub extents: u64,
+    pub bytes: u64,
+}
+
+/// A file's extent map, counted.
+#[derive(Debug, Clone, Default)]
+pub struct FileMap {
+    pub extents: u64,
+    /// By target: (extents, bytes).
+    pub per_device: BTreeMap<u32, (u64, u64)>,
 }
 
 /// How to report.
@@ -106,18 +127,30 @@ fn bucket_label(i: usize) -> String {
 /// Counts a file's extents as filefrag does: an extent that continues the previous one both
 /// logically and physically is not a new one.
 pub fn count_extents(fs: &dyn FileSystem, path: &Path) -> io::Result<Option<u64>> {
+    Ok(map_file(fs, path)?.map(|m| m.extents))
+}
+
+/// A file's extents, in total and by target (each OST object of a nacre file is counted
+/// on its own: extents join only within one object).
+pub fn map_file(fs: &dyn FileSystem, path: &Path) -> io::Result<Option<FileMap>> {
     let fh = fs.open(path, OpenOptions::read())?;
-    let mut n = 0u64;
-    let mut expect: Option<(u64, u64)> = None;
+    let mut m = FileMap::default();
+    let mut expect: Option<(Option<u32>, u64, u64)> = None;
     let res = fs.extents(fh, &mut |e| {
-        let contiguous = expect.is_some_and(|(l, p)| l == e.logical && p == e.physical);
+        let contiguous =
+            expect.is_some_and(|(d, l, p)| d == e.device && l == e.logical && p == e.physical);
         if !contiguous {
-            n += 1;
+            m.extents += 1;
         }
-        expect = Some((e.logical + e.length, e.physical + e.length));
+        if let Some(d) = e.device {
+            let slot = m.per_device.entry(d).or_default();
+            slot.0 += u64::from(!contiguous);
+            slot.1 += e.length;
+        }
+        expect = Some((e.device, e.logical + e.length, e.physical + e.length));
     });
     let _ = fs.close(fh);
-    Ok(if res? { Some(n) } else { None })
+    Ok(if res? { Some(m) } else { None })
 }
 
 /// Walks `dir` and reports its files' fragmentation.
@@ -136,12 +169,14 @@ pub fn tree_report(env: &RunEnv<'_>, dir: &Path, opts: &FragOptions) -> Result<T
         mean_extents_per_file: 0.0,
         histogram: Vec::new(),
         worst: Vec::new(),
+        per_ost: Vec::new(),
         free_space: FreeSpace::NotAvailable {
             reason: "not requested".into(),
         },
     };
     let mut hist = [(0u64, 0u64); EXTENT_BUCKETS];
     let mut worst: BinaryHeap<Reverse<FileFrag>> = BinaryHeap::new();
+    let mut per_ost: BTreeMap<u32, OstFrag> = BTreeMap::new();
     let bar = env.bars().counter("files");
     // Directories still to walk; files are handled as the listing streams by, so memory
     // does not grow with the size of a directory.
@@ -177,8 +212,16 @@ pub fn tree_report(env: &RunEnv<'_>, dir: &Path, opts: &FragOptions) -> Result<T
                         rep.files += 1;
                         rep.bytes += size;
                         bar.inc(1);
-                        match count_extents(fs, &p) {
-                            Ok(Some(n)) => {
+                        match map_file(fs, &p) {
+                            Ok(Some(map)) => {
+                                let n = map.extents;
+                                for (ost, (ext, bytes)) in map.per_device {
+                                    let o = per_ost.entry(ost).or_default();
+                                    o.ost = ost;
+                                    o.objects += 1;
+                                    o.extents += ext;
+                                    o.bytes += bytes;
+                                }
                                 rep.extents += n;
                                 if n > 1 {
                                     rep.fragmented_files += 1;
@@ -238,6 +281,7 @@ pub fn tree_report(env: &RunEnv<'_>, dir: &Path, opts: &FragOptions) -> Result<T
     let mut w: Vec<FileFrag> = worst.into_iter().map(|r| r.0).collect();
     w.sort_by(|a, b| b.extents.cmp(&a.extents).then(a.path.cmp(&b.path)));
     rep.worst = w;
+    rep.per_ost = per_ost.into_values().collect();
     if opts.free_space {
         rep.free_space = free_space(fs, dir, opts.device.as_deref());
     }
@@ -393,6 +437,24 @@ pub fn print_tree(r: &TreeReport, out: &mut dyn Write) -> io::Result<()> {
                 b.files,
                 units::human_bytes(b.bytes as f64)
             )?;
+        }
+        if !r.per_ost.is_empty() {
+            writeln!(
+                out,
+                "\n  {:>8}  {:>10}  {:>10}  {:>12}  {:>14}",
+                "OST", "objects", "extents", "bytes", "extents/object"
+            )?;
+            for o in &r.per_ost {
+                writeln!(
+                    out,
+                    "  {:>8}  {:>10}  {:>10}  {:>12}  {:>14.2}",
+                    format!("OST{:04x}", o.ost),
+                    o.objects,
+                    o.extents,
+                    units::human_bytes(o.bytes as f64),
+                    o.extents as f64 / o.objects.max(1) as f64
+                )?;
+            }
         }
         if !r.worst.is_empty() {
             writeln!(out, "\n  most fragmented files:")?;
