@@ -108,6 +108,12 @@ pub fn resolve_spec(spec: &str, key: Option<&Path>) -> Result<(String, Key)> {
             .unwrap_or_else(|| p.join(crate::local::KEY_FILE));
         return Ok((fs.spec(), Key::load(&key_path)?));
     }
+    // HOST:PORT:/fsname has a colon; anything else was meant as an `up` directory.
+    if !spec.contains(":/") {
+        bail!(
+            "{spec} is neither a directory made by `nacre up` nor a mount spec HOST:PORT:/fsname"
+        );
+    }
     let Some(key) = key else {
         bail!(
             "mounting {spec} needs the file system's key: --key FILE (the 'key' file of the MGS's directory)"
