@@ -8,9 +8,11 @@
 
 use crate::conn::{Conn, ConnConfig};
 use crate::error::RpcError;
+use crate::lo::LocalLink;
 use crate::msg::{FsConfig, Reply, Request};
 use bytes::Bytes;
 use nacre_core::{TargetKind, TargetName};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -27,6 +29,8 @@ pub struct Import {
     recovery: parking_lot::Mutex<Duration>,
     max_in_flight: std::sync::atomic::AtomicUsize,
     stats: crate::stats::OpStats,
+    /// The target itself, when this process serves it ([`crate::lo`]).
+    local: parking_lot::Mutex<Option<Arc<LocalLink>>>,
 }
 
 impl Import {
@@ -40,7 +44,28 @@ impl Import {
             conn: tokio::sync::Mutex::new(None),
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
             stats: crate::stats::OpStats::default(),
+            local: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// The in-process link to the target, if this process serves it.
+    fn local_link(&self) -> Option<Arc<LocalLink>> {
+        let mut g = self.local.lock();
+        if let Some(l) = g.as_ref() {
+            if l.is_current() {
+                return Some(l.clone());
+            }
+            *g = None;
+        }
+        let addr = self.address()?;
+        let full = self.target.full(&self.cfg.fsname);
+        let t = crate::lo::lookup(&addr, &self.cfg.fsname, &full, &self.cfg.key)?;
+        let rif = self
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::Acquire);
+        let l = Arc::new(LocalLink::new(t, &self.cfg.client, rif));
+        *g = Some(l.clone());
+        Some(l)
     }
 
     pub fn target(&self) -> TargetName {
@@ -70,6 +95,9 @@ impl Import {
 
     /// Whether a connection is up right now.
     pub async fn is_connected(&self) -> bool {
+        if self.local_link().is_some() {
+            return true;
+        }
         self.conn
             .lock()
             .await
@@ -82,6 +110,9 @@ impl Import {
     pub async fn set_max_in_flight(&self, n: usize) {
         self.max_in_flight
             .store(n.max(1), std::sync::atomic::Ordering::Release);
+        if let Some(l) = self.local.lock().as_ref() {
+            l.set_max_in_flight(n);
+        }
         if let Some(c) = self.conn.lock().await.as_ref() {
             c.set_max_in_flight(n);
         }
@@ -129,6 +160,12 @@ impl Import {
         let deadline = Instant::now() + self.recovery_timeout();
         let mut backoff = BACKOFF_START;
         loop {
+            if let Some(link) = self.local_link() {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                return link.call(req, bulk, left.min(self.cfg.timeout)).await;
+            }
             let res = match self.connection().await {
                 Ok(c) => {
                     let left = deadline

@@ -5,6 +5,7 @@
 //! - [`auth`]: the file system's shared key and the handshake that proves a peer holds it;
 //! - [`conn`]: a client connection with many requests in flight and bounded queues;
 //! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
+//! - [`lo`]: in-process delivery to targets served by the same process;
 //! - [`stats`]: per-opcode counts and latencies on both ends.
 //!
 //! Nothing outside this crate reads or writes a socket's bytes.
@@ -14,6 +15,7 @@ pub mod conn;
 pub mod error;
 pub mod frame;
 pub mod import;
+pub mod lo;
 pub mod mgc;
 pub mod msg;
 pub mod server;

@@ -74,11 +74,16 @@ pub fn memory_budget(bytes: u64) -> Arc<Semaphore> {
 }
 
 /// Bytes in whole KiB, rounded up: the unit of memory permits.
-fn kib(bytes: u64) -> u64 {
+pub(crate) fn kib(bytes: u64) -> u64 {
     bytes.div_ceil(1024)
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// A connection id unique for the life of the process.
+pub(crate) fn next_conn_id() -> u64 {
+    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Serves until `shutdown` turns true.
 pub async fn serve<S: Service>(
@@ -87,6 +92,11 @@ pub async fn serve<S: Service>(
     svc: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Clients in this process reach the service directly while it serves.
+    let _lo = match listener.local_addr() {
+        Ok(addr) => crate::lo::register(addr, cfg.clone(), svc.clone()),
+        Err(_) => None,
+    };
     loop {
         tokio::select! {
             res = listener.accept() => {
@@ -177,7 +187,7 @@ async fn serve_conn<S: Service>(
     let ctx = RequestCtx {
         peer,
         client,
-        conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        conn_id: next_conn_id(),
     };
     tracing::debug!(target: "rpc", "{}: connected {} ({})", cfg.target, ctx.client, peer);
     let (mut rd, wr) = stream.into_split();

@@ -1,0 +1,426 @@
+//! In-process delivery, as LNet's `lo` LND delivers messages a node sends to itself.
+//!
+//! `nacre up` runs the MGS, MDTs, OSTs and the mounting client in one process; without this
+//! every request would still cross loopback TCP: encoded, checksummed, copied into the
+//! kernel and out again, and handed between threads twice. A server registers here under
+//! its listening address when it starts serving; an [`Import`](crate::Import) whose target
+//! address is registered, for the same file system and key, hands requests to the service
+//! directly, bulk data included, without a copy. Everything else a connection gives stays
+//! the same: the handshake's identity (a key mismatch falls back to TCP, which refuses it),
+//! per-client request bounds (`max_rpcs_in_flight`), the server's memory budget and
+//! request stats, timeouts, and handlers that run to completion even if the caller gives
+//! up. When the server stops serving it leaves the registry, and imports go back to TCP
+//! (and find it gone, as a remote client would).
+//!
+//! `NACRE_LO=0` in the environment turns this off, to measure or test the TCP path alone.
+
+use crate::error::RpcError;
+use crate::msg::{Reply, Request};
+use crate::server::{RequestCtx, ServerConfig, Service};
+use bytes::Bytes;
+use nacre_core::Errno;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+type Handled = Pin<Box<dyn Future<Output = Result<(Reply, Bytes), Errno>> + Send>>;
+type Done = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A service behind a type-erased handle.
+trait Handler: Send + Sync {
+    fn handle(&self, ctx: RequestCtx, req: Request, bulk: Bytes) -> Handled;
+    fn disconnected(&self, ctx: RequestCtx) -> Done;
+}
+
+struct Svc<S>(Arc<S>);
+
+impl<S: Service> Handler for Svc<S> {
+    fn handle(&self, ctx: RequestCtx, req: Request, bulk: Bytes) -> Handled {
+        Box::pin(self.0.clone().handle(ctx, req, bulk))
+    }
+
+    fn disconnected(&self, ctx: RequestCtx) -> Done {
+        Box::pin(self.0.clone().disconnected(ctx))
+    }
+}
+
+/// A target served in this process.
+pub struct LocalTarget {
+    cfg: Arc<ServerConfig>,
+    addr: SocketAddr,
+    /// `addr` as the registry's key.
+    name: String,
+    handler: Box<dyn Handler>,
+}
+
+static REGISTRY: LazyLock<Mutex<HashMap<String, Arc<LocalTarget>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Whether in-process delivery is allowed (`NACRE_LO=0` turns it off).
+fn enabled() -> bool {
+    static ON: LazyLock<bool> =
+        LazyLock::new(|| std::env::var("NACRE_LO").map_or(true, |v| v != "0"));
+    *ON
+}
+
+/// Keeps a target registered; dropping it unregisters the target. The registry holds the
+/// only lasting reference to the service, so a stopped target's resources (its store, its
+/// files) are released even while clients in this process live on.
+pub struct Registration {
+    key: String,
+    target: Weak<LocalTarget>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut r = REGISTRY.lock();
+        if r.get(&self.key)
+            .is_some_and(|t| std::ptr::eq(Arc::as_ptr(t), self.target.as_ptr()))
+        {
+            r.remove(&self.key);
+        }
+    }
+}
+
+/// Registers `svc`, listening on `addr`, for clients in this process.
+pub fn register<S: Service>(
+    addr: SocketAddr,
+    cfg: Arc<ServerConfig>,
+    svc: Arc<S>,
+) -> Option<Registration> {
+    if !enabled() {
+        return None;
+    }
+    let key = addr.to_string();
+    let target = Arc::new(LocalTarget {
+        cfg,
+        addr,
+        name: key.clone(),
+        handler: Box::new(Svc(svc)),
+    });
+    let weak = Arc::downgrade(&target);
+    REGISTRY.lock().insert(key.clone(), target);
+    Some(Registration { key, target: weak })
+}
+
+/// The target registered at `addr`, if it serves file system `fsname` as `target` with `key`.
+pub fn lookup(
+    addr: &str,
+    fsname: &str,
+    target: &str,
+    key: &crate::Key,
+) -> Option<Arc<LocalTarget>> {
+    if !enabled() {
+        return None;
+    }
+    let t = REGISTRY.lock().get(addr).cloned()?;
+    (t.cfg.fsname == fsname && t.cfg.target == target && t.cfg.key == *key).then_some(t)
+}
+
+/// One client's link to a local target: what a connection is over TCP.
+pub struct LocalLink {
+    target: Weak<LocalTarget>,
+    /// The registry key and the target's name, for checks and messages.
+    key: String,
+    name: String,
+    ctx: RequestCtx,
+    /// `max_rpcs_in_flight`, as a connection bounds it.
+    in_flight: Arc<Semaphore>,
+    limit: AtomicUsize,
+}
+
+impl LocalLink {
+    pub fn new(target: Arc<LocalTarget>, client: &str, max_in_flight: usize) -> LocalLink {
+        let n = max_in_flight.max(1);
+        let ctx = RequestCtx {
+            peer: target.addr,
+            client: client.to_string(),
+            conn_id: crate::server::next_conn_id(),
+        };
+        LocalLink {
+            target: Arc::downgrade(&target),
+            key: target.name.clone(),
+            name: target.cfg.target.clone(),
+            ctx,
+            in_flight: Arc::new(Semaphore::new(n)),
+            limit: AtomicUsize::new(n),
+        }
+    }
+
+    /// Whether this link's target is still the one registered (it has not stopped).
+    pub fn is_current(&self) -> bool {
+        REGISTRY
+            .lock()
+            .get(&self.key)
+            .is_some_and(|t| std::ptr::eq(Arc::as_ptr(t), self.target.as_ptr()))
+    }
+
+    pub fn set_max_in_flight(&self, n: usize) {
+        let n = n.max(1);
+        let old = self.limit.swap(n, Ordering::AcqRel);
+        if n > old {
+            self.in_flight.add_permits(n - old);
+        } else if n < old {
+            let sem = self.in_flight.clone();
+            let less = (old - n) as u32;
+            tokio::spawn(async move {
+                if let Ok(p) = sem.acquire_many(less).await {
+                    p.forget();
+                }
+            });
+        }
+    }
+
+    /// Hands `req` to the service and waits for its reply, at most `timeout`; an errno
+    /// reply becomes `RpcError::Errno`, as over TCP.
+    pub async fn call(
+        &self,
+        req: &Request,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<(Reply, Bytes), RpcError> {
+        let peer = || self.name.clone();
+        let t = self
+            .target
+            .upgrade()
+            .ok_or_else(|| RpcError::Disconnected {
+                peer: peer(),
+                reason: "the target stopped".into(),
+            })?;
+        let permit =
+            self.in_flight
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| RpcError::Disconnected {
+                    peer: peer(),
+                    reason: "link closed".into(),
+                })?;
+        // The server's memory budget covers local requests as it covers remote ones.
+        let want = crate::server::kib(bulk.len() as u64 + req.reply_bulk_bytes())
+            .min(u64::from(u32::MAX)) as u32;
+        let mem = t
+            .cfg
+            .memory
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .map_err(|_| RpcError::Disconnected {
+                peer: peer(),
+                reason: "server stopped".into(),
+            })?;
+        let opcode = req.opcode();
+        let quick = req.is_quick();
+        let stats = t.cfg.stats.clone();
+        let fut = t.handler.handle(self.ctx.clone(), req.clone(), bulk);
+        let work = async move {
+            let _permit = permit;
+            let _mem = mem;
+            let start = std::time::Instant::now();
+            let r = fut.await;
+            stats.record(opcode, start.elapsed());
+            r
+        };
+        let r = if quick {
+            // Read-only and short: not worth a task, and safe to drop midway.
+            tokio::time::timeout(timeout, work).await
+        } else {
+            // Its own task, so a caller that stops waiting does not cut a handler short.
+            match tokio::time::timeout(timeout, tokio::spawn(work)).await {
+                Ok(Ok(r)) => Ok(r),
+                Ok(Err(e)) => Ok(Err({
+                    tracing::error!(target: "rpc", "{}: handler failed: {e}", t.cfg.target);
+                    Errno::EIO
+                })),
+                Err(e) => Err(e),
+            }
+        };
+        match r {
+            Ok(Ok((Reply::Error(e), _))) | Ok(Err(e)) => Err(RpcError::Errno(e)),
+            Ok(Ok(r)) => Ok(r),
+            Err(_) => Err(RpcError::Timeout {
+                peer: peer(),
+                secs: timeout.as_secs(),
+            }),
+        }
+    }
+}
+
+impl Drop for LocalLink {
+    fn drop(&mut self) {
+        // The client is gone: the service releases what it held, as after a disconnect
+        // (a stopped service has nothing left to release).
+        if self.is_current()
+            && let Some(t) = self.target.upgrade()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(t.handler.disconnected(self.ctx.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Import;
+    use crate::auth::Key;
+    use crate::conn::ConnConfig;
+    use crate::error::RpcError;
+    use crate::msg::{FsConfig, Reply, Request, TargetInfo};
+    use crate::server::{RequestCtx, ServerConfig, Service, memory_budget, serve};
+    use bytes::Bytes;
+    use nacre_core::{Errno, TargetName};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+    use tokio::sync::watch;
+
+    /// Answers with the peer it sees, so a test can tell lo (the server's own address)
+    /// from TCP (the client's port); counts disconnects.
+    #[derive(Default)]
+    struct Peer {
+        gone: AtomicU64,
+    }
+
+    impl Service for Peer {
+        async fn handle(
+            self: Arc<Self>,
+            ctx: RequestCtx,
+            req: Request,
+            bulk: Bytes,
+        ) -> Result<(Reply, Bytes), Errno> {
+            match req {
+                Request::Ping => Ok((
+                    Reply::Pong {
+                        target: ctx.peer.to_string(),
+                    },
+                    bulk,
+                )),
+                Request::Statfs => {
+                    // Slow: outlives a caller that gives up.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Err(Errno::ENOSPC)
+                }
+                _ => Err(Errno::ENOSYS),
+            }
+        }
+
+        async fn disconnected(self: Arc<Self>, _ctx: RequestCtx) {
+            self.gone.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn import(addr: &str, key: Key) -> Import {
+        let name = TargetName::ost(0);
+        let cfg = FsConfig {
+            fsname: "lofs".into(),
+            osts: vec![TargetInfo {
+                name,
+                addr: addr.to_string(),
+                active: true,
+            }],
+            ..FsConfig::default()
+        };
+        let (_tx, rx) = watch::channel(cfg);
+        let imp = Import::new(
+            name,
+            ConnConfig {
+                fsname: "lofs".into(),
+                client: "client-lo".into(),
+                key,
+                max_in_flight: 4,
+                timeout: Duration::from_secs(5),
+            },
+            rx,
+        );
+        imp.set_recovery_timeout(Duration::from_millis(300));
+        imp
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn same_process_requests_skip_tcp_until_the_target_stops() {
+        if !super::enabled() {
+            eprintln!("NACRE_LO=0: in-process delivery is off, nothing to test");
+            return;
+        }
+        let key = Key::generate();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let cfg = Arc::new(ServerConfig {
+            fsname: "lofs".into(),
+            target: "lofs-OST0000".into(),
+            key: key.clone(),
+            memory: memory_budget(64 << 20),
+            stats: Default::default(),
+        });
+        let svc = Arc::new(Peer::default());
+        let (sd_tx, sd_rx) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, cfg.clone(), svc.clone(), sd_rx));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !super::REGISTRY.lock().contains_key(&addr) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never registered"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+
+        // Same key: delivered in process, bulk and errors as over TCP, counted by the server.
+        let imp = import(&addr, key.clone());
+        let (r, b) = imp
+            .call(&Request::Ping, Bytes::from_static(b"bulk"))
+            .await
+            .expect("ping");
+        assert_eq!(
+            r,
+            Reply::Pong {
+                target: addr.clone()
+            },
+            "not delivered in process"
+        );
+        assert_eq!(&b[..], b"bulk");
+        assert!(imp.is_connected().await);
+        let e = imp.call(&Request::Statfs, Bytes::new()).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::ENOSPC)));
+        assert!(
+            cfg.stats
+                .samples()
+                .iter()
+                .any(|o| o.opcode == 0 && o.count == 1)
+        );
+
+        // Another key never reaches the service in process: TCP refuses it.
+        let wrong = import(&addr, Key::generate());
+        match wrong.call(&Request::Ping, Bytes::new()).await {
+            Err(RpcError::Auth { .. }) => {}
+            other => panic!("a wrong key got {other:?}"),
+        }
+
+        // A dropped client is a disconnect.
+        drop(imp);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(svc.gone.load(Ordering::Relaxed), 1);
+
+        // A stopped target is gone for clients in this process too, and its service is
+        // no longer held by them.
+        let imp = import(&addr, key.clone());
+        imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        let _ = sd_tx.send(true);
+        task.await.expect("serve");
+        match imp.call(&Request::Ping, Bytes::new()).await {
+            Err(e) if e.is_transport() => {}
+            other => panic!("a stopped target answered {other:?}"),
+        }
+        assert_eq!(
+            Arc::strong_count(&svc),
+            1,
+            "the stopped service is still referenced"
+        );
+    }
+}
