@@ -167,8 +167,8 @@ impl LocalCluster {
         self.fs.spec()
     }
 
-    pub async fn start_ost(&mut self, i: u32) -> Result<()> {
-        let name = TargetName::ost(i);
+    /// The directory of target `name`, which must hold that target of this file system.
+    fn checked_target_dir(&self, name: TargetName) -> Result<PathBuf> {
         let d = target_dir(&self.dir, name);
         let id = TargetIdentity::load(&d)?;
         if id.name() != name || id.fsname != self.fs.fsname {
@@ -180,6 +180,12 @@ impl LocalCluster {
                 name
             );
         }
+        Ok(d)
+    }
+
+    pub async fn start_ost(&mut self, i: u32) -> Result<()> {
+        let name = TargetName::ost(i);
+        let d = self.checked_target_dir(name)?;
         let listener = node::bind("127.0.0.1:0").await?;
         let s = node::serve_ost(&d, &self.fs.fsname, i, &self.key, listener, &self.tuning).await?;
         self.mgs
@@ -191,17 +197,7 @@ impl LocalCluster {
 
     pub async fn start_mdt(&mut self, i: u32) -> Result<()> {
         let name = TargetName::mdt(i);
-        let d = target_dir(&self.dir, name);
-        let id = TargetIdentity::load(&d)?;
-        if id.name() != name || id.fsname != self.fs.fsname {
-            bail!(
-                "{} holds {} of '{}', expected {}",
-                d.display(),
-                id.name(),
-                id.fsname,
-                name
-            );
-        }
+        let d = self.checked_target_dir(name)?;
         let listener = node::bind("127.0.0.1:0").await?;
         let s = node::serve_mdt(
             &d,

@@ -31,7 +31,11 @@ pub fn call(m: &MountEntry, req: &CtlRequest) -> Result<CtlReply, (Errno, String
     }
 }
 
-fn stat(m: &MountEntry, rel: &Path) -> Result<(nacre_rpc::msg::InodeInfo, u32), (Errno, String)> {
+/// Attributes of `rel` on mount `m`, and the index of the MDT holding it.
+pub(super) fn stat(
+    m: &MountEntry,
+    rel: &Path,
+) -> Result<(nacre_rpc::msg::InodeInfo, u32), (Errno, String)> {
     match call(
         m,
         &CtlRequest::Stat {

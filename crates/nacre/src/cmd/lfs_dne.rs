@@ -1,7 +1,7 @@
 //! `nacre lfs mkdir`, `setdirstripe` and `getdirstripe`: directory striping over MDTs
 //! (DNE), with Lustre's syntax and output. (`lfs find --mdt` lives with `lfs find`.)
 
-use super::lfs::call;
+use super::lfs::{call, stat};
 use crate::ctl::{self, MountEntry};
 use crate::ctl_server::{CtlReply, CtlRequest};
 use anyhow::{Result, anyhow};
@@ -9,7 +9,7 @@ use nacre_core::lmv::LmvTemplate;
 use nacre_core::{Errno, FileKind};
 use nacre_lustreapi as lapi;
 use nacre_lustreapi::dirstripe::{DirStripeEntry, DirStripeOp, SetdirstripeRequest};
-use nacre_rpc::msg::{DirLayoutRequest, InodeInfo};
+use nacre_rpc::msg::DirLayoutRequest;
 use std::io::Write;
 use std::path::Path;
 
@@ -23,18 +23,6 @@ fn err_of(e: lapi::Error) -> anyhow::Error {
         anyhow!("{e}\nusage: nacre lfs COMMAND [ARGS]\n{USAGE}")
     } else {
         anyhow!("{e}")
-    }
-}
-
-fn stat(m: &MountEntry, rel: &Path) -> Result<(InodeInfo, u32), (Errno, String)> {
-    match call(
-        m,
-        &CtlRequest::Stat {
-            path: rel.to_path_buf(),
-        },
-    )? {
-        CtlReply::Inode { info, mdt } => Ok((info, mdt)),
-        _ => Err((Errno::EPROTO, "unexpected reply".into())),
     }
 }
 
