@@ -148,7 +148,11 @@ impl Client {
                 fsname: self.spec.fsname.clone(),
                 client: self.spec.client_name.clone(),
                 key: self.spec.key.clone(),
-                max_in_flight: self.tunables.max_rpcs_in_flight(),
+                max_in_flight: if t.kind == nacre_core::TargetKind::Mdt {
+                    self.tunables.mdc_max_rpcs_in_flight()
+                } else {
+                    self.tunables.max_rpcs_in_flight()
+                },
                 timeout: DEFAULT_TIMEOUT,
             };
             let imp = Arc::new(Import::new(t, cc, self.config.clone()));
@@ -245,9 +249,13 @@ impl Client {
         for i in self.mdcs().iter().chain(self.oscs().iter()) {
             i.set_recovery_timeout(t);
         }
-        // OST connections follow osc.*.max_rpcs_in_flight at once, live ones included.
+        // Connections follow osc.* and mdc.*.max_rpcs_in_flight at once, live ones included.
         for i in self.oscs() {
             tokio::spawn(async move { i.set_max_in_flight(rif).await });
+        }
+        let mdc_rif = self.tunables.mdc_max_rpcs_in_flight();
+        for i in self.mdcs() {
+            tokio::spawn(async move { i.set_max_in_flight(mdc_rif).await });
         }
     }
 

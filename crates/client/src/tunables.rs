@@ -24,6 +24,8 @@ pub const PAGE_SIZE: u64 = 4096;
 #[derive(Debug)]
 pub struct Tunables {
     max_rpcs_in_flight: AtomicU64,
+    /// `mdc.*.max_rpcs_in_flight`: metadata requests in flight per MDT.
+    mdc_max_rpcs_in_flight: AtomicU64,
     max_dirty_mb: AtomicU64,
     max_pages_per_rpc: AtomicU64,
     max_read_ahead_mb: AtomicU64,
@@ -35,6 +37,7 @@ impl Default for Tunables {
     fn default() -> Self {
         Tunables {
             max_rpcs_in_flight: AtomicU64::new(DEFAULT_MAX_RPCS_IN_FLIGHT),
+            mdc_max_rpcs_in_flight: AtomicU64::new(DEFAULT_MAX_RPCS_IN_FLIGHT),
             max_dirty_mb: AtomicU64::new(DEFAULT_MAX_DIRTY_MB),
             max_pages_per_rpc: AtomicU64::new(DEFAULT_MAX_PAGES_PER_RPC),
             max_read_ahead_mb: AtomicU64::new(DEFAULT_MAX_READ_AHEAD_MB),
@@ -55,6 +58,12 @@ pub struct TunableDef {
 pub const TUNABLES: &[TunableDef] = &[
     TunableDef {
         class: "osc",
+        name: "max_rpcs_in_flight",
+        min: 1,
+        max: 256,
+    },
+    TunableDef {
+        class: "mdc",
         name: "max_rpcs_in_flight",
         min: 1,
         max: 256,
@@ -92,35 +101,37 @@ pub const TUNABLES: &[TunableDef] = &[
 ];
 
 impl Tunables {
-    fn slot(&self, name: &str) -> Option<&AtomicU64> {
-        Some(match name {
-            "max_rpcs_in_flight" => &self.max_rpcs_in_flight,
-            "max_dirty_mb" => &self.max_dirty_mb,
-            "max_pages_per_rpc" => &self.max_pages_per_rpc,
-            "max_read_ahead_mb" => &self.max_read_ahead_mb,
-            "max_read_ahead_per_file_mb" => &self.max_read_ahead_per_file_mb,
-            "recovery_timeout" => &self.recovery_secs,
+    fn slot(&self, class: &str, name: &str) -> Option<&AtomicU64> {
+        Some(match (class, name) {
+            ("osc", "max_rpcs_in_flight") => &self.max_rpcs_in_flight,
+            ("mdc", "max_rpcs_in_flight") => &self.mdc_max_rpcs_in_flight,
+            ("osc", "max_dirty_mb") => &self.max_dirty_mb,
+            ("osc", "max_pages_per_rpc") => &self.max_pages_per_rpc,
+            ("llite", "max_read_ahead_mb") => &self.max_read_ahead_mb,
+            ("llite", "max_read_ahead_per_file_mb") => &self.max_read_ahead_per_file_mb,
+            ("llite", "recovery_timeout") => &self.recovery_secs,
             _ => return None,
         })
     }
 
-    pub fn get(&self, name: &str) -> Option<u64> {
-        self.slot(name).map(|a| a.load(Ordering::Relaxed))
+    /// The value of tunable `class.*.name` (`osc`, `mdc`, `llite`).
+    pub fn get(&self, class: &str, name: &str) -> Option<u64> {
+        self.slot(class, name).map(|a| a.load(Ordering::Relaxed))
     }
 
-    /// Sets a tunable, checking its bounds.
-    pub fn set(&self, name: &str, value: u64) -> Result<(), String> {
+    /// Sets tunable `class.*.name`, checking its bounds.
+    pub fn set(&self, class: &str, name: &str, value: u64) -> Result<(), String> {
         let def = TUNABLES
             .iter()
-            .find(|d| d.name == name)
-            .ok_or_else(|| format!("unknown parameter '{name}'"))?;
+            .find(|d| d.class == class && d.name == name)
+            .ok_or_else(|| format!("unknown parameter '{class}.*.{name}'"))?;
         if value < def.min || value > def.max {
             return Err(format!(
                 "{}.{name}: {value} is out of range [{}, {}]",
                 def.class, def.min, def.max
             ));
         }
-        if let Some(a) = self.slot(name) {
+        if let Some(a) = self.slot(class, name) {
             a.store(value, Ordering::Relaxed);
         }
         Ok(())
@@ -140,12 +151,16 @@ impl Tunables {
             return;
         }
         if let Ok(v) = value.trim().parse::<u64>() {
-            let _ = self.set(def.name, v);
+            let _ = self.set(def.class, def.name, v);
         }
     }
 
     pub fn max_rpcs_in_flight(&self) -> usize {
         self.max_rpcs_in_flight.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn mdc_max_rpcs_in_flight(&self) -> usize {
+        self.mdc_max_rpcs_in_flight.load(Ordering::Relaxed) as usize
     }
 
     pub fn max_dirty_bytes(&self) -> u64 {
@@ -177,10 +192,20 @@ mod tests {
     #[test]
     fn bounds_and_persistent_records() {
         let t = Tunables::default();
-        assert!(t.set("max_rpcs_in_flight", 0).is_err());
-        assert!(t.set("no_such", 1).is_err());
-        t.set("max_rpcs_in_flight", 16).expect("set");
+        assert!(t.set("osc", "max_rpcs_in_flight", 0).is_err());
+        assert!(t.set("osc", "no_such", 1).is_err());
+        assert!(t.set("llite", "max_rpcs_in_flight", 1).is_err());
+        t.set("osc", "max_rpcs_in_flight", 16).expect("set");
         assert_eq!(t.max_rpcs_in_flight(), 16);
+        // The MDCs' bound is their own.
+        t.set("mdc", "max_rpcs_in_flight", 3).expect("set");
+        assert_eq!(t.mdc_max_rpcs_in_flight(), 3);
+        assert_eq!(t.max_rpcs_in_flight(), 16);
+        t.apply_persistent("mdc.*.max_rpcs_in_flight", "5", "testfs");
+        assert_eq!(
+            (t.mdc_max_rpcs_in_flight(), t.max_rpcs_in_flight()),
+            (5, 16)
+        );
         t.apply_persistent("osc.*.max_dirty_mb", "64", "testfs");
         assert_eq!(t.max_dirty_bytes(), 64 << 20);
         t.apply_persistent("osc.otherfs-OST0000-osc-*.max_dirty_mb", "32", "testfs");

@@ -48,17 +48,19 @@ impl ClientParams {
         ClientParams { client, sb }
     }
 
-    fn names(&self) -> Vec<(String, &'static str)> {
+    /// Each tunable's full name, with its class and name.
+    fn names(&self) -> Vec<(String, &'static str, &'static str)> {
         let fs = &self.client.fsname;
         let mut v = Vec::new();
         for i in 0..self.client.ost_count() {
             for p in ["max_rpcs_in_flight", "max_dirty_mb", "max_pages_per_rpc"] {
-                v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), p));
+                v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), "osc", p));
             }
         }
         for i in 0..self.client.mdt_count() {
             v.push((
                 format!("mdc.{fs}-MDT{i:04x}-mdc-{}.max_rpcs_in_flight", self.sb),
+                "mdc",
                 "max_rpcs_in_flight",
             ));
         }
@@ -67,7 +69,7 @@ impl ClientParams {
             "max_read_ahead_per_file_mb",
             "recovery_timeout",
         ] {
-            v.push((format!("llite.{fs}-{}.{p}", self.sb), p));
+            v.push((format!("llite.{fs}-{}.{p}", self.sb), "llite", p));
         }
         v
     }
@@ -78,12 +80,12 @@ impl ParamSource for ClientParams {
         let mut v: Vec<ParamValue> = self
             .names()
             .into_iter()
-            .map(|(name, t)| ParamValue {
+            .map(|(name, class, t)| ParamValue {
                 name,
                 value: self
                     .client
                     .tunables
-                    .get(t)
+                    .get(class, t)
                     .map(|v| v.to_string())
                     .unwrap_or_default(),
                 writable: true,
@@ -151,10 +153,10 @@ impl ParamSource for ClientParams {
             self.client.rpc_stats.clear(idx);
             return Ok(());
         }
-        let Some((_, t)) = self.names().into_iter().find(|(n, _)| n == name) else {
+        let Some((_, class, t)) = self.names().into_iter().find(|(n, _, _)| n == name) else {
             return Err(format!("{name}: no such parameter"));
         };
-        self.client.tunables.set(t, num(name, value)?)?;
+        self.client.tunables.set(class, t, num(name, value)?)?;
         self.client.refresh_imports();
         Ok(())
     }

@@ -310,7 +310,9 @@ async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
         .await
         .expect("start");
     let c = mount(&cluster).await;
-    c.tunables.set("recovery_timeout", 2).expect("tunable");
+    c.tunables
+        .set("llite", "recovery_timeout", 2)
+        .expect("tunable");
     c.refresh_imports();
     let cred = Cred::root();
     let mut layout = Layout::plain(1, 65536, 0);

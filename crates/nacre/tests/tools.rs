@@ -96,6 +96,17 @@ fn lfs_and_lctl_on_a_mount() {
             .status
             .success()
     );
+    // The MDCs' bound is theirs alone.
+    ok(&["lctl", "set_param", "mdc.*.max_rpcs_in_flight=4"]);
+    assert_eq!(
+        ok(&["lctl", "get_param", "-n", "mdc.*.max_rpcs_in_flight"]).trim(),
+        "4"
+    );
+    assert!(
+        ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"])
+            .lines()
+            .all(|l| l == "16")
+    );
     // Request statistics on both ends count what was sent and handled.
     ok(&[
         "lctl",
