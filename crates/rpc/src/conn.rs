@@ -121,12 +121,48 @@ struct Inner {
     writer: FrameWriter,
     pending: Mutex<HashMap<u64, Waiter>>,
     next_xid: AtomicU64,
-    in_flight: Semaphore,
-    /// The bound `in_flight` currently enforces.
-    limit: std::sync::atomic::AtomicUsize,
+    in_flight: InFlight,
     closed: AtomicBool,
     close_reason: Mutex<String>,
     timeout: Duration,
+}
+
+/// A bound on requests in flight (`max_rpcs_in_flight`) that can change while requests run.
+pub(crate) struct InFlight {
+    sem: Arc<Semaphore>,
+    limit: std::sync::atomic::AtomicUsize,
+}
+
+impl InFlight {
+    pub(crate) fn new(n: usize) -> InFlight {
+        let n = n.max(1);
+        InFlight {
+            sem: Arc::new(Semaphore::new(n)),
+            limit: std::sync::atomic::AtomicUsize::new(n),
+        }
+    }
+
+    /// Waits for a slot; `None` once the bound is closed.
+    pub(crate) async fn acquire(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.sem.clone().acquire_owned().await.ok()
+    }
+
+    pub(crate) fn resize(&self, n: usize) {
+        let n = n.max(1);
+        let old = self.limit.swap(n, Ordering::AcqRel);
+        if n > old {
+            self.sem.add_permits(n - old);
+        } else if n < old {
+            // Take the surplus permits out of circulation as requests finish.
+            let sem = self.sem.clone();
+            let less = (old - n) as u32;
+            tokio::spawn(async move {
+                if let Ok(p) = sem.acquire_many(less).await {
+                    p.forget();
+                }
+            });
+        }
+    }
 }
 
 /// A connection; cheap to clone, closed when the last clone is dropped.
@@ -162,8 +198,7 @@ impl Conn {
             writer: FrameWriter::new(wr),
             pending: Mutex::new(HashMap::new()),
             next_xid: AtomicU64::new(1),
-            in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
-            limit: std::sync::atomic::AtomicUsize::new(cfg.max_in_flight.max(1)),
+            in_flight: InFlight::new(cfg.max_in_flight),
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(String::new()),
             timeout: cfg.timeout,
@@ -251,20 +286,7 @@ impl Conn {
 
     /// Changes the bound on requests in flight (`max_rpcs_in_flight`) of a live connection.
     pub fn set_max_in_flight(&self, n: usize) {
-        let n = n.max(1);
-        let old = self.inner.limit.swap(n, Ordering::AcqRel);
-        if n > old {
-            self.inner.in_flight.add_permits(n - old);
-        } else if n < old {
-            // Take the surplus permits out of circulation as requests finish.
-            let inner = self.inner.clone();
-            let less = (old - n) as u32;
-            tokio::spawn(async move {
-                if let Ok(p) = inner.in_flight.acquire_many(less).await {
-                    p.forget();
-                }
-            });
-        }
+        self.inner.in_flight.resize(n);
     }
 
     pub fn is_closed(&self) -> bool {
@@ -287,7 +309,7 @@ impl Conn {
             .in_flight
             .acquire()
             .await
-            .map_err(|_| self.disconnected())?;
+            .ok_or_else(|| self.disconnected())?;
         if self.is_closed() {
             return Err(self.disconnected());
         }

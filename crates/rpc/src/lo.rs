@@ -14,6 +14,7 @@
 //!
 //! `NACRE_LO=0` in the environment turns this off, to measure or test the TCP path alone.
 
+use crate::conn::InFlight;
 use crate::error::RpcError;
 use crate::msg::{Reply, Request};
 use crate::server::{RequestCtx, ServerConfig, Service};
@@ -24,10 +25,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
-use tokio::sync::Semaphore;
 
 type Handled = Pin<Box<dyn Future<Output = Result<(Reply, Bytes), Errno>> + Send>>;
 type Done = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -131,13 +130,11 @@ pub struct LocalLink {
     name: String,
     ctx: RequestCtx,
     /// `max_rpcs_in_flight`, as a connection bounds it.
-    in_flight: Arc<Semaphore>,
-    limit: AtomicUsize,
+    in_flight: InFlight,
 }
 
 impl LocalLink {
     pub fn new(target: Arc<LocalTarget>, client: &str, max_in_flight: usize) -> LocalLink {
-        let n = max_in_flight.max(1);
         let ctx = RequestCtx {
             peer: target.addr,
             client: client.to_string(),
@@ -148,8 +145,7 @@ impl LocalLink {
             key: target.name.clone(),
             name: target.cfg.target.clone(),
             ctx,
-            in_flight: Arc::new(Semaphore::new(n)),
-            limit: AtomicUsize::new(n),
+            in_flight: InFlight::new(max_in_flight),
         }
     }
 
@@ -162,19 +158,7 @@ impl LocalLink {
     }
 
     pub fn set_max_in_flight(&self, n: usize) {
-        let n = n.max(1);
-        let old = self.limit.swap(n, Ordering::AcqRel);
-        if n > old {
-            self.in_flight.add_permits(n - old);
-        } else if n < old {
-            let sem = self.in_flight.clone();
-            let less = (old - n) as u32;
-            tokio::spawn(async move {
-                if let Ok(p) = sem.acquire_many(less).await {
-                    p.forget();
-                }
-            });
-        }
+        self.in_flight.resize(n);
     }
 
     /// Hands `req` to the service and waits for its reply, at most `timeout`; an errno
@@ -193,18 +177,16 @@ impl LocalLink {
                 peer: peer(),
                 reason: "the target stopped".into(),
             })?;
-        let permit =
-            self.in_flight
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| RpcError::Disconnected {
-                    peer: peer(),
-                    reason: "link closed".into(),
-                })?;
+        let permit = self
+            .in_flight
+            .acquire()
+            .await
+            .ok_or_else(|| RpcError::Disconnected {
+                peer: peer(),
+                reason: "link closed".into(),
+            })?;
         // The server's memory budget covers local requests as it covers remote ones.
-        let want = crate::server::kib(bulk.len() as u64 + req.reply_bulk_bytes())
-            .min(u64::from(u32::MAX)) as u32;
+        let want = crate::server::permits(bulk.len() as u64 + req.reply_bulk_bytes());
         let mem = t
             .cfg
             .memory

@@ -74,8 +74,13 @@ pub fn memory_budget(bytes: u64) -> Arc<Semaphore> {
 }
 
 /// Bytes in whole KiB, rounded up: the unit of memory permits.
-pub(crate) fn kib(bytes: u64) -> u64 {
+fn kib(bytes: u64) -> u64 {
     bytes.div_ceil(1024)
+}
+
+/// The memory permits `bytes` of requests and replies take.
+pub(crate) fn permits(bytes: u64) -> u32 {
+    kib(bytes).min(u64::from(u32::MAX)) as u32
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -207,8 +212,7 @@ async fn serve_conn<S: Service>(
         // waits for memory instead of exhausting it.
         let frame = match header {
             Ok(h) => {
-                let want = kib(u64::from(h.body_len) + u64::from(h.bulk_len))
-                    .min(u64::from(u32::MAX)) as u32;
+                let want = permits(u64::from(h.body_len) + u64::from(h.bulk_len));
                 let mem = match cfg.memory.clone().acquire_many_owned(want).await {
                     Ok(m) => m,
                     Err(_) => break,
@@ -233,7 +237,7 @@ async fn serve_conn<S: Service>(
         let decoded = msg::decode::<Request>(&frame.body);
         if let Ok(req) = &decoded {
             // And the bytes its reply will carry.
-            let more = kib(req.reply_bulk_bytes()).min(u64::from(u32::MAX)) as u32;
+            let more = permits(req.reply_bulk_bytes());
             if more > 0 {
                 match cfg.memory.clone().acquire_many_owned(more).await {
                     Ok(m) => mem.merge(m),
