@@ -226,6 +226,9 @@ impl Client {
     /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
         let flushed = self.flush_handle(&f.writeback, f.fid).await;
+        self.dirty.forget(&f.fid, &f.writeback);
+        // Fetched readahead goes back to the client's budget.
+        f.readahead.lock().clear(self);
         self.md_call(
             self.mdt_of(&f.fid),
             Request::Close {

@@ -344,10 +344,11 @@ impl Client {
     #[allow(clippy::type_complexity)]
     pub async fn object_extents(
         &self,
-        fid: Fid,
+        f: &crate::file::OpenFile,
     ) -> Result<Vec<(StripeObject, Option<Vec<nacre_core::fiemap::ObjExtent>>)>, Errno> {
-        let info = self.getattr(fid).await?;
-        let Some(layout) = info.layout else {
+        // Our own pending writes land first, so the maps show them.
+        self.flush_fid(&f.fid).await;
+        let Some(layout) = f.layout() else {
             return Ok(Vec::new());
         };
         let calls = layout.objects().map(|o| {

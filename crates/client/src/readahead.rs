@@ -32,8 +32,8 @@ type Piece = Shared<BoxFuture<'static, Result<(Bytes, u64), Errno>>>;
 
 #[derive(Default)]
 pub struct Readahead {
-    /// End of the last read: a read starting here is sequential.
-    last_end: u64,
+    /// End of the last read: a read starting here is sequential (none before the first).
+    last_end: Option<u64>,
     /// Reads in a row that were sequential.
     streak: u32,
     window: u64,
@@ -46,7 +46,8 @@ pub struct Readahead {
 }
 
 impl Readahead {
-    fn clear(&mut self, client: &Client) {
+    /// Drops the fetched pieces and returns their bytes to the client's budget.
+    pub(crate) fn clear(&mut self, client: &Client) {
         for (_, len, _) in self.pieces.drain(..) {
             client.ra_bytes.fetch_sub(len, Ordering::AcqRel);
         }
@@ -84,14 +85,14 @@ pub async fn read(
             .pieces
             .first()
             .is_some_and(|(s, _, _)| off >= *s && off <= st.fetched_to);
-        if off == st.last_end || in_window {
+        if st.last_end == Some(off) || in_window {
             st.streak = st.streak.saturating_add(1);
         } else {
             st.streak = 0;
             st.window = 0;
             st.clear(client);
         }
-        st.last_end = st.last_end.max(off + len);
+        st.last_end = Some(st.last_end.map_or(off + len, |e| e.max(off + len)));
         if st.streak == 0 {
             return None;
         }

@@ -65,6 +65,17 @@ impl DirtyCache {
         }
     }
 
+    /// Drops a closed handle's entry, so the map holds only files with open writers.
+    pub(crate) fn forget(&self, fid: &Fid, wb: &Arc<WriteBack>) {
+        let mut m = self.by_fid.lock();
+        if let Some(v) = m.get_mut(fid) {
+            v.retain(|w| w.strong_count() > 0 && w.as_ptr() != Arc::as_ptr(wb));
+            if v.is_empty() {
+                m.remove(fid);
+            }
+        }
+    }
+
     fn of(&self, fid: &Fid) -> Vec<Arc<WriteBack>> {
         let mut m = self.by_fid.lock();
         let Some(v) = m.get_mut(fid) else {

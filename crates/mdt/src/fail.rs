@@ -42,8 +42,3 @@ pub fn point(name: &str, mdt: u32) {
         unsafe { libc::_exit(EXIT_CODE) };
     }
 }
-
-/// Whether any fail point is armed in this process (tests check their setup with it).
-pub fn any_armed() -> bool {
-    armed().is_some()
-}

@@ -841,23 +841,6 @@ pub fn check_xattr_name(name: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// `path` of `fid` from the root, following the first link of each inode.
-pub fn fid2path<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Vec<u8>, Errno> {
-    let mut parts: Vec<Vec<u8>> = Vec::new();
-    let mut cur = *fid;
-    for _ in 0..MAX_DEPTH {
-        if cur == Fid::ROOT {
-            parts.reverse();
-            return Ok(parts.join(&b'/'));
-        }
-        let ino = get_inode(tx, &cur)?;
-        let (p, n) = ino.links.first().ok_or(Errno::ENOENT)?;
-        parts.push(n.clone());
-        cur = *p;
-    }
-    Err(Errno::ELOOP)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

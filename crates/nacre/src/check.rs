@@ -5,13 +5,9 @@ use crate::local::{self, LocalFs};
 use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
 use nacre_mdt::dne::check::{CheckReport, check};
+use nacre_osd::mdstore::store_dir;
 use nacre_osd::{MdStore, MdStoreConfig};
 use std::path::{Path, PathBuf};
-
-/// The store directory of an MDT target directory.
-pub fn store_dir(mdt_dir: &Path) -> PathBuf {
-    mdt_dir.join("mdstore")
-}
 
 /// Checks the namespace held by the MDT target directories `mdt_dirs` (in index order).
 pub async fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {

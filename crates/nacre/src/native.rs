@@ -274,7 +274,7 @@ impl FileSystem for NativeFs {
         let f = self.file(fh)?;
         let objs = self
             .rt
-            .block_on(self.client.object_extents(f.fid))
+            .block_on(self.client.object_extents(&f))
             .map_err(ioerr)?;
         let mut mapped = false;
         for (o, ext) in objs {

@@ -476,6 +476,43 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
         .await
         .expect("create after ENOSPC");
     assert!(ni.layout.is_some());
+    // Once the MDT's view of the OSTs' space is refreshed (qos_maxage), new files go only
+    // to the OST with space: two in a row, where round robin alone would alternate.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        let mut on_ost0 = 0;
+        for _ in 0..2 {
+            n += 1;
+            let (i, _) = c
+                .create(
+                    c.root(),
+                    format!("new{n}").as_bytes(),
+                    FILE,
+                    0,
+                    &cred,
+                    None,
+                    LayoutRequest::Inherit,
+                    None,
+                    true,
+                )
+                .await
+                .expect("create after ENOSPC");
+            if i.layout
+                .is_some_and(|l| l.objects().all(|o| o.ost_idx == 0))
+            {
+                on_ost0 += 1;
+            }
+        }
+        if on_ost0 == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "new files still go to the full OST"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     // Removing the big file frees the space again.
     c.unlink(c.root(), b"fill", &cred).await.expect("unlink");
     cluster.stop().await;

@@ -187,10 +187,24 @@ async fn remote_and_striped_directories() {
         Some(Errno::EINVAL)
     );
     // Replacing a file on another MDT drops its link there.
-    touch(&c, r2.attr.fid, "victim").await;
+    let victim = touch(&c, r2.attr.fid, "victim").await;
+    let f2 = c.lookup(sfid, b"f.2").await.expect("f.2").attr.fid;
     c.rename(sfid, b"f.2", r2.attr.fid, b"victim", 0, &cred)
         .await
         .expect("rename over a file");
+    assert_eq!(
+        c.lookup(r2.attr.fid, b"victim")
+            .await
+            .expect("victim")
+            .attr
+            .fid,
+        f2
+    );
+    assert!(c.lookup(sfid, b"f.2").await.is_err());
+    assert!(
+        c.getattr(victim).await.is_err(),
+        "the replaced file lives on"
+    );
     // Exchange across MDTs.
     c.rename(sfid, b"f.3", r2.attr.fid, b"in-r2", 2, &cred)
         .await

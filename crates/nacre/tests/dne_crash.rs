@@ -485,6 +485,13 @@ async fn crash_matrix(ops: &[Op]) {
             if let Some(want) = expect {
                 assert_eq!(happened, want, "{op:?} at {point}");
             }
+            // What the client was told holds: a success is never undone by recovery.
+            if r.is_ok() {
+                assert!(
+                    happened,
+                    "{op:?} at {point}: the client got Ok, recovery undid it"
+                );
+            }
             // The namespace on the stopped stores.
             c.unmount();
             tokio::task::block_in_place(|| cl.stop_all());

@@ -50,6 +50,9 @@ impl Import {
 
     /// The in-process link to the target, if this process serves it.
     fn local_link(&self) -> Option<Arc<LocalLink>> {
+        if !crate::lo::any_registered() {
+            return None;
+        }
         let mut g = self.local.lock();
         if let Some(l) = g.as_ref() {
             if l.is_current() {

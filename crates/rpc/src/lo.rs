@@ -60,6 +60,13 @@ pub struct LocalTarget {
 
 static REGISTRY: LazyLock<Mutex<HashMap<String, Arc<LocalTarget>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Targets registered: a process serving none (a plain client) skips the registry.
+static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether this process serves any target at all.
+pub fn any_registered() -> bool {
+    REGISTERED.load(std::sync::atomic::Ordering::Acquire) > 0
+}
 
 /// Whether in-process delivery is allowed (`NACRE_LO=0` turns it off).
 fn enabled() -> bool {
@@ -84,6 +91,7 @@ impl Drop for Registration {
         {
             r.remove(&self.key);
         }
+        REGISTERED.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -105,6 +113,7 @@ pub fn register<S: Service>(
     });
     let weak = Arc::downgrade(&target);
     REGISTRY.lock().insert(key.clone(), target);
+    REGISTERED.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     Some(Registration { key, target: weak })
 }
 

@@ -124,14 +124,9 @@ fn bucket_label(i: usize) -> String {
     }
 }
 
-/// Counts a file's extents as filefrag does: an extent that continues the previous one both
-/// logically and physically is not a new one.
-pub fn count_extents(fs: &dyn FileSystem, path: &Path) -> io::Result<Option<u64>> {
-    Ok(map_file(fs, path)?.map(|m| m.extents))
-}
-
-/// A file's extents, in total and by target (each OST object of a nacre file is counted
-/// on its own: extents join only within one object).
+/// A file's extents, counted as filefrag does (an extent that continues the previous one
+/// both logically and physically is not a new one), in total and by target: each OST
+/// object of a nacre file is counted on its own.
 pub fn map_file(fs: &dyn FileSystem, path: &Path) -> io::Result<Option<FileMap>> {
     let fh = fs.open(path, OpenOptions::read())?;
     let mut m = FileMap::default();

@@ -88,7 +88,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 /// The QoS chooser's position and the MDTs' free space as last seen (and when).
 type QosCache = (qos::QosState, Option<(Instant, Vec<qos::MdtSpace>)>);
@@ -107,7 +107,6 @@ pub struct Dne {
     qos: Mutex<QosCache>,
     /// The root's default file layout, for MDTs other than MDT0.
     root_layout: Mutex<Option<(Instant, Option<Layout>)>>,
-    recovery_kick: Notify,
     /// Names removed by prepared operations, held until they are decided.
     pub(crate) reserved: reserve::Reservations,
     /// MDT0's rename lock (Lustre's BFL lock): one directory rename across directories at
@@ -130,7 +129,6 @@ impl Dne {
             inflight: Mutex::new(HashMap::new()),
             qos: Mutex::new((qos::QosState { rr_next: index }, None)),
             root_layout: Mutex::new(None),
-            recovery_kick: Notify::new(),
             reserved: reserve::Reservations::default(),
             global_rename: Arc::new(tokio::sync::Mutex::new(())),
             rename_holders: Mutex::new(HashMap::new()),

@@ -13,7 +13,6 @@
 use super::log::{self, Pending};
 use crate::Mdt;
 use nacre_core::Errno;
-use nacre_core::fid::FID_SEQ_ROOT;
 use nacre_osd::Table;
 use nacre_rpc::msg::{DneOpState, Reply, Request};
 use std::collections::HashSet;
@@ -39,7 +38,6 @@ impl Mdt {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = self.dne.recovery_kick.notified() => {}
                 _ = shutdown.changed() => return,
             }
             let left = match self.dne_recover_once(started).await {
@@ -123,7 +121,7 @@ impl Mdt {
         if self.index == 0 {
             return;
         }
-        let root = nacre_core::Fid::new(FID_SEQ_ROOT, 1, 0);
+        let root = nacre_core::Fid::ROOT;
         loop {
             if let Ok(px) = self.dne_proxy(0)
                 && let Ok(Reply::Layout(l)) =

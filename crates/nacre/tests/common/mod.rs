@@ -159,6 +159,7 @@ pub fn sh(cmd: &str, cwd: &Path) -> String {
 
 pub fn md5(p: &Path) -> String {
     let o = Command::new("md5sum").arg(p).output().expect("md5sum");
+    assert!(o.status.success(), "md5sum {}: {o:?}", p.display());
     String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
         .next()
