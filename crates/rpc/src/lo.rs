@@ -26,6 +26,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 type Handled = Pin<Box<dyn Future<Output = Result<(Reply, Bytes), Errno>> + Send>>;
@@ -222,8 +223,16 @@ impl LocalLink {
             // Read-only and short: not worth a task, and safe to drop midway.
             tokio::time::timeout(timeout, work).await
         } else {
-            // Its own task, so a caller that stops waiting does not cut a handler short.
-            match tokio::time::timeout(timeout, tokio::spawn(work)).await {
+            // Polled once here: a handler that needs not wait (an uncontended commit) is
+            // done without a thread switch. One that waits goes on as its own task, so a
+            // caller that stops waiting does not cut it short.
+            let mut work = Box::pin(work);
+            let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+            let waited = match first {
+                Poll::Ready(r) => Ok(Ok(r)),
+                Poll::Pending => tokio::time::timeout(timeout, tokio::spawn(work)).await,
+            };
+            match waited {
                 Ok(Ok(r)) => Ok(r),
                 Ok(Err(e)) => Ok(Err({
                     tracing::error!(target: "rpc", "{}: handler failed: {e}", t.cfg.target);
