@@ -36,13 +36,8 @@ impl Mdt {
             c.flags &= !LCME_FL_INIT;
             c.objects.clear();
             c.dom_object = None;
-            if c.stripe_size == 0 {
-                c.stripe_size = self.lod().params().stripe_size;
-            }
-            if c.stripe_count == 0 {
-                c.stripe_count = self.lod().params().stripe_count;
-            }
         }
+        let params = self.lod().params();
         let t = now();
         let ino = self
             .store()
@@ -57,6 +52,12 @@ impl Mdt {
                     return Err(Errno::EINVAL);
                 }
                 let first_id = layout.next_component_id();
+                let mut prev = layout
+                    .components
+                    .iter()
+                    .rev()
+                    .find(|c| c.pattern == Pattern::Raid0)
+                    .map(|c| (c.stripe_count, c.stripe_size));
                 for (id, mut c) in (first_id..).zip(comps) {
                     if c.start != end
                         || c.end <= c.start
@@ -64,6 +65,8 @@ impl Mdt {
                     {
                         return Err(Errno::EINVAL);
                     }
+                    crate::lod::fill_raid0(&mut c, prev, &params);
+                    prev = Some((c.stripe_count, c.stripe_size));
                     c.id = id;
                     end = c.end;
                     layout.components.push(c);

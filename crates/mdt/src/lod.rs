@@ -110,16 +110,7 @@ impl Lod {
                     c.stripe_count = 0;
                 }
                 Pattern::Raid0 => {
-                    let (pc, ps) = prev.unwrap_or((p.stripe_count, p.stripe_size));
-                    if c.stripe_count == 0 {
-                        c.stripe_count = pc;
-                    }
-                    if c.stripe_size == 0 {
-                        c.stripe_size = fit_stripe_size(ps, c.end);
-                    }
-                    if c.stripe_size < MIN_STRIPE_SIZE {
-                        c.stripe_size = MIN_STRIPE_SIZE;
-                    }
+                    fill_raid0(c, prev, &p);
                     prev = Some((c.stripe_count, c.stripe_size));
                 }
             }
@@ -261,15 +252,20 @@ pub fn apply_dom_limit(l: &mut Layout, limit: u64) -> Result<(), Errno> {
 }
 
 /// Fills a template's unset fields without allocating (for `getstripe -D` style display).
-pub fn component_defaults(c: &mut Component, p: &LodParams) {
-    if c.pattern == Pattern::Raid0 {
-        if c.stripe_count == 0 {
-            c.stripe_count = p.stripe_count;
-        }
-        if c.stripe_size == 0 {
-            c.stripe_size = p.stripe_size;
-        }
+/// Fills a raid0 component's unset stripe count and size, as `lfs setstripe` carries
+/// settings forward: from the raid0 component before it (`prev`: count, size), else the
+/// file system's default; a carried stripe size shrinks until it divides the component's
+/// end. Used for new files and for components added later, so both get the same rule.
+pub fn fill_raid0(c: &mut Component, prev: Option<(i32, u32)>, p: &LodParams) {
+    debug_assert_eq!(c.pattern, Pattern::Raid0);
+    let (pc, ps) = prev.unwrap_or((p.stripe_count, p.stripe_size));
+    if c.stripe_count == 0 {
+        c.stripe_count = pc;
     }
+    if c.stripe_size == 0 {
+        c.stripe_size = fit_stripe_size(ps, c.end);
+    }
+    c.stripe_size = c.stripe_size.max(MIN_STRIPE_SIZE);
 }
 
 #[cfg(test)]
@@ -290,6 +286,20 @@ mod tests {
         assert_eq!(fit_stripe_size(4 << 20, 8 << 20), 4 << 20);
         assert_eq!(fit_stripe_size(4 << 20, 3 << 16), 64 << 10);
         assert_eq!(fit_stripe_size(4 << 20, EOF), 4 << 20);
+    }
+
+    #[test]
+    fn unset_stripe_settings_come_from_the_component_before() {
+        let p = LodParams::default();
+        let mut c = Component::raid0(0, 6 << 20, 0, 0, -1);
+        fill_raid0(&mut c, None, &p);
+        assert_eq!((c.stripe_count, c.stripe_size), (p.stripe_count, 2 << 20));
+        let mut c = Component::raid0(6 << 20, EOF, 0, 0, -1);
+        fill_raid0(&mut c, Some((3, 1 << 20)), &p);
+        assert_eq!((c.stripe_count, c.stripe_size), (3, 1 << 20));
+        let mut c = Component::raid0(0, EOF, 2, 4096, -1);
+        fill_raid0(&mut c, None, &p);
+        assert_eq!((c.stripe_count, c.stripe_size), (2, MIN_STRIPE_SIZE));
     }
 
     #[test]

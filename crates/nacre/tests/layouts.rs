@@ -168,6 +168,14 @@ fn components_instantiate_as_writes_reach_them_and_io_crosses_them() {
         "3",
         "the id of the last instantiated component"
     );
+    // An added component without -S carries the stripe size before it (4 MiB), halved
+    // until it divides the component's end, as a new file's components get it.
+    let h = fs.path("carried");
+    let h = h.to_str().expect("utf8");
+    lfs(&["setstripe", "-E", "4M", "-c", "1", h]);
+    lfs(&["setstripe", "--component-add", "-E", "6M", h]);
+    assert_eq!(lfs(&["getstripe", "-I2", "-S", h]).trim(), "2097152");
+    assert_eq!(lfs(&["getstripe", "-I2", "-c", h]).trim(), "1");
     fs.down();
 }
 

@@ -875,22 +875,23 @@ impl Mdt {
 
     /// Whether a rename must go the DNE way although both names are here: in a file
     /// system of several MDTs, a directory moving to another directory takes the file
-    /// system's rename lock for its loop check (the walk up may cross MDTs).
-    pub(crate) fn dne_rename_moves_dir(
-        &self,
+    /// system's rename lock for its loop check (the walk up may cross MDTs). Asked inside
+    /// the rename's own transaction, so a name that turns into a directory just before
+    /// cannot move without the lock.
+    pub(crate) fn rename_moves_dir<R: nacre_osd::KvRead>(
+        tx: &mut R,
         sp: &Fid,
         sn: &[u8],
         dp: &Fid,
         dn: &[u8],
         flags: u32,
     ) -> Result<bool, Errno> {
-        if sp == dp || self.dne.mdt_count() < 2 {
+        if sp == dp {
             return Ok(false);
         }
-        let mut v = self.view()?;
-        let src = mdd::lookup(&mut v, sp, sn)?;
+        let src = mdd::lookup(tx, sp, sn)?;
         let dst = if flags & mdd::RENAME_EXCHANGE != 0 {
-            mdd::lookup(&mut v, dp, dn)?
+            mdd::lookup(tx, dp, dn)?
         } else {
             None
         };
