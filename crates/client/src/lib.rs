@@ -93,6 +93,8 @@ pub struct Client {
     pub(crate) dirty: writeback::DirtyCache,
     /// Bulk RPCs per OST (`osc.*.rpc_stats`).
     pub rpc_stats: stats::RpcStats,
+    /// `llite.*.stats`: the calls the mount (or any caller) made, by [`VfsOp`].
+    pub llite_stats: nacre_rpc::stats::OpStats,
     /// This client itself, for background work that outlives a call.
     me: std::sync::OnceLock<std::sync::Weak<Client>>,
     /// Stripe layouts of striped directories seen (see [`lmv`]).
@@ -132,6 +134,7 @@ impl Client {
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
             rpc_stats: stats::RpcStats::default(),
+            llite_stats: nacre_rpc::stats::OpStats::default(),
             me: std::sync::OnceLock::new(),
             lmvs: Default::default(),
         });

@@ -90,3 +90,119 @@ mod tests {
         assert!(s.render(0).contains("write RPCs: 2"));
     }
 }
+
+/// The calls `llite.*.stats` counts: what the kernel asks the mount for, under Lustre's
+/// llite names where Lustre has one (`lookup` is ours: FUSE asks for names one by one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum VfsOp {
+    Lookup,
+    Getattr,
+    Setattr,
+    Readlink,
+    Mknod,
+    Mkdir,
+    Symlink,
+    Unlink,
+    Rmdir,
+    Rename,
+    Link,
+    Open,
+    Create,
+    Read,
+    Write,
+    Fallocate,
+    Flush,
+    Close,
+    Fsync,
+    Opendir,
+    Readdir,
+    Statfs,
+    Setxattr,
+    Getxattr,
+    Listxattr,
+    Removexattr,
+}
+
+impl VfsOp {
+    const ALL: [VfsOp; 26] = [
+        VfsOp::Lookup,
+        VfsOp::Getattr,
+        VfsOp::Setattr,
+        VfsOp::Readlink,
+        VfsOp::Mknod,
+        VfsOp::Mkdir,
+        VfsOp::Symlink,
+        VfsOp::Unlink,
+        VfsOp::Rmdir,
+        VfsOp::Rename,
+        VfsOp::Link,
+        VfsOp::Open,
+        VfsOp::Create,
+        VfsOp::Read,
+        VfsOp::Write,
+        VfsOp::Fallocate,
+        VfsOp::Flush,
+        VfsOp::Close,
+        VfsOp::Fsync,
+        VfsOp::Opendir,
+        VfsOp::Readdir,
+        VfsOp::Statfs,
+        VfsOp::Setxattr,
+        VfsOp::Getxattr,
+        VfsOp::Listxattr,
+        VfsOp::Removexattr,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VfsOp::Lookup => "lookup",
+            VfsOp::Getattr => "getattr",
+            VfsOp::Setattr => "setattr",
+            VfsOp::Readlink => "readlink",
+            VfsOp::Mknod => "mknod",
+            VfsOp::Mkdir => "mkdir",
+            VfsOp::Symlink => "symlink",
+            VfsOp::Unlink => "unlink",
+            VfsOp::Rmdir => "rmdir",
+            VfsOp::Rename => "rename",
+            VfsOp::Link => "link",
+            VfsOp::Open => "open",
+            VfsOp::Create => "create",
+            VfsOp::Read => "read",
+            VfsOp::Write => "write",
+            VfsOp::Fallocate => "fallocate",
+            VfsOp::Flush => "flush",
+            VfsOp::Close => "close",
+            VfsOp::Fsync => "fsync",
+            VfsOp::Opendir => "opendir",
+            VfsOp::Readdir => "readdir",
+            VfsOp::Statfs => "statfs",
+            VfsOp::Setxattr => "setxattr",
+            VfsOp::Getxattr => "getxattr",
+            VfsOp::Listxattr => "listxattr",
+            VfsOp::Removexattr => "removexattr",
+        }
+    }
+
+    /// The name of a recorded counter (`OpStats` keeps them by number).
+    pub fn name_of(n: u16) -> &'static str {
+        VfsOp::ALL
+            .get(usize::from(n))
+            .map_or("unknown", |op| op.name())
+    }
+}
+
+#[cfg(test)]
+mod vfs_op_tests {
+    use super::VfsOp;
+
+    #[test]
+    fn numbers_and_names_agree() {
+        for (i, op) in VfsOp::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+            assert_eq!(VfsOp::name_of(i as u16), op.name());
+        }
+        assert_eq!(VfsOp::name_of(999), "unknown");
+    }
+}

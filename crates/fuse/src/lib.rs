@@ -16,6 +16,7 @@ use fuser::{
 };
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
+use nacre_client::stats::VfsOp;
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::{Attr, Errno, Fid, FileKind, Timespec};
 use nacre_rpc::msg::{Cred, InodeInfo, LayoutRequest, OpenFlags};
@@ -26,7 +27,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The kernel's inode number of the root.
 const ROOT_INO: u64 = 1;
@@ -208,11 +209,16 @@ impl Llite {
     /// runtime only if it has to wait. Most requests never wait (an attribute or name the
     /// client holds, an in-process target's handler, an uncontended commit, a write that
     /// fits in write-behind), and a thread switch costs more than their work.
-    fn spawn<F>(&self, f: F)
+    fn spawn<F>(&self, op: VfsOp, f: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let mut f = Box::pin(f);
+        let client = self.client.clone();
+        let start = Instant::now();
+        let mut f = Box::pin(async move {
+            f.await;
+            client.llite_stats.record(op as u16, start.elapsed());
+        });
         let _rt = self.rt.enter();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         if f.as_mut().poll(&mut cx).is_pending() {
@@ -271,7 +277,7 @@ impl fuser::Filesystem for Fs {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Lookup, async move {
             match me.0.client.lookup(pfid, &name).await {
                 Ok(info) => me.entry_reply(&info, reply),
                 Err(e) => reply.error(errno(e)),
@@ -295,7 +301,7 @@ impl fuser::Filesystem for Fs {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Getattr, async move {
             match me.0.client.getattr(fid).await {
                 Ok(info) => {
                     me.0.saw(&info);
@@ -336,7 +342,7 @@ impl fuser::Filesystem for Fs {
         };
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Setattr, async move {
             match me.0.client.setattr(fid, attr, &cred).await {
                 Ok(info) => {
                     me.0.saw(&info);
@@ -350,7 +356,7 @@ impl fuser::Filesystem for Fs {
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Readlink, async move {
             match me.0.client.readlink(fid).await {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(errno(e)),
@@ -438,7 +444,7 @@ impl fuser::Filesystem for Fs {
         let (sn, dn) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Rename, async move {
             match me
                 .0
                 .client
@@ -464,7 +470,7 @@ impl fuser::Filesystem for Fs {
         let name = newname.as_bytes().to_vec();
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Link, async move {
             match me.0.client.link(fid, pfid, &name, &cred).await {
                 Ok(info) => me.entry_reply(&info, reply),
                 Err(e) => reply.error(errno(e)),
@@ -476,7 +482,7 @@ impl fuser::Filesystem for Fs {
         let fid = try_reply!(reply, self.0.fid(ino));
         let flags = open_flags(flags.0);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Open, async move {
             match me.0.client.open(fid, flags).await {
                 Ok((f, info)) => {
                     let keep = me.refresh_kernel_view(&info);
@@ -513,7 +519,7 @@ impl fuser::Filesystem for Fs {
         let of = open_flags(flags);
         let excl = flags & libc::O_EXCL != 0;
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Create, async move {
             let r =
                 me.0.client
                     .create(
@@ -564,7 +570,7 @@ impl fuser::Filesystem for Fs {
     ) {
         let f = try_reply!(reply, self.0.file(fh));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Read, async move {
             match me.0.client.read(&f, offset, u64::from(size)).await {
                 Ok(d) => reply.data(&d),
                 Err(e) => reply.error(errno(e)),
@@ -587,7 +593,7 @@ impl fuser::Filesystem for Fs {
         let f = try_reply!(reply, self.0.file(fh));
         let data = Bytes::copy_from_slice(data);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Write, async move {
             match me.0.client.write(&f, offset, data).await {
                 Ok(n) => reply.written(n as u32),
                 Err(e) => reply.error(errno(e)),
@@ -607,7 +613,7 @@ impl fuser::Filesystem for Fs {
     ) {
         let f = try_reply!(reply, self.0.file(fh));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Fallocate, async move {
             // The kernel sets the new size and drops punched pages itself on success.
             match me.0.client.fallocate(&f, offset, length, mode).await {
                 Ok(()) => reply.ok(),
@@ -633,7 +639,7 @@ impl fuser::Filesystem for Fs {
             None => {}
         }
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Flush, async move {
             match me.0.client.flush(&f).await {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
@@ -656,7 +662,7 @@ impl fuser::Filesystem for Fs {
             return;
         };
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Close, async move {
             if let Err(e) = me.0.client.release(&f).await {
                 tracing::debug!(target: "llite", "close of {}: {e}", f.fid);
             }
@@ -674,7 +680,7 @@ impl fuser::Filesystem for Fs {
     ) {
         let f = try_reply!(reply, self.0.file(fh));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Fsync, async move {
             match me.0.client.fsync(&f).await {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
@@ -684,6 +690,10 @@ impl fuser::Filesystem for Fs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: FOpenFlags, reply: ReplyOpen) {
         let _ = try_reply!(reply, self.0.fid(ino));
+        self.0
+            .client
+            .llite_stats
+            .record(VfsOp::Opendir as u16, Duration::ZERO);
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
@@ -697,7 +707,7 @@ impl fuser::Filesystem for Fs {
     ) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Readdir, async move {
             let mut cookie = offset;
             if cookie == 0 {
                 if reply.add(INodeNo(ino_of(&fid)), 1, FileType::Directory, ".") {
@@ -758,7 +768,7 @@ impl fuser::Filesystem for Fs {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Statfs, async move {
             match me.0.client.statfs().await {
                 Ok(s) => reply.statfs(
                     s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
@@ -782,7 +792,7 @@ impl fuser::Filesystem for Fs {
         let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Setxattr, async move {
             match me.0.client.setxattr(fid, &name, &value, flags, &cred).await {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
@@ -794,7 +804,7 @@ impl fuser::Filesystem for Fs {
         let fid = try_reply!(reply, self.0.fid(ino));
         let name = name.as_bytes().to_vec();
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Getxattr, async move {
             match me.0.client.getxattr(fid, &name).await {
                 Ok(v) => xattr_reply(reply, size, &v),
                 Err(e) => reply.error(errno(e)),
@@ -805,7 +815,7 @@ impl fuser::Filesystem for Fs {
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Listxattr, async move {
             match me.0.client.listxattr(fid).await {
                 Ok(names) => {
                     let mut buf = Vec::new();
@@ -825,7 +835,7 @@ impl fuser::Filesystem for Fs {
         let name = name.as_bytes().to_vec();
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        self.0.spawn(VfsOp::Removexattr, async move {
             match me.0.client.removexattr(fid, &name, &cred).await {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
@@ -865,7 +875,14 @@ impl Fs {
         let name = name.as_bytes().to_vec();
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
+        let op = if symlink.is_some() {
+            VfsOp::Symlink
+        } else if mode & libc::S_IFMT == libc::S_IFDIR {
+            VfsOp::Mkdir
+        } else {
+            VfsOp::Mknod
+        };
+        self.0.spawn(op, async move {
             let r =
                 me.0.client
                     .create(
@@ -892,17 +909,18 @@ impl Fs {
         let name = name.as_bytes().to_vec();
         let cred = cred(req);
         let me = self.clone();
-        self.0.spawn(async move {
-            let r = if dir {
-                me.0.client.rmdir(pfid, &name, &cred).await
-            } else {
-                me.0.client.unlink(pfid, &name, &cred).await
-            };
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.0
+            .spawn(if dir { VfsOp::Rmdir } else { VfsOp::Unlink }, async move {
+                let r = if dir {
+                    me.0.client.rmdir(pfid, &name, &cred).await
+                } else {
+                    me.0.client.unlink(pfid, &name, &cred).await
+                };
+                match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(errno(e)),
+                }
+            });
     }
 
     /// After an open: if the file changed since the kernel last saw it, drop the kernel's

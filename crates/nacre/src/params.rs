@@ -114,6 +114,14 @@ impl ParamSource for ClientParams {
             });
         }
         v.push(ParamValue {
+            name: format!("llite.{fs}-{}.stats", self.sb),
+            value: self
+                .client
+                .llite_stats
+                .render_with(nacre_client::stats::VfsOp::name_of),
+            writable: true,
+        });
+        v.push(ParamValue {
             name: format!("llite.{fs}-{}.cur_dirty_bytes", self.sb),
             value: self.client.dirty_bytes().to_string(),
             writable: false,
@@ -125,6 +133,10 @@ impl ParamSource for ClientParams {
         if name.ends_with(".stats") {
             // Writing anything clears them, as in Lustre.
             let fs = &self.client.fsname;
+            if name == format!("llite.{fs}-{}.stats", self.sb) {
+                self.client.llite_stats.clear();
+                return Ok(());
+            }
             let imports = self
                 .client
                 .oscs()

@@ -113,6 +113,7 @@ fn lfs_and_lctl_on_a_mount() {
         "set_param",
         "mdc.*.stats=clear",
         "mdt.*.md_stats=clear",
+        "llite.*.stats=clear",
     ]);
     for i in 0..3 {
         std::fs::write(fs.path(&format!("counted{i}")), b"").expect("create");
@@ -128,6 +129,16 @@ fn lfs_and_lctl_on_a_mount() {
             .unwrap_or(0)
     };
     assert_eq!(count("mdc.*.stats", "create"), 3);
+    // The mount counts the kernel's calls: one create and one close per file.
+    assert_eq!(count("llite.*.stats", "create"), 3);
+    // (The kernel sends a file's last close after close(2) returns.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while count("llite.*.stats", "close") < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(count("llite.*.stats", "close"), 3);
+    ok(&["lctl", "set_param", "llite.*.stats=clear"]);
+    assert_eq!(count("llite.*.stats", "create"), 0);
     assert_eq!(count("mdt.*.md_stats", "create"), 3);
     assert!(count("mdt.*.md_stats", "close") >= 3);
     let md = ok(&["lctl", "get_param", "mdt.*.md_stats"]);

@@ -97,6 +97,11 @@ impl OpStats {
     /// Lustre's stats file format:
     /// `name  N samples [usecs] min max sum`, after a `snapshot_time` line.
     pub fn render(&self) -> String {
+        self.render_with(Request::op_name)
+    }
+
+    /// As [`render`](Self::render), with the caller's names for the counters.
+    pub fn render_with(&self, op_name: impl Fn(u16) -> &'static str) -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -110,7 +115,7 @@ impl OpStats {
             let _ = writeln!(
                 out,
                 "{:<25} {} samples [usecs] {} {} {}",
-                Request::op_name(s.opcode),
+                op_name(s.opcode),
                 s.count,
                 s.min_us,
                 s.max_us,
