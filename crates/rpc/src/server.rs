@@ -536,6 +536,12 @@ mod tests {
         if let Err(e) = r {
             assert!(e.is_transport(), "{e}");
         }
+        // After it, a call on the old connection fails at once as a transport error.
+        let e = tokio::time::timeout(Duration::from_secs(3), c.call(&Request::Ping, Bytes::new()))
+            .await
+            .expect("no hang after shutdown")
+            .expect_err("the server is gone");
+        assert!(e.is_transport(), "{e}");
     }
 
     #[tokio::test]
@@ -545,6 +551,19 @@ mod tests {
         let (addr, _sd) = start(key.clone()).await;
         let mut s = TcpStream::connect(&addr).await.expect("connect");
         let _ = s.write_all(&[0xAB; 200]).await;
+        // The server hangs up on it rather than waiting for more.
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(Duration::from_secs(3), async {
+            use tokio::io::AsyncReadExt;
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "a garbage peer is disconnected");
         drop(s);
         let c = Conn::connect(&addr, &cfg(key))
             .await
