@@ -45,6 +45,19 @@ fn plain_dir(dir: &Inode) -> Result<(), Errno> {
     Ok(())
 }
 
+/// A directory here that names may be added to: a directory, not removed, not striped.
+pub fn live_plain_dir<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Inode, Errno> {
+    let d = get_inode(tx, fid)?;
+    if !d.attr.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    if d.attr.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    plain_dir(&d)?;
+    Ok(d)
+}
+
 /// An inode a local name points to; missing here means it lives on another MDT.
 fn get_child(tx: &mut Tx, fid: &Fid) -> Result<Inode, Errno> {
     get_inode(tx, fid).map_err(|e| if e == Errno::ENOENT { REMOTE } else { e })

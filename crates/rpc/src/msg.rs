@@ -390,10 +390,6 @@ pub enum Request {
     DneLinks {
         fid: Fid,
     },
-    /// Whether a directory (or directory stripe) holds entries.
-    DneDirEmpty {
-        fid: Fid,
-    },
     /// How many distributed operations this MDT has not finished (recovery status).
     DneStatus,
     /// MDT to MDT0: take (or give back) the file system's rename lock, held by MDT
@@ -571,9 +567,7 @@ pub enum Reply {
     Links {
         links: Vec<(Fid, Vec<u8>)>,
         stripe_of: Option<(Fid, u32)>,
-        is_dir: bool,
     },
-    Bool(bool),
     /// Distributed operations prepared here for other MDTs, and committed here with
     /// participants still to tell.
     DneStatus {
@@ -639,7 +633,6 @@ impl Request {
             Request::DneSeqGrant { .. } => 64,
             Request::DneLookup { .. } => 65,
             Request::DneLinks { .. } => 66,
-            Request::DneDirEmpty { .. } => 67,
             Request::DneStatus => 68,
             Request::DneRenameLock { .. } => 69,
             Request::OstFiemap { .. } => 58,
@@ -702,7 +695,6 @@ impl Request {
             64 => "dne_seq_grant",
             65 => "dne_lookup",
             66 => "dne_links",
-            67 => "dne_dir_empty",
             68 => "dne_status",
             69 => "dne_rename_lock",
             _ => "other",

@@ -9,7 +9,7 @@ use super::qos;
 use super::reserve::{MAX_ATTEMPTS, RESERVED, pause};
 use crate::fail;
 use crate::mdd::{self, MAX_DEPTH};
-use crate::{Mdt, records};
+use crate::Mdt;
 use futures::future::join_all;
 use nacre_core::lmv::{
     HashType, LMV_HASH_FLAG_OVERSTRIPED, LMV_HASH_TYPE_MASK, LMV_MAX_STRIPE_COUNT, Lmv, LmvTemplate,
@@ -328,9 +328,7 @@ impl Mdt {
             .call(&Request::DneLinks { fid })
             .await
         {
-            Ok(Reply::Links {
-                links, stripe_of, ..
-            }) => Ok((links, stripe_of)),
+            Ok(Reply::Links { links, stripe_of }) => Ok((links, stripe_of)),
             Ok(_) => Err(Errno::EPROTO),
             Err(e) => Err(e.errno()),
         }
@@ -497,16 +495,7 @@ impl Mdt {
         let mdts = self.dne_place(layout).await?;
         let pino = {
             let mut v = self.view()?;
-            let p = mdd::get_inode(&mut v, &parent)?;
-            if !p.attr.is_dir() {
-                return Err(Errno::ENOTDIR);
-            }
-            if p.attr.nlink == 0 {
-                return Err(Errno::ENOENT);
-            }
-            if p.lmv.is_some() {
-                return Err(mdd::STRIPED);
-            }
+            let p = mdd::live_plain_dir(&mut v, &parent)?;
             if mdd::lookup(&mut v, &parent, &name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
@@ -579,17 +568,7 @@ impl Mdt {
             kind: FileKind::Directory,
             now,
         });
-        let mut attempt = 0;
-        loop {
-            match self.dne_run(updates.clone()).await {
-                Err(RESERVED) if attempt < MAX_ATTEMPTS => {
-                    attempt += 1;
-                    tokio::time::sleep(pause(attempt)).await;
-                }
-                Err(RESERVED) => return Err(Errno::EBUSY),
-                r => break r?,
-            }
-        }
+        super::reserve::retry_held(|| self.dne_run(updates.clone())).await?;
         Ok(InodeInfo {
             attr: obj.attr,
             layout: None,
@@ -625,12 +604,12 @@ impl Mdt {
         name: Vec<u8>,
         want_dir: bool,
     ) -> Result<(), Errno> {
-        for attempt in 0..MAX_ATTEMPTS {
-            tokio::time::sleep(pause(attempt)).await;
+        let name = &name;
+        retry_conflicts(move || async move {
             let now = Timespec::now();
             let (cfid, kind) = {
                 let mut v = self.view()?;
-                local_entry(&mut v, &parent, &name)?.ok_or(Errno::ENOENT)?
+                local_entry(&mut v, &parent, name)?.ok_or(Errno::ENOENT)?
             };
             if want_dir && !is_dir(kind) {
                 return Err(Errno::ENOTDIR);
@@ -651,7 +630,6 @@ impl Mdt {
                     // A name left pointing at nothing (after a crash the checker reports):
                     // removing it repairs the namespace.
                     Err(Errno::ENOENT) => {}
-                    Err(CONFLICT) => continue,
                     Err(e) => return Err(e),
                 }
             } else {
@@ -662,12 +640,9 @@ impl Mdt {
                     now,
                 });
             }
-            match self.dne_run(updates).await {
-                Err(CONFLICT | RESERVED) => continue,
-                r => return r,
-            }
-        }
-        Err(Errno::EBUSY)
+            self.dne_run(updates).await
+        })
+        .await
     }
 
     /// rename when anything involved lives on another MDT; `dp` is local.
@@ -695,24 +670,15 @@ impl Mdt {
             return Err(Errno::EPROTO);
         }
         let exchange = flags & RENAME_EXCHANGE != 0;
-        for attempt in 0..MAX_ATTEMPTS {
-            tokio::time::sleep(pause(attempt)).await;
+        let (sn, dn) = (&sn, &dn);
+        retry_conflicts(move || async move {
             let now = Timespec::now();
             let target = {
                 let mut v = self.view()?;
-                let d = mdd::get_inode(&mut v, &dp)?;
-                if !d.attr.is_dir() {
-                    return Err(Errno::ENOTDIR);
-                }
-                if d.attr.nlink == 0 {
-                    return Err(Errno::ENOENT);
-                }
-                if d.lmv.is_some() {
-                    return Err(mdd::STRIPED);
-                }
-                mdd::lookup(&mut v, &dp, &dn)?
+                mdd::live_plain_dir(&mut v, &dp)?;
+                mdd::lookup(&mut v, &dp, dn)?
             };
-            let (sfid, sk) = self.dne_entry(sp, &sn).await?.ok_or(Errno::ENOENT)?;
+            let (sfid, sk) = self.dne_entry(sp, sn).await?.ok_or(Errno::ENOENT)?;
             if target.map(|t| t.0) == Some(sfid) {
                 return Ok(());
             }
@@ -782,7 +748,6 @@ impl Mdt {
                         if is_dir(tk) {
                             match self.dne_kill_dir(tfid, now, &mut ups).await {
                                 Ok(()) | Err(Errno::ENOENT) => {}
-                                Err(CONFLICT) => continue,
                                 Err(e) => return Err(e),
                             }
                         } else {
@@ -809,12 +774,9 @@ impl Mdt {
                 to: (dp, dn.clone()),
                 now,
             });
-            match self.dne_run(ups).await {
-                Err(CONFLICT | RESERVED) => continue,
-                r => return r,
-            }
-        }
-        Err(Errno::EBUSY)
+            self.dne_run(ups).await
+        })
+        .await
     }
 
     /// A hard link in a local directory to an inode on another MDT.
@@ -825,21 +787,12 @@ impl Mdt {
         name: Vec<u8>,
     ) -> Result<InodeInfo, Errno> {
         mdd::check_name(&name)?;
-        for attempt in 0..MAX_ATTEMPTS {
-            tokio::time::sleep(pause(attempt)).await;
+        let name = &name;
+        retry_conflicts(move || async move {
             {
                 let mut v = self.view()?;
-                let p = mdd::get_inode(&mut v, &parent)?;
-                if !p.attr.is_dir() {
-                    return Err(Errno::ENOTDIR);
-                }
-                if p.attr.nlink == 0 {
-                    return Err(Errno::ENOENT);
-                }
-                if p.lmv.is_some() {
-                    return Err(mdd::STRIPED);
-                }
-                if mdd::lookup(&mut v, &parent, &name)?.is_some() {
+                mdd::live_plain_dir(&mut v, &parent)?;
+                if mdd::lookup(&mut v, &parent, name)?.is_some() {
                     return Err(Errno::EEXIST);
                 }
             }
@@ -864,13 +817,10 @@ impl Mdt {
                     now,
                 },
             ];
-            match self.dne_run(ups).await {
-                Err(CONFLICT | RESERVED) => continue,
-                Err(e) => return Err(e),
-                Ok(()) => return self.dne_getattr(fid).await,
-            }
-        }
-        Err(Errno::EBUSY)
+            self.dne_run(ups).await
+        })
+        .await?;
+        self.dne_getattr(fid).await
     }
 
     /// Whether a rename must go the DNE way although both names are here: in a file
@@ -1006,19 +956,8 @@ impl Mdt {
                 let ino = mdd::get_inode(&mut v, &fid)?;
                 Ok(Reply::Links {
                     stripe_of: exec::stripe_of(&mut v, &fid)?,
-                    is_dir: ino.attr.is_dir(),
                     links: ino.links,
                 })
-            }
-            Request::DneDirEmpty { fid } => {
-                let v = self.view()?;
-                let rows = v.range(
-                    Table::Dirents,
-                    &records::dirent_start(&fid, 0),
-                    &records::dirent_end(&fid),
-                    1,
-                )?;
-                Ok(Reply::Bool(rows.is_empty()))
             }
             Request::DneRenameLock {
                 holder,
@@ -1139,6 +1078,24 @@ impl Mdt {
         fail::point("dne.part.aborted", self.index);
         Ok(())
     }
+}
+
+/// Plans and runs a distributed operation again while it meets a namespace that changed
+/// since it looked ([`CONFLICT`]) or a name a pending operation holds ([`RESERVED`]),
+/// pausing a little longer each time; EBUSY if that lasts.
+async fn retry_conflicts<T, F, Fut>(mut attempt: F) -> Result<T, Errno>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Errno>>,
+{
+    for n in 0..MAX_ATTEMPTS {
+        tokio::time::sleep(pause(n)).await;
+        match attempt().await {
+            Err(CONFLICT | RESERVED) => continue,
+            r => return r,
+        }
+    }
+    Err(Errno::EBUSY)
 }
 
 /// The entry `name` of local directory `parent`, with the checks a name lookup makes.
