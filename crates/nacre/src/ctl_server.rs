@@ -25,6 +25,13 @@ pub enum CtlRequest {
     List {
         path: PathBuf,
     },
+    /// A page of a directory's entries with what a tree walk (`lfs find`, `getstripe -r`)
+    /// needs of each, so the walk costs one call per page rather than two or three per
+    /// entry, each resolving its path from the root.
+    ListStat {
+        path: PathBuf,
+        cookie: u64,
+    },
     GetDefaultLayout {
         path: PathBuf,
     },
@@ -106,6 +113,12 @@ pub enum CtlReply {
         mdt: u32,
     },
     Entries(Vec<Dirent>),
+    /// A page of [`CtlRequest::ListStat`]: `cookie` resumes after it, unless `eof`.
+    Children {
+        children: Vec<Child>,
+        cookie: u64,
+        eof: bool,
+    },
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
     Path(String),
@@ -120,6 +133,21 @@ pub enum CtlReply {
     },
     DefaultLmv(Option<LmvTemplate>),
 }
+
+/// A directory entry as a tree walk sees it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Child {
+    pub name: Vec<u8>,
+    pub info: InodeInfo,
+    /// The MDT holding the inode.
+    pub mdt: u32,
+    /// A directory's default file layout.
+    pub default_layout: Option<Layout>,
+}
+
+/// Entries per [`CtlRequest::ListStat`] page: bounds a reply (well under
+/// [`MAX_LINE`]) however large the directory.
+pub const LIST_STAT_PAGE: u32 = 512;
 
 impl CtlReply {
     pub fn err(e: Errno, message: impl Into<String>) -> CtlReply {
@@ -185,6 +213,36 @@ impl CtlServer {
                     }
                 }
                 CtlReply::Entries(out)
+            }
+            CtlRequest::ListStat { path, cookie } => {
+                let dir = resolve(c, &path).await?;
+                let (ents, eof) = c.readdir(dir.attr.fid, cookie, LIST_STAT_PAGE).await?;
+                let next = ents.last().map_or(cookie, |e| e.cookie);
+                let mut children = Vec::with_capacity(ents.len());
+                for e in ents {
+                    let info = match c.getattr(e.fid).await {
+                        Ok(i) => i,
+                        // Removed since the readdir: not part of the walk.
+                        Err(Errno::ENOENT) => continue,
+                        Err(err) => return Err(err),
+                    };
+                    let default_layout = if info.attr.is_dir() {
+                        c.get_default_layout(info.attr.fid).await?
+                    } else {
+                        None
+                    };
+                    children.push(Child {
+                        name: e.name,
+                        mdt: c.mdt_of(&info.attr.fid),
+                        info,
+                        default_layout,
+                    });
+                }
+                CtlReply::Children {
+                    children,
+                    cookie: next,
+                    eof,
+                }
             }
             CtlRequest::GetDefaultLayout { path } => {
                 let dir = resolve(c, &path).await?;

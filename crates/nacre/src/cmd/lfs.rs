@@ -2,13 +2,14 @@
 //! nacre file systems through each mount's control socket.
 
 use crate::ctl::{self, MountEntry};
-use crate::ctl_server::{CtlReply, CtlRequest};
+use crate::ctl_server::{Child, CtlReply, CtlRequest};
 use anyhow::{Result, anyhow, bail};
 use nacre_core::{Errno, Fid, Layout};
 use nacre_lustreapi as lapi;
 use nacre_lustreapi::find::FindEntry;
 use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
 use nacre_lustreapi::setstripe::{ComponentSelector, LayoutCtx, MigrateRequest, SetstripeAction};
+use nacre_rpc::msg::InodeInfo;
 use std::path::{Path, PathBuf};
 
 pub const USAGE: &str = "usage: nacre lfs COMMAND [ARGS]\n\
@@ -43,6 +44,52 @@ pub(super) fn stat(
         },
     )? {
         CtlReply::Inode { info, mdt } => Ok((info, mdt)),
+        _ => Err((Errno::EPROTO, "unexpected reply".into())),
+    }
+}
+
+/// Calls `f` on each entry of directory `rel` with its attributes: one control call per
+/// page of entries.
+pub(super) fn for_children(
+    m: &MountEntry,
+    rel: &Path,
+    mut f: impl FnMut(Child) -> Result<(), (Errno, String)>,
+) -> Result<(), (Errno, String)> {
+    let mut cookie = 0;
+    loop {
+        let req = CtlRequest::ListStat {
+            path: rel.to_path_buf(),
+            cookie,
+        };
+        let CtlReply::Children {
+            children,
+            cookie: next,
+            eof,
+        } = call(m, &req)?
+        else {
+            return Err((Errno::EPROTO, "unexpected reply".into()));
+        };
+        // A page that moves nothing would repeat forever.
+        let stuck = children.is_empty() && next == cookie;
+        for c in children {
+            f(c)?;
+        }
+        if eof || stuck {
+            return Ok(());
+        }
+        cookie = next;
+    }
+}
+
+/// A directory's default layout.
+fn default_layout(m: &MountEntry, rel: &Path) -> Result<Option<Layout>, (Errno, String)> {
+    match call(
+        m,
+        &CtlRequest::GetDefaultLayout {
+            path: rel.to_path_buf(),
+        },
+    )? {
+        CtlReply::Layout(l) => Ok(l),
         _ => Err((Errno::EPROTO, "unexpected reply".into())),
     }
 }
@@ -138,30 +185,44 @@ fn entry_for(
     depth: i32,
 ) -> Result<StripeEntry, (Errno, String)> {
     let (info, mdt) = stat(m, rel)?;
+    let default_layout = if info.attr.is_dir() {
+        default_layout(m, rel)?
+    } else {
+        None
+    };
+    entry_of(m, rel, shown, info, mdt, default_layout, depth)
+}
+
+/// `getstripe`'s view of an entry whose attributes are known; a directory's entries down
+/// to `depth` more levels come a page per control call.
+fn entry_of(
+    m: &MountEntry,
+    rel: &Path,
+    shown: &str,
+    info: InodeInfo,
+    mdt: u32,
+    default_layout: Option<Layout>,
+    depth: i32,
+) -> Result<StripeEntry, (Errno, String)> {
     if !info.attr.is_dir() {
         return Ok(StripeEntry::file(shown, info.attr.fid, mdt, info.layout));
     }
-    let default_layout = match call(
-        m,
-        &CtlRequest::GetDefaultLayout {
-            path: rel.to_path_buf(),
-        },
-    )? {
-        CtlReply::Layout(l) => l,
-        _ => None,
-    };
     let mut entries = Vec::new();
-    let list = CtlRequest::List {
-        path: rel.to_path_buf(),
-    };
-    if depth != 0
-        && let CtlReply::Entries(ents) = call(m, &list)?
-    {
-        for e in ents {
-            let name = String::from_utf8_lossy(&e.name).into_owned();
+    if depth != 0 {
+        for_children(m, rel, |c| {
+            let name = String::from_utf8_lossy(&c.name).into_owned();
             let child_shown = format!("{}/{}", shown.trim_end_matches('/'), name);
-            entries.push(entry_for(m, &rel.join(&name), &child_shown, depth - 1)?);
-        }
+            entries.push(entry_of(
+                m,
+                &rel.join(&name),
+                &child_shown,
+                c.info,
+                c.mdt,
+                c.default_layout,
+                depth - 1,
+            )?);
+            Ok(())
+        })?;
     }
     Ok(StripeEntry {
         path: shown.to_string(),
@@ -313,10 +374,7 @@ fn layout_of_path(src: &str) -> Result<Layout, (Errno, String)> {
         ctl::find_mount(Path::new(src)).map_err(|e| (Errno::ENOENT, format!("{e:#}")))?;
     let (info, _) = stat(&m, &rel)?;
     let l = if info.attr.is_dir() {
-        match call(&m, &CtlRequest::GetDefaultLayout { path: rel })? {
-            CtlReply::Layout(Some(l)) => l,
-            _ => return Err((Errno::ENODATA, format!("{src} has no default layout"))),
-        }
+        default_layout(&m, &rel)?.ok_or((Errno::ENODATA, format!("{src} has no default layout")))?
     } else {
         info.layout
             .ok_or((Errno::ENODATA, format!("{src} has no layout")))?
@@ -445,31 +503,19 @@ fn fid2path(args: &[String]) -> Result<i32> {
     Ok(rc)
 }
 
+/// `find`'s view of an entry whose attributes are known.
 fn find_entry(
-    m: &MountEntry,
-    rel: &Path,
+    info: &InodeInfo,
+    mdt: u32,
+    default_layout: Option<Layout>,
     name: &str,
     depth: u32,
 ) -> Result<(FindEntry, bool), (Errno, String)> {
-    let (info, mdt) = stat(m, rel)?;
     let a = &info.attr;
     let kind = a
         .kind()
         .ok_or((Errno::EIO, "unknown file type".to_string()))?;
     let is_dir = a.is_dir();
-    let layout = if is_dir {
-        match call(
-            m,
-            &CtlRequest::GetDefaultLayout {
-                path: rel.to_path_buf(),
-            },
-        )? {
-            CtlReply::Layout(l) => l,
-            _ => None,
-        }
-    } else {
-        info.layout.clone()
-    };
     let mut e = FindEntry::new(name, kind);
     e.size = a.size;
     e.mtime = a.mtime.sec;
@@ -477,54 +523,55 @@ fn find_entry(
     e.ctime = a.ctime.sec;
     e.uid = a.uid;
     e.gid = a.gid;
-    e.layout = layout;
+    e.layout = if is_dir {
+        default_layout
+    } else {
+        info.layout.clone()
+    };
     e.mdt_index = mdt;
     e.lmv = info.lmv.clone();
     e.depth = depth;
     Ok((e, is_dir))
 }
 
+/// Prints `entry` if it matches and walks below it: a page of a directory's entries, with
+/// their attributes, per control call.
+#[allow(clippy::too_many_arguments)]
 fn find_walk(
     m: &MountEntry,
     req: &lapi::find::FindRequest,
     rel: &Path,
     shown: &str,
+    (entry, is_dir): (FindEntry, bool),
     depth: u32,
     now: i64,
     out: &mut dyn std::io::Write,
 ) -> Result<(), (Errno, String)> {
-    let name = Path::new(shown)
-        .file_name()
-        .map_or_else(|| shown.to_string(), |n| n.to_string_lossy().into_owned());
-    let (entry, is_dir) = find_entry(m, rel, &name, depth)?;
     if req.predicate.matches(&entry, now) {
         let _ = out.write_all(req.format(shown).as_bytes());
     }
     if !is_dir || !req.predicate.descend(depth) {
         return Ok(());
     }
-    let ents = match call(
-        m,
-        &CtlRequest::List {
-            path: rel.to_path_buf(),
-        },
-    )? {
-        CtlReply::Entries(e) => e,
-        _ => return Err((Errno::EPROTO, "unexpected reply".into())),
-    };
-    for e in ents {
-        let child = String::from_utf8_lossy(&e.name).into_owned();
+    for_children(m, rel, |c| {
+        let child = String::from_utf8_lossy(&c.name).into_owned();
         let child_shown = format!("{}/{child}", shown.trim_end_matches('/'));
-        if let Err((errno, msg)) =
-            find_walk(m, req, &rel.join(&child), &child_shown, depth + 1, now, out)
-        {
-            // A name removed during the walk is not an error worth stopping for.
-            if errno != Errno::ENOENT {
-                return Err((errno, msg));
-            }
+        let e = find_entry(&c.info, c.mdt, c.default_layout, &child, depth + 1)?;
+        match find_walk(
+            m,
+            req,
+            &rel.join(&child),
+            &child_shown,
+            e,
+            depth + 1,
+            now,
+            out,
+        ) {
+            // A directory removed during the walk is not an error worth stopping for.
+            Err((Errno::ENOENT, _)) => Ok(()),
+            r => r,
         }
-    }
-    Ok(())
+    })
 }
 
 fn find(args: &[String]) -> Result<i32> {
@@ -544,7 +591,18 @@ fn find(args: &[String]) -> Result<i32> {
                 continue;
             }
         };
-        if let Err((e, msg)) = find_walk(&m, &req, &rel, p, 0, now, &mut out) {
+        let name = Path::new(p.as_str())
+            .file_name()
+            .map_or_else(|| p.to_string(), |n| n.to_string_lossy().into_owned());
+        let top = stat(&m, &rel).and_then(|(info, mdt)| {
+            let dl = if info.attr.is_dir() {
+                default_layout(&m, &rel)?
+            } else {
+                None
+            };
+            find_entry(&info, mdt, dl, &name, 0)
+        });
+        if let Err((e, msg)) = top.and_then(|t| find_walk(&m, &req, &rel, p, t, 0, now, &mut out)) {
             eprintln!("lfs find: {p}: {msg}");
             rc = e.code();
         }
