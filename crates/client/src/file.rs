@@ -74,7 +74,7 @@ impl Client {
             flags,
             cred: Default::default(),
         };
-        let changes = self.local_changes.load(Ordering::Acquire);
+        let changes = self.local_changes.of(&fid);
         match self
             .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
             .await?
@@ -106,7 +106,7 @@ impl Client {
             // This client's own writes first.
             self.flush_fid(&f.fid).await;
         }
-        if let Some(d) = f.cached(off, len, self.local_changes.load(Ordering::Acquire)) {
+        if let Some(d) = f.cached(off, len, self.local_changes.of(&f.fid)) {
             return Ok(d);
         }
         let (data, found) =
@@ -148,7 +148,7 @@ impl Client {
             *f.layout.write() = Some(layout.clone());
         }
         f.wrote.store(true, Ordering::Release);
-        self.local_changes.fetch_add(1, Ordering::AcqRel);
+        self.local_changes.bump(&f.fid);
         let n = data.len();
         self.write_behind(&f.writeback, f.fid, &layout, off, data)
             .await?;
@@ -203,7 +203,7 @@ impl Client {
         }
         // The size and data changed behind the MDT: the close must report them.
         f.wrote.store(true, Ordering::Release);
-        self.local_changes.fetch_add(1, Ordering::AcqRel);
+        self.local_changes.bump(&f.fid);
         self.fallocate_objects(f.fid, &layout, off, end - off, mode)
             .await
     }

@@ -84,9 +84,9 @@ pub struct Client {
     mdcs: RwLock<Vec<Arc<Import>>>,
     oscs: RwLock<Vec<Arc<Import>>>,
     pub tunables: Arc<Tunables>,
-    /// Bumped by every data change this client makes (write, truncate, fallocate), so
-    /// content cached at open is dropped when this client changes any file.
-    pub(crate) local_changes: std::sync::atomic::AtomicU64,
+    /// Data changes this client made (write, truncate, fallocate), by file, so content a
+    /// handle cached (read-on-open, readahead) is dropped when this client changes it.
+    pub(crate) local_changes: LocalChanges,
     /// Bytes held by readahead windows, bounded by `llite.*.max_read_ahead_mb`.
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
@@ -130,7 +130,7 @@ impl Client {
             mdcs: RwLock::new(Vec::new()),
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
-            local_changes: std::sync::atomic::AtomicU64::new(0),
+            local_changes: LocalChanges::default(),
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
             rpc_stats: stats::RpcStats::default(),
@@ -281,4 +281,62 @@ pub(crate) fn rpc_errno(e: RpcError) -> Errno {
         tracing::warn!(target: "client", "{e}");
     }
     e.errno()
+}
+
+/// Slots of [`LocalChanges`]: a fixed table, however many files the client touches.
+const CHANGE_SLOTS: usize = 256;
+
+/// Change counters by FID hash: files that share a slot only cost each other a refetch of
+/// what they cached, and the table never grows.
+pub(crate) struct LocalChanges([std::sync::atomic::AtomicU64; CHANGE_SLOTS]);
+
+impl Default for LocalChanges {
+    fn default() -> Self {
+        LocalChanges(std::array::from_fn(|_| {
+            std::sync::atomic::AtomicU64::new(0)
+        }))
+    }
+}
+
+impl LocalChanges {
+    fn slot(&self, fid: &Fid) -> &std::sync::atomic::AtomicU64 {
+        let h = (fid.seq ^ u64::from(fid.oid).rotate_left(32) ^ u64::from(fid.ver))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        &self.0[(h >> 56) as usize % CHANGE_SLOTS]
+    }
+
+    /// Records a change of `fid`'s data.
+    pub(crate) fn bump(&self, fid: &Fid) {
+        self.slot(fid)
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// A value that differs from any earlier one once `fid` changed.
+    pub(crate) fn of(&self, fid: &Fid) -> u64 {
+        self.slot(fid).load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod local_changes_tests {
+    use super::*;
+
+    #[test]
+    fn a_change_shows_on_its_file_only() {
+        let c = LocalChanges::default();
+        let a = Fid::new(0x200000400, 1, 0);
+        // Another file in another slot (neighbouring FIDs must spread).
+        let b = (2..64)
+            .map(|oid| Fid::new(0x200000400, oid, 0))
+            .find(|f| !std::ptr::eq(c.slot(f), c.slot(&a)))
+            .expect("FIDs spread over the slots");
+        let (a0, b0) = (c.of(&a), c.of(&b));
+        c.bump(&a);
+        assert_ne!(c.of(&a), a0);
+        assert_eq!(c.of(&b), b0);
+        let used: std::collections::HashSet<_> = (0..1000)
+            .map(|oid| c.slot(&Fid::new(0x200000400, oid, 0)) as *const _)
+            .collect();
+        assert!(used.len() > CHANGE_SLOTS / 2, "{} slots used", used.len());
+    }
 }

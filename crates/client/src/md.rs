@@ -100,8 +100,7 @@ impl Client {
     /// Changes attributes; a size change truncates or extends the OST objects first.
     pub async fn setattr(&self, fid: Fid, attr: SetAttr, cred: &Cred) -> Result<InodeInfo, Errno> {
         if let Some(size) = attr.size {
-            self.local_changes
-                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.local_changes.bump(&fid);
             // getattr first lets this client's writes still on the way land, so none of
             // them lands after the truncate.
             let info = self.getattr(fid).await?;

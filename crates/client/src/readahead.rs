@@ -71,7 +71,7 @@ pub async fn read(
         return None;
     }
     let max_rpc = client.tunables.max_rpc_bytes().max(1 << 16);
-    let changes = client.local_changes.load(Ordering::Acquire);
+    let changes = client.local_changes.of(&fid);
     let wanted: Vec<(u64, u64, Piece)>;
     {
         let mut st = ra.lock();

@@ -182,6 +182,17 @@ pub async fn resolve(client: &Client, rel: &Path) -> Result<InodeInfo, Errno> {
     Ok(cur)
 }
 
+/// The directory that would hold `rel`, and the name `rel` has in it.
+async fn resolve_parent<'a>(
+    client: &Client,
+    rel: &'a Path,
+) -> Result<(InodeInfo, &'a [u8]), Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = rel.file_name().ok_or(Errno::EINVAL)?;
+    let parent = resolve(client, rel.parent().unwrap_or(Path::new(""))).await?;
+    Ok((parent, name.as_bytes()))
+}
+
 impl CtlServer {
     async fn handle(&self, req: CtlRequest) -> CtlReply {
         match self.handle_inner(req).await {
@@ -263,10 +274,7 @@ impl CtlServer {
                 uid,
                 gid,
             } => {
-                let parent = path.parent().unwrap_or(Path::new(""));
-                let name = path.file_name().ok_or(Errno::EINVAL)?;
-                let p = resolve(c, parent).await?;
-                use std::os::unix::ffi::OsStrExt;
+                let (p, name) = resolve_parent(c, &path).await?;
                 let cred = Cred {
                     uid,
                     gid,
@@ -275,7 +283,7 @@ impl CtlServer {
                 let (info, _) = c
                     .create(
                         p.attr.fid,
-                        name.as_bytes(),
+                        name,
                         libc::S_IFREG | (mode & 0o7777),
                         0,
                         &cred,
@@ -339,17 +347,14 @@ impl CtlServer {
                 uid,
                 gid,
             } => {
-                let parent = path.parent().unwrap_or(Path::new(""));
-                let name = path.file_name().ok_or(Errno::EINVAL)?;
-                let p = resolve(c, parent).await?;
-                use std::os::unix::ffi::OsStrExt;
+                let (p, name) = resolve_parent(c, &path).await?;
                 let cred = Cred {
                     uid,
                     gid,
                     groups: Vec::new(),
                 };
                 let info = c
-                    .mkdir_with_layout(p.attr.fid, name.as_bytes(), mode, &cred, layout)
+                    .mkdir_with_layout(p.attr.fid, name, mode, &cred, layout)
                     .await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }

@@ -142,7 +142,8 @@ impl LocalCluster {
         let listener = node::bind(&fs.mgs_addr()).await?;
         let mgs_dir = target_dir(dir, TargetName::mgs());
         TargetIdentity::load(&mgs_dir)?;
-        let (mgs, mgs_served) = node::serve_mgs(&mgs_dir, &fs.fsname, &key, listener).await?;
+        let (mgs, mgs_served) =
+            node::serve_mgs(&mgs_dir, &fs.fsname, &key, listener, &tuning).await?;
         let mut c = LocalCluster {
             dir: dir.to_path_buf(),
             fs: fs.clone(),

@@ -90,16 +90,19 @@ fn server_config(
     })
 }
 
+/// Serves the MGS in `dir`; its requests count against the process's memory budget
+/// (`tuning.memory`) as every target's do.
 pub async fn serve_mgs(
     dir: &Path,
     fsname: &str,
     key: &Key,
     listener: TcpListener,
+    tuning: &ServerTuning,
 ) -> Result<(Arc<Mgs>, Served)> {
     let mgs = Mgs::open(dir)?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
-    let scfg = server_config(fsname, TargetName::mgs(), key, &ServerTuning::default());
+    let scfg = server_config(fsname, TargetName::mgs(), key, tuning);
     let stats = scfg.stats.clone();
     let task = tokio::spawn(serve(listener, scfg, mgs.clone(), rx));
     Ok((

@@ -1,36 +1,16 @@
 //! The client library against a real one-process file system: namespace operations,
 //! striped I/O, sizes, persistence across a restart.
 
+mod common;
+
 use bytes::Bytes;
-use nacre::local::{self, LocalCluster};
+use common::cluster::{DIR, FILE, mount, pattern, rw, start};
+use nacre::local::LocalCluster;
 use nacre::node::ServerTuning;
 use nacre_client::{Client, MountSpec};
 use nacre_core::attr::SetAttr;
 use nacre_core::{Errno, Fid, Layout};
-use nacre_rpc::msg::{Cred, LayoutRequest, OpenFlags};
-use std::sync::Arc;
-
-const FILE: u32 = libc::S_IFREG | 0o644;
-const DIR: u32 = libc::S_IFDIR | 0o755;
-
-async fn mount(c: &LocalCluster) -> Arc<Client> {
-    let spec = MountSpec::parse(&c.spec(), c.key.clone(), "test-client").expect("spec");
-    Client::mount(spec).await.expect("mount")
-}
-
-fn rw() -> OpenFlags {
-    OpenFlags {
-        read: true,
-        write: true,
-        ..OpenFlags::default()
-    }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
+use nacre_rpc::msg::{Cred, LayoutRequest};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_io_and_restart() {
@@ -39,10 +19,7 @@ async fn namespace_io_and_restart() {
         .with_test_writer()
         .try_init();
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "testfs", 1, 3, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "testfs", 1, 3).await;
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let root = c.root();
@@ -287,10 +264,7 @@ async fn namespace_io_and_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_key_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "testfs", 1, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "testfs", 1, 1).await;
     let spec =
         MountSpec::parse(&cluster.spec(), nacre_rpc::Key::generate(), "intruder").expect("spec");
     let err = Client::mount(spec)
@@ -305,10 +279,7 @@ async fn wrong_key_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
-    let mut cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let mut cluster = start(dir.path(), "testfs", 1, 2).await;
     let c = mount(&cluster).await;
     c.tunables
         .set("llite", "recovery_timeout", 2)
@@ -392,10 +363,7 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
         }
     }
     let _guard = Unmount(small.clone());
-    local::format(dir.path(), "testfs", 1, 2, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "testfs", 1, 2).await;
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let on = |ost: u32| {

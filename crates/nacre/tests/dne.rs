@@ -2,22 +2,15 @@
 //! remote and striped directories, placement by Lustre's name hash, merged readdir,
 //! operations across MDTs, bad input, and the namespace checker on the stores afterwards.
 
-use nacre::local::{self, LocalCluster};
-use nacre::node::ServerTuning;
-use nacre_client::{Client, MountSpec};
+mod common;
+
+use common::cluster::{DIR, FILE, mount, quiesce_within, start};
+use nacre_client::Client;
 use nacre_core::lmv::{HashType, LmvTemplate};
 use nacre_core::{Errno, Fid};
 use nacre_rpc::msg::{Cred, DirLayoutRequest, LayoutRequest, OpenFlags};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-
-const FILE: u32 = libc::S_IFREG | 0o644;
-const DIR: u32 = libc::S_IFDIR | 0o755;
-
-async fn mount(c: &LocalCluster) -> Arc<Client> {
-    let spec = MountSpec::parse(&c.spec(), c.key.clone(), "dne-test").expect("spec");
-    Client::mount(spec).await.expect("mount")
-}
 
 fn layout(count: i32, offset: i32, hash: HashType) -> DirLayoutRequest {
     DirLayoutRequest {
@@ -82,16 +75,6 @@ async fn list(c: &Client, dir: Fid, batch: u32) -> Vec<String> {
     }
 }
 
-async fn quiesce(c: &Client) {
-    for _ in 0..100 {
-        if c.dne_status().await.iter().all(|r| matches!(r, Ok((0, 0)))) {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("DNE operations left unfinished: {:?}", c.dne_status().await);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_and_striped_directories() {
     let _ = tracing_subscriber::fmt()
@@ -99,10 +82,7 @@ async fn remote_and_striped_directories() {
         .with_test_writer()
         .try_init();
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "dnefs", 4, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "dnefs", 4, 1).await;
     let c = mount(&cluster).await;
     let root = c.root();
     let cred = Cred::root();
@@ -327,7 +307,7 @@ async fn remote_and_striped_directories() {
         b"dflt/l1/l2/deep".to_vec()
     );
 
-    quiesce(&c).await;
+    quiesce_within(&c, std::time::Duration::from_secs(10)).await;
     c.unmount();
     cluster.stop().await;
     let rep = nacre::check::check_local(dir.path()).await.expect("check");
@@ -340,10 +320,7 @@ async fn remote_and_striped_directories() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_land_on_the_stripe_lustres_hash_picks() {
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "hashfs", 4, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "hashfs", 4, 1).await;
     let c = mount(&cluster).await;
     // name, then stripe index over 4 for fnv_1a_64, all_char, crush, crush2, then over 3
     // for fnv_1a_64 and crush2.
@@ -404,10 +381,7 @@ async fn names_land_on_the_stripe_lustres_hash_picks() {
 async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
     use rand::{Rng, SeedableRng};
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "racefs", 4, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "racefs", 4, 1).await;
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let mut dirs = Vec::new();
@@ -506,7 +480,7 @@ async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
         done += t.await.expect("task");
     }
     assert!(done > 100, "only {done} operations succeeded");
-    quiesce(&c).await;
+    quiesce_within(&c, std::time::Duration::from_secs(10)).await;
     c.unmount();
     cluster.stop().await;
     let rep = nacre::check::check_local(dir.path()).await.expect("check");

@@ -6,6 +6,10 @@
 //! (checked through the client) and the namespace consistent (the checker, run on the
 //! stopped stores, finds no dangling name, orphan, bad link count or unfinished record).
 
+mod common;
+
+use common::cluster::quiesce_within;
+use common::{free_port, nacre};
 use nacre_client::{Client, MountSpec};
 use nacre_core::lmv::HashType;
 use nacre_core::{Errno, Fid};
@@ -22,17 +26,6 @@ const MDTS: u32 = 3;
 const FSNAME: &str = "crash";
 /// Exit status of a process killed at a fail point (`nacre_mdt::fail::EXIT_CODE`).
 const FAIL_EXIT: i32 = 137;
-
-fn nacre() -> &'static str {
-    env!("CARGO_BIN_EXE_nacre")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port")
-}
 
 /// A file system with one process per target.
 struct Cluster {
@@ -257,17 +250,6 @@ async fn exists(c: &Client, parent: Fid, name: &str) -> Option<Fid> {
     }
 }
 
-async fn quiesce(c: &Client) {
-    let end = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < end {
-        if c.dne_status().await.iter().all(|r| matches!(r, Ok((0, 0)))) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("recovery did not finish: {:?}", c.dne_status().await);
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     RemoteMkdir,
@@ -477,7 +459,7 @@ async fn crash_matrix(ops: &[Op]) {
                 .await
                 .expect("operation hangs")
                 .expect("task");
-            quiesce(&c).await;
+            quiesce_within(&c, Duration::from_secs(60)).await;
             let happened = op.outcome(&c, &tag, &s).await;
             eprintln!(
                 "{op:?} killed {victim} at {point}: client got {r:?}; after recovery done={happened}"
@@ -583,7 +565,7 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
 
     tokio::task::block_in_place(|| cl.start_all());
     let c = mount(&cl).await;
-    quiesce(&c).await;
+    quiesce_within(&c, Duration::from_secs(60)).await;
     assert!(exists(&c, Fid::ROOT, "half").await.is_none());
     c.unmount();
     tokio::task::block_in_place(|| cl.stop_all());

@@ -5,15 +5,9 @@
 
 mod common;
 
-use common::{UpFs, fail, ok, require_fuse, run, sh};
+use common::{UpFs, fail, lfs, require_fuse, run, sh};
 use std::collections::HashSet;
 use std::path::Path;
-
-fn lfs(args: &[&str]) -> String {
-    let mut a = vec!["lfs"];
-    a.extend_from_slice(args);
-    ok(&a)
-}
 
 fn p(fs: &UpFs, rel: &str) -> String {
     fs.path(rel).to_string_lossy().into_owned()

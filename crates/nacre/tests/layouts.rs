@@ -5,12 +5,6 @@ mod common;
 use common::*;
 use std::io::{Seek, SeekFrom, Write};
 
-fn lfs(args: &[&str]) -> String {
-    let mut v = vec!["lfs"];
-    v.extend_from_slice(args);
-    ok(&v)
-}
-
 /// Compares file contents without printing megabytes on failure.
 fn same(path: &std::path::Path, want: &[u8]) {
     let got = std::fs::read(path).expect("read");

@@ -2,40 +2,20 @@
 //! against a one-process file system: name length limits on lookup and fallocate's modes
 //! on a striped file.
 
+mod common;
+
 use bytes::Bytes;
-use nacre::local::{self, LocalCluster};
-use nacre::node::ServerTuning;
+use common::cluster::{DIR, FILE, mount, rw, start};
 use nacre_client::file::{
     FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, OpenFile,
 };
-use nacre_client::{Client, MountSpec};
 use nacre_core::{Errno, Layout};
 use nacre_rpc::msg::{Cred, LayoutRequest, OpenFlags};
-use std::sync::Arc;
-
-const FILE: u32 = libc::S_IFREG | 0o644;
-const DIR: u32 = libc::S_IFDIR | 0o755;
-
-async fn mount(c: &LocalCluster) -> Arc<Client> {
-    let spec = MountSpec::parse(&c.spec(), c.key.clone(), "test-client").expect("spec");
-    Client::mount(spec).await.expect("mount")
-}
-
-fn rw() -> OpenFlags {
-    OpenFlags {
-        read: true,
-        write: true,
-        ..OpenFlags::default()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_of_an_overlong_name_is_enametoolong() {
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "testfs", 1, 1, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "testfs", 1, 1).await;
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let (d, _) = c
@@ -85,10 +65,7 @@ async fn lookup_of_an_overlong_name_is_enametoolong() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallocate_modes_on_a_striped_file() {
     let dir = tempfile::tempdir().expect("tmp");
-    local::format(dir.path(), "testfs", 1, 3, 0).expect("format");
-    let cluster = LocalCluster::start(dir.path(), ServerTuning::default())
-        .await
-        .expect("start");
+    let cluster = start(dir.path(), "testfs", 1, 3).await;
     let c = mount(&cluster).await;
     let cred = Cred::root();
     let (fi, h) = c

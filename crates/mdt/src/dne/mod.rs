@@ -93,6 +93,9 @@ use tokio::sync::watch;
 /// The QoS chooser's position and the MDTs' free space as last seen (and when).
 type QosCache = (qos::QosState, Option<(Instant, Vec<qos::MdtSpace>)>);
 
+/// Remote holders of the rename lock, by (holder MDT, token): what releases each.
+type RenameHolders = HashMap<(u32, u64), tokio::sync::oneshot::Sender<()>>;
+
 /// This MDT's DNE state.
 pub struct Dne {
     index: u32,
@@ -113,7 +116,7 @@ pub struct Dne {
     /// a time in the whole file system, so loop checks cannot interleave.
     global_rename: Arc<tokio::sync::Mutex<()>>,
     /// Remote holders of the global rename lock (MDT0), to release or expire.
-    rename_holders: Mutex<HashMap<(u32, u64), tokio::sync::oneshot::Sender<()>>>,
+    rename_holders: Arc<Mutex<RenameHolders>>,
 }
 
 impl Dne {
@@ -131,7 +134,7 @@ impl Dne {
             root_layout: Mutex::new(None),
             reserved: reserve::Reservations::default(),
             global_rename: Arc::new(tokio::sync::Mutex::new(())),
-            rename_holders: Mutex::new(HashMap::new()),
+            rename_holders: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 

@@ -7,9 +7,9 @@ use super::log::{self, Committed};
 use super::proxy::ProxyError;
 use super::qos;
 use super::reserve::{MAX_ATTEMPTS, RESERVED, pause};
+use crate::Mdt;
 use crate::fail;
 use crate::mdd::{self, MAX_DEPTH};
-use crate::Mdt;
 use futures::future::join_all;
 use nacre_core::lmv::{
     HashType, LMV_HASH_FLAG_OVERSTRIPED, LMV_HASH_TYPE_MASK, LMV_MAX_STRIPE_COUNT, Lmv, LmvTemplate,

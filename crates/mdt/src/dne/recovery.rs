@@ -70,6 +70,14 @@ impl Mdt {
             if !remaining.is_empty() {
                 left = true;
             }
+            let mut before = rec.participants.clone();
+            before.sort_unstable();
+            remaining.sort_unstable();
+            if remaining == before {
+                // Nobody confirmed since the last pass: nothing to write, nothing new to say.
+                tracing::debug!(target: "mdt::dne", "MDT{:04x}: op {op:#x}: {} participant(s) still to confirm", self.index, before.len());
+                continue;
+            }
             let n = remaining.len();
             self.dne_forget_or_keep(op, remaining).await;
             tracing::info!(target: "mdt::dne", "MDT{:04x}: op {op:#x}: commit re-sent, {n} participant(s) still to confirm", self.index);

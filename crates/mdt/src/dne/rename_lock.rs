@@ -100,10 +100,12 @@ impl Mdt {
             .await
             .map_err(|_| Errno::EBUSY)?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        self.dne.rename_holders.lock().insert((holder, token), tx);
+        let holders = self.dne.rename_holders.clone();
+        holders.lock().insert((holder, token), tx);
         tokio::spawn(async move {
             let _g = g;
             if tokio::time::timeout(LEASE, rx).await.is_err() {
+                holders.lock().remove(&(holder, token));
                 tracing::warn!(target: "mdt::dne", "MDT{holder:04x} kept the rename lock past its lease: released");
             }
         });

@@ -41,11 +41,6 @@ struct Cell {
     ops_s: f64,
 }
 
-fn drop_caches() -> bool {
-    let _ = Command::new("sync").status();
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
-}
-
 fn ior(exe: &Path, args: &[String]) -> Result<serde_json::Value> {
     let out = Command::new(exe)
         .arg("bench")
@@ -97,7 +92,7 @@ pub fn run(a: DomBenchArgs) -> Result<()> {
     if !a.mount.is_dir() {
         bail!("{} is not a mounted directory", a.mount.display());
     }
-    let cold = drop_caches();
+    let cold = nacre_bench::compare::drop_caches().is_ok();
     if !cold && !a.json {
         eprintln!("note: cannot drop the page cache (needs root): reads may be served from memory");
     }
@@ -139,7 +134,7 @@ pub fn run(a: DomBenchArgs) -> Result<()> {
                 let mut w = common.clone();
                 w.push("-w".into());
                 let wr = ior(&exe, &w)?;
-                drop_caches();
+                let _ = nacre_bench::compare::drop_caches();
                 let mut r = common.clone();
                 r.extend(["-r".into(), "-E".into()]);
                 let rr = ior(&exe, &r)?;

@@ -98,7 +98,7 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
             TargetKind::Mgs => {
                 let addr = a.listen.clone().unwrap_or_else(|| id.mgsnode.clone());
                 let l = node::bind(&addr).await?;
-                let (_mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l).await?;
+                let (_mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l, &tuning).await?;
                 println!("{full} serving on {}", s.addr);
                 (s, None)
             }

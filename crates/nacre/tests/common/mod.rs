@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -131,6 +133,13 @@ impl Drop for UpFs {
     fn drop(&mut self) {
         let _ = run(&["down", "--force", self.dir.to_str().unwrap_or_default()]);
     }
+}
+
+/// `nacre lfs ARGS`, which must succeed; its output.
+pub fn lfs(args: &[&str]) -> String {
+    let mut v = vec!["lfs"];
+    v.extend_from_slice(args);
+    ok(&v)
 }
 
 pub fn free_port() -> u16 {

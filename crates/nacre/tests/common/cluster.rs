@@ -1,0 +1,53 @@
+//! Helpers for tests that drive the client library against a file system in the test's
+//! own process (`LocalCluster`).
+
+use nacre::local::{self, LocalCluster};
+use nacre::node::ServerTuning;
+use nacre_client::{Client, MountSpec};
+use nacre_rpc::msg::OpenFlags;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const FILE: u32 = libc::S_IFREG | 0o644;
+pub const DIR: u32 = libc::S_IFDIR | 0o755;
+
+/// Formats a file system of `mdts` MDTs and `osts` OSTs in `dir` and starts it.
+pub async fn start(dir: &Path, fsname: &str, mdts: u32, osts: u32) -> LocalCluster {
+    local::format(dir, fsname, mdts, osts, 0).expect("format");
+    LocalCluster::start(dir, ServerTuning::default())
+        .await
+        .expect("start")
+}
+
+pub async fn mount(c: &LocalCluster) -> Arc<Client> {
+    let spec = MountSpec::parse(&c.spec(), c.key.clone(), "test-client").expect("spec");
+    Client::mount(spec).await.expect("mount")
+}
+
+pub fn rw() -> OpenFlags {
+    OpenFlags {
+        read: true,
+        write: true,
+        ..OpenFlags::default()
+    }
+}
+
+/// Bytes that differ from position to position and from seed to seed.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Waits until no MDT has a distributed operation left to finish, at most `limit`.
+pub async fn quiesce_within(c: &Client, limit: Duration) {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if c.dne_status().await.iter().all(|r| matches!(r, Ok((0, 0)))) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("DNE operations left unfinished: {:?}", c.dne_status().await);
+}
