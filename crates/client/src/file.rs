@@ -133,6 +133,37 @@ impl Client {
         }
     }
 
+    /// The half of a write that never waits, for a caller whose bytes are borrowed (the
+    /// FUSE request's buffer): they are copied once, into the file's write-behind extent.
+    /// `None` when the write reaches a component not yet instantiated (the MDT must be
+    /// asked first): use [`write`](Self::write). Otherwise finish with
+    /// [`write_send`](Self::write_send), which waits while the client is over its dirty
+    /// budget.
+    pub fn write_gather(
+        &self,
+        f: &OpenFile,
+        off: u64,
+        data: &[u8],
+    ) -> Result<Option<crate::writeback::Ready>, Errno> {
+        let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        let layout = f.layout().ok_or(Errno::EBADF)?;
+        if end > layout.max_size() {
+            return Err(Errno::EFBIG);
+        }
+        if data.is_empty() || !layout.instantiated_to(end) {
+            return Ok(None);
+        }
+        f.wrote.store(true, Ordering::Release);
+        self.local_changes.bump(&f.fid);
+        self.gather(&f.writeback, f.fid, &layout, off, data, None)
+            .map(Some)
+    }
+
+    /// Sends what [`write_gather`](Self::write_gather) made ready.
+    pub async fn write_send(&self, f: &OpenFile, ready: crate::writeback::Ready) {
+        self.send_ready(&f.writeback, f.fid, ready).await;
+    }
+
     /// Writes `data` at `off`, instantiating components the write reaches.
     pub async fn write(&self, f: &OpenFile, off: u64, data: Bytes) -> Result<usize, Errno> {
         if data.is_empty() {

@@ -33,9 +33,44 @@ pub struct WriteBack {
 
 struct Extent {
     off: u64,
+    /// `pad` bytes of nothing, then the data: the data starts on a page boundary.
     buf: BytesMut,
+    pad: usize,
     layout: Layout,
 }
+
+/// Alignment of extent data in memory, so an OST in this process can hand a whole extent
+/// to the disk with O_DIRECT instead of copying it into its page cache.
+const EXTENT_ALIGN: usize = 4096;
+
+impl Extent {
+    fn new(off: u64, cap: usize, layout: Layout) -> Extent {
+        let mut buf = BytesMut::with_capacity(cap + EXTENT_ALIGN);
+        let pad = buf.as_ptr().align_offset(EXTENT_ALIGN).min(EXTENT_ALIGN);
+        buf.resize(pad, 0);
+        Extent {
+            off,
+            buf,
+            pad,
+            layout,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len() - self.pad
+    }
+
+    fn end(&self) -> u64 {
+        self.off + self.len() as u64
+    }
+
+    fn freeze(self) -> (u64, Bytes, Layout) {
+        (self.off, self.buf.freeze().slice(self.pad..), self.layout)
+    }
+}
+
+/// Extents ready to go to the OSTs: offset, bytes, layout.
+pub struct Ready(Vec<(u64, Bytes, Layout)>);
 
 impl WriteBack {
     fn take_error(&self) -> Option<Errno> {
@@ -100,18 +135,33 @@ impl Client {
         off: u64,
         data: Bytes,
     ) -> Result<(), Errno> {
+        let ready = self.gather(wb, fid, layout, off, &data, Some(&data))?;
+        self.send_ready(wb, fid, ready).await;
+        Ok(())
+    }
+
+    /// The part of a write that never waits: `data` joins the file's extent (one copy),
+    /// and extents that are full or cannot grow come back to be sent. A write of at least
+    /// an RPC given as `owned` goes as it is, without a copy.
+    pub(crate) fn gather(
+        &self,
+        wb: &Arc<WriteBack>,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: &[u8],
+        owned: Option<&Bytes>,
+    ) -> Result<Ready, Errno> {
         if let Some(e) = wb.take_error() {
             return Err(e);
         }
         let max_rpc = self.tunables.max_rpc_bytes().max(4096) as usize;
-        let mut ready: Vec<(u64, Bytes, Layout)> = Vec::new();
+        let mut ready = Vec::new();
         {
             let mut ext = wb.extent.lock();
             let appended = match ext.as_mut() {
-                Some(e)
-                    if e.off + e.buf.len() as u64 == off && e.buf.len() + data.len() <= max_rpc =>
-                {
-                    e.buf.extend_from_slice(&data);
+                Some(e) if e.end() == off && e.len() + data.len() <= max_rpc => {
+                    e.buf.extend_from_slice(data);
                     // This write may have instantiated components the extent now reaches.
                     e.layout = layout.clone();
                     true
@@ -120,32 +170,36 @@ impl Client {
             };
             if !appended {
                 if let Some(old) = ext.take() {
-                    ready.push((old.off, old.buf.freeze(), old.layout));
+                    ready.push(old.freeze());
                 }
-                if data.len() >= max_rpc {
+                match owned {
                     // Large writes go as they are, without a copy.
-                    ready.push((off, data, layout.clone()));
-                } else {
-                    let mut buf = BytesMut::with_capacity(max_rpc);
-                    buf.extend_from_slice(&data);
-                    *ext = Some(Extent {
-                        off,
-                        buf,
-                        layout: layout.clone(),
-                    });
+                    Some(b) if data.len() >= max_rpc => {
+                        ready.push((off, b.clone(), layout.clone()))
+                    }
+                    _ => {
+                        let mut e = Extent::new(off, max_rpc.max(data.len()), layout.clone());
+                        e.buf.extend_from_slice(data);
+                        *ext = Some(e);
+                    }
                 }
             }
-            if ext.as_ref().is_some_and(|e| e.buf.len() >= max_rpc)
+            if ext.as_ref().is_some_and(|e| e.len() >= max_rpc)
                 && let Some(full) = ext.take()
             {
-                ready.push((full.off, full.buf.freeze(), full.layout));
+                ready.push(full.freeze());
             }
         }
         self.dirty.register(fid, wb);
-        for (start, bytes, l) in ready {
+        Ok(Ready(ready))
+    }
+
+    /// Sends what [`gather`](Self::gather) returned, waiting while the client is over its
+    /// dirty budget.
+    pub(crate) async fn send_ready(&self, wb: &Arc<WriteBack>, fid: Fid, ready: Ready) {
+        for (start, bytes, l) in ready.0 {
             self.submit(wb, fid, l, start, bytes).await;
         }
-        Ok(())
     }
 
     /// Sends an extent in the background, waiting first while the client is over its
@@ -203,7 +257,8 @@ impl Client {
     async fn drain(&self, wb: &Arc<WriteBack>, fid: Fid) {
         let pending = wb.extent.lock().take();
         if let Some(e) = pending {
-            self.submit(wb, fid, e.layout, e.off, e.buf.freeze()).await;
+            let (off, data, layout) = e.freeze();
+            self.submit(wb, fid, layout, off, data).await;
         }
         loop {
             let waiter = wb.done.notified();

@@ -591,14 +591,27 @@ impl fuser::Filesystem for Fs {
         reply: ReplyWrite,
     ) {
         let f = try_reply!(reply, self.0.file(fh));
-        let data = Bytes::copy_from_slice(data);
         let me = self.clone();
-        self.0.spawn(VfsOp::Write, async move {
-            match me.0.client.write(&f, offset, data).await {
-                Ok(n) => reply.written(n as u32),
-                Err(e) => reply.error(errno(e)),
+        // Usually the kernel's bytes are copied once, straight into write-behind; a write
+        // that needs a component instantiated first takes a copy and asks the MDT.
+        match try_reply!(reply, self.0.client.write_gather(&f, offset, data)) {
+            Some(ready) => {
+                let n = data.len() as u32;
+                self.0.spawn(VfsOp::Write, async move {
+                    me.0.client.write_send(&f, ready).await;
+                    reply.written(n);
+                });
             }
-        });
+            None => {
+                let data = Bytes::copy_from_slice(data);
+                self.0.spawn(VfsOp::Write, async move {
+                    match me.0.client.write(&f, offset, data).await {
+                        Ok(n) => reply.written(n as u32),
+                        Err(e) => reply.error(errno(e)),
+                    }
+                });
+            }
+        }
     }
 
     fn fallocate(

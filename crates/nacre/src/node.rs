@@ -35,7 +35,7 @@ pub async fn bind(addr: &str) -> Result<TcpListener> {
 enum Kind {
     Mgs,
     Mdt(Arc<Mdt>),
-    Ost,
+    Ost(Arc<Ost>),
 }
 
 /// A target being served.
@@ -66,12 +66,19 @@ impl Served {
         }
     }
 
+    pub fn ost(&self) -> Option<&Arc<Ost>> {
+        match &self.kind {
+            Kind::Ost(o) => Some(o),
+            _ => None,
+        }
+    }
+
     pub fn is_mgs(&self) -> bool {
         matches!(self.kind, Kind::Mgs)
     }
 
     pub fn is_ost(&self) -> bool {
-        matches!(self.kind, Kind::Ost)
+        matches!(self.kind, Kind::Ost(_))
     }
 }
 
@@ -202,13 +209,13 @@ pub async fn serve_ost(
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
-    let task = tokio::spawn(serve(listener, scfg, ost, rx));
+    let task = tokio::spawn(serve(listener, scfg, ost.clone(), rx));
     Ok(Served {
         name,
         addr,
         shutdown,
         task,
-        kind: Kind::Ost,
+        kind: Kind::Ost(ost),
         stats,
     })
 }

@@ -217,6 +217,41 @@ impl ParamSource for ServerStats {
     }
 }
 
+/// An OST's parameters.
+pub struct OstParams {
+    pub fsname: String,
+    pub ost: Arc<nacre_ost::Ost>,
+}
+
+impl OstParams {
+    fn writethrough(&self) -> String {
+        format!(
+            "obdfilter.{}-OST{:04x}.writethrough_cache_enable",
+            self.fsname, self.ost.index
+        )
+    }
+}
+
+impl ParamSource for OstParams {
+    fn list(&self) -> Vec<ParamValue> {
+        vec![ParamValue {
+            name: self.writethrough(),
+            // 1: written data goes through (and stays in) the page cache; 0: large
+            // aligned writes go straight to the disk.
+            value: u8::from(!self.ost.store().direct_io()).to_string(),
+            writable: true,
+        }]
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        if name != self.writethrough() {
+            return Err(format!("{name}: no such parameter"));
+        }
+        self.ost.store().set_direct_io(num(name, value)? == 0);
+        Ok(())
+    }
+}
+
 /// An MDT's parameters.
 pub struct MdtParams {
     pub fsname: String,

@@ -255,6 +255,53 @@ fn client_tunables_change_behaviour() {
         std::fs::read(fs.path("dirty")).expect("read") == data,
         "contents differ"
     );
+    ok(&["lctl", "set_param", "osc.*.max_dirty_mb=64"]);
+    // OST writes around the page cache: large writes go O_DIRECT and blocks are reserved
+    // ahead of the stream; the file reads back the same, and holds no more blocks than
+    // its data once closed.
+    assert_eq!(
+        ok(&[
+            "lctl",
+            "get_param",
+            "-n",
+            "obdfilter.*.writethrough_cache_enable"
+        ])
+        .trim(),
+        "1"
+    );
+    ok(&[
+        "lctl",
+        "set_param",
+        "obdfilter.*.writethrough_cache_enable=0",
+    ]);
+    let streamed = fs.path("streamed");
+    let data: Vec<u8> = (0..(40u32 << 20)).map(|i| (i % 251) as u8).collect();
+    {
+        use std::io::Write;
+        let mut w = std::fs::File::create(&streamed).expect("create");
+        for piece in data.chunks(1 << 20) {
+            w.write_all(piece).expect("write");
+        }
+        w.sync_all().expect("fsync");
+    }
+    sh("echo 3 > /proc/sys/vm/drop_caches", &fs.mnt);
+    assert!(
+        std::fs::read(&streamed).expect("read") == data,
+        "contents differ after direct writes"
+    );
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&streamed).expect("stat");
+    assert!(
+        m.blocks() * 512 <= m.len() + (1 << 20),
+        "{} bytes allocated for {}",
+        m.blocks() * 512,
+        m.len()
+    );
+    ok(&[
+        "lctl",
+        "set_param",
+        "obdfilter.*.writethrough_cache_enable=1",
+    ]);
     fs.down();
 }
 

@@ -4,7 +4,7 @@ use super::mount::mount_client;
 use crate::daemon::{self, RunState};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
-use crate::params::{MdtParams, ParamSource, ServerStats};
+use crate::params::{MdtParams, OstParams, ParamSource, ServerStats};
 use crate::target::write_atomic;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -124,6 +124,19 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             }) as Arc<dyn ParamSource>
         })
         .collect();
+    servers.extend(
+        cluster
+            .osts
+            .iter()
+            .flatten()
+            .filter_map(|s| s.ost())
+            .map(|o| {
+                Arc::new(OstParams {
+                    fsname: fs.fsname.clone(),
+                    ost: o.clone(),
+                }) as Arc<dyn ParamSource>
+            }),
+    );
     servers.push(Arc::new(ServerStats {
         stats: cluster
             .mdts
