@@ -22,8 +22,8 @@ pub struct OpenFile {
     pub flags: OpenFlags,
     layout: RwLock<Option<Layout>>,
     wrote: AtomicBool,
-    /// The whole file as it was at open (small DoM files), with the client's change count
-    /// then: valid until this client changes any file's data.
+    /// The whole file as it was at open (small DoM files), with the file's change count
+    /// on this client then: valid until this client changes the file's data.
     content: RwLock<Option<(Bytes, u64)>>,
     readahead: parking_lot::Mutex<crate::readahead::Readahead>,
     pub(crate) writeback: Arc<crate::writeback::WriteBack>,
@@ -75,6 +75,8 @@ impl Client {
             cred: Default::default(),
         };
         let changes = self.local_changes.of(&fid);
+        // Writes of this client still on their way are not in what the MDT sends back.
+        let dirty = self.has_dirty(&fid);
         match self
             .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
             .await?
@@ -83,7 +85,7 @@ impl Client {
                 let f = OpenFile::new(fid, handle, flags, inode.layout.clone());
                 let inode = self.complete(inode).await?;
                 // Read-on-open: the MDT sent the whole (small, DoM-only) file.
-                if !data.is_empty() && data.len() as u64 == inode.attr.size {
+                if !dirty && !data.is_empty() && data.len() as u64 == inode.attr.size {
                     *f.content.write() = Some((data, changes));
                 }
                 Ok((f, inode))
@@ -145,12 +147,15 @@ impl Client {
         off: u64,
         data: &[u8],
     ) -> Result<Option<crate::writeback::Ready>, Errno> {
+        if data.is_empty() {
+            return Ok(None);
+        }
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let layout = f.layout().ok_or(Errno::EBADF)?;
         if end > layout.max_size() {
             return Err(Errno::EFBIG);
         }
-        if data.is_empty() || !layout.instantiated_to(end) {
+        if !layout.instantiated_to(end) {
             return Ok(None);
         }
         f.wrote.store(true, Ordering::Release);

@@ -41,7 +41,9 @@ const READDIR_BATCH: u32 = 256;
 pub struct MountOptions {
     /// How long the kernel may trust attributes and names without asking.
     pub attr_timeout: Duration,
-    /// Threads reading `/dev/fuse`.
+    /// Threads reading `/dev/fuse`. Work that need not wait runs on them (an in-process
+    /// MDT's commit included), so there are more than the two a 2-CPU node needs, and one
+    /// slow request does not hold the others up.
     pub threads: usize,
     /// Let users other than the mounter use the mount (needs root or `user_allow_other`).
     pub allow_other: bool,
@@ -52,7 +54,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             attr_timeout: Duration::from_secs(1),
-            threads: 2,
+            threads: 4,
             allow_other: true,
             fsname: "nacre".to_string(),
         }
@@ -221,9 +223,16 @@ impl Llite {
         });
         let _rt = self.rt.enter();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if f.as_mut().poll(&mut cx).is_pending() {
+        // A panic stays with this request (its reply, dropped unsent, answers EIO), as it
+        // would in a task: it must not take a `/dev/fuse` thread down.
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.as_mut().poll(&mut cx).is_pending()
+        }));
+        match first {
             // The runtime polls it again at once, with a waker that counts.
-            self.rt.spawn(f);
+            Ok(true) => drop(self.rt.spawn(f)),
+            Ok(false) => {}
+            Err(_) => tracing::error!(target: "llite", "{} request failed (panicked)", op.name()),
         }
     }
 
@@ -485,7 +494,14 @@ impl fuser::Filesystem for Fs {
         self.0.spawn(VfsOp::Open, async move {
             match me.0.client.open(fid, flags).await {
                 Ok((f, info)) => {
-                    let keep = me.refresh_kernel_view(&info);
+                    // The invalidation may wait for pages that READs in flight hold, and
+                    // those need a free `/dev/fuse` thread: not on one.
+                    let keep = {
+                        let me = me.clone();
+                        tokio::task::spawn_blocking(move || me.refresh_kernel_view(&info))
+                            .await
+                            .unwrap_or(false)
+                    };
                     let fh = me.0.add_file(f);
                     // A read-only handle has nothing to flush at close: no FLUSH request.
                     let mut fl = if flags.write {

@@ -238,7 +238,11 @@ impl CtlServer {
                         Err(err) => return Err(err),
                     };
                     let default_layout = if info.attr.is_dir() {
-                        c.get_default_layout(info.attr.fid).await?
+                        match c.get_default_layout(info.attr.fid).await {
+                            Ok(l) => l,
+                            Err(Errno::ENOENT) => continue,
+                            Err(err) => return Err(err),
+                        }
                     } else {
                         None
                     };

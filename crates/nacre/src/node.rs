@@ -209,6 +209,7 @@ pub async fn serve_ost(
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
+    tokio::spawn(ost.clone().housekeeping(rx.clone()));
     let task = tokio::spawn(serve(listener, scfg, ost.clone(), rx));
     Ok(Served {
         name,

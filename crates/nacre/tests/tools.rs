@@ -284,6 +284,17 @@ fn client_tunables_change_behaviour() {
         }
         w.sync_all().expect("fsync");
     }
+    // Still on: the OST's file system took O_DIRECT (it turns itself off if refused).
+    assert_eq!(
+        ok(&[
+            "lctl",
+            "get_param",
+            "-n",
+            "obdfilter.*.writethrough_cache_enable"
+        ])
+        .trim(),
+        "0"
+    );
     sh("echo 3 > /proc/sys/vm/drop_caches", &fs.mnt);
     assert!(
         std::fs::read(&streamed).expect("read") == data,

@@ -68,7 +68,9 @@ pub const RESERVE_MAX: u64 = 64 << 20;
 /// what it has not used.
 const RESERVE_OBJECTS: usize = 16;
 /// An object not written for this long gives back what it has not used.
-const RESERVE_IDLE: Duration = Duration::from_secs(2);
+pub const RESERVE_IDLE: Duration = Duration::from_secs(2);
+/// Free space, in chunks, below which nothing is reserved (16 objects' worth, 4 times).
+const RESERVE_ROOM: u64 = 4 * RESERVE_OBJECTS as u64;
 
 /// Blocks reserved past an object's data: up to `end`, last written at `last`.
 struct Reserved {
@@ -282,6 +284,9 @@ impl ObjStore {
         let f = self.open_obj(fid)?;
         self.tag(fid, parent)?;
         let _w = self.extend.read();
+        if let Some(r) = self.reserved.lock().get_mut(fid) {
+            r.last = Instant::now();
+        }
         let done = if self.direct_fits(offset, data) {
             self.reserve_ahead(fid, &f, offset);
             self.write_direct(fid, offset, data)?
@@ -302,8 +307,13 @@ impl ObjStore {
         if !offset.is_multiple_of(chunk) {
             return;
         }
+        // Reserved blocks must never be what makes another writer's write fail: only
+        // with room for every reservation many times over.
+        if self.room() < RESERVE_ROOM * chunk {
+            return;
+        }
         // SAFETY: a valid open descriptor; no memory is passed.
-        let _ = unsafe {
+        let r = unsafe {
             libc::fallocate(
                 std::os::fd::AsRawFd::as_raw_fd(f),
                 libc::FALLOC_FL_KEEP_SIZE,
@@ -311,7 +321,10 @@ impl ObjStore {
                 chunk as libc::off_t,
             )
         };
-        // Recorded even if it failed: a failed fallocate may have reserved part of it.
+        if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return;
+        }
+        // Recorded even if it failed otherwise: a failed fallocate may have reserved part.
         let oldest = {
             let mut r = self.reserved.lock();
             r.insert(
@@ -334,17 +347,46 @@ impl ObjStore {
         }
     }
 
+    /// Bytes writers may still use on the store's file system (0 if unknown).
+    // statvfs's field types differ between targets (u32 or u64): the casts are needed there.
+    #[allow(clippy::unnecessary_cast)]
+    fn room(&self) -> u64 {
+        self.statfs()
+            .map(|st| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+            .unwrap_or(0)
+    }
+
     /// Gives back the blocks reserved past `fid`'s data.
     pub fn release(&self, fid: &Fid) {
-        let r = self.reserved.lock().remove(fid);
-        if let Some(r) = r {
-            self.give_back(&[(*fid, r.end)]);
+        let mut out: Vec<(Fid, u64)> = self
+            .reserved
+            .lock()
+            .remove(fid)
+            .map(|r| (*fid, r.end))
+            .into_iter()
+            .collect();
+        self.reserved_overflow.lock().retain(|(f, end)| {
+            if f == fid {
+                out.push((*f, *end));
+            }
+            f != fid
+        });
+        if !out.is_empty() {
+            self.give_back(&out);
         }
     }
 
+    /// Forgets a reservation without giving it back (the object's blocks past its data
+    /// are now the client's own, or gone).
+    fn forget_reservation(&self, fid: &Fid) {
+        self.reserved.lock().remove(fid);
+        self.reserved_overflow.lock().retain(|(f, _)| f != fid);
+    }
+
     /// Gives back what objects not written for [`RESERVE_IDLE`] (or pushed out of the
-    /// table) have not used.
-    fn release_idle(&self) {
+    /// table) have not used; the OST calls it every second too, so a stream that stopped
+    /// gives back even when nothing else is written.
+    pub fn release_idle(&self) {
         let mut out = std::mem::take(&mut *self.reserved_overflow.lock());
         {
             let mut r = self.reserved.lock();
@@ -501,7 +543,7 @@ impl ObjStore {
     pub fn punch(&self, fid: &Fid, size: u64) -> Result<(), Errno> {
         let _w = self.extend.read();
         // The size change frees whatever lies past it.
-        self.reserved.lock().remove(fid);
+        self.forget_reservation(fid);
         let f = match self.lookup_obj(fid, size > 0)? {
             Obj::File(f) => f,
             Obj::Empty => return Ok(()),
@@ -536,7 +578,7 @@ impl ObjStore {
         }
         let _w = self.extend.read();
         // The client's own allocation past the data must not be given back as ours.
-        self.reserved.lock().remove(fid);
+        self.forget_reservation(fid);
         let f = self.open_obj(fid)?;
         if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 {
             // Allocating makes the object part of the file, as a write does.
@@ -572,7 +614,7 @@ impl ObjStore {
 
     pub fn destroy(&self, fid: &Fid) -> Result<(), Errno> {
         Self::check(fid)?;
-        self.reserved.lock().remove(fid);
+        self.forget_reservation(fid);
         self.fds.lock().remove(fid);
         self.tagged.lock().remove(fid);
         match std::fs::remove_file(self.object_path(fid)) {
@@ -773,7 +815,11 @@ mod tests {
         for i in 0..6u8 {
             let (v, pad) = aligned(chunk, i);
             let piece = &v[pad..pad + chunk];
-            assert!(s.direct_fits(u64::from(i) * chunk as u64, piece));
+            // (Unless the file system refused O_DIRECT, which turns it off.)
+            assert_eq!(
+                s.direct_fits(u64::from(i) * chunk as u64, piece),
+                s.direct_io()
+            );
             s.write(&o, &parent, u64::from(i) * chunk as u64, piece)
                 .expect("write");
             want.extend_from_slice(piece);

@@ -34,6 +34,19 @@ impl Ost {
         &self.store
     }
 
+    /// Every second, streams that stopped give back the blocks reserved ahead of them
+    /// (see `ObjStore::release_idle`), until `shutdown`.
+    pub async fn housekeeping(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                _ = shutdown.changed() => return,
+            }
+            let store = self.store.clone();
+            let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
+        }
+    }
+
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&ObjStore) -> Result<T, Errno> + Send + 'static,

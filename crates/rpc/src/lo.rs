@@ -227,18 +227,27 @@ impl LocalLink {
             // done without a thread switch. One that waits goes on as its own task, so a
             // caller that stops waiting does not cut it short.
             let mut work = Box::pin(work);
-            let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
-            let waited = match first {
-                Poll::Ready(r) => Ok(Ok(r)),
-                Poll::Pending => tokio::time::timeout(timeout, tokio::spawn(work)).await,
+            let first = std::future::poll_fn(|cx| {
+                // A handler that panics answers EIO, as one running as a task does.
+                Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                    || work.as_mut().poll(cx),
+                )))
+            })
+            .await;
+            let failed = |why: &dyn std::fmt::Display| {
+                tracing::error!(target: "rpc", "{}: handler failed: {why}", t.cfg.target);
+                Errno::EIO
             };
-            match waited {
-                Ok(Ok(r)) => Ok(r),
-                Ok(Err(e)) => Ok(Err({
-                    tracing::error!(target: "rpc", "{}: handler failed: {e}", t.cfg.target);
-                    Errno::EIO
-                })),
-                Err(e) => Err(e),
+            match first {
+                Ok(Poll::Ready(r)) => Ok(r),
+                Ok(Poll::Pending) => {
+                    match tokio::time::timeout(timeout, tokio::spawn(work)).await {
+                        Ok(Ok(r)) => Ok(r),
+                        Ok(Err(e)) => Ok(Err(failed(&e))),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(_) => Ok(Err(failed(&"panicked"))),
             }
         };
         match r {
