@@ -145,9 +145,11 @@ pub struct Child {
     pub default_layout: Option<Layout>,
 }
 
-/// Entries per [`CtlRequest::ListStat`] page: bounds a reply (well under
-/// [`MAX_LINE`]) however large the directory.
+/// Entries per [`CtlRequest::ListStat`] page: bounds a reply however large the directory.
 pub const LIST_STAT_PAGE: u32 = 512;
+/// Encoded bytes after which a [`CtlRequest::ListStat`] page ends early, far enough under
+/// [`MAX_LINE`] for one more entry of the widest layout.
+const LIST_STAT_BYTES: usize = MAX_LINE / 4;
 
 impl CtlReply {
     pub fn err(e: Errno, message: impl Into<String>) -> CtlReply {
@@ -227,10 +229,20 @@ impl CtlServer {
             }
             CtlRequest::ListStat { path, cookie } => {
                 let dir = resolve(c, &path).await?;
-                let (ents, eof) = c.readdir(dir.attr.fid, cookie, LIST_STAT_PAGE).await?;
-                let next = ents.last().map_or(cookie, |e| e.cookie);
+                let (ents, mut eof) = c.readdir(dir.attr.fid, cookie, LIST_STAT_PAGE).await?;
+                let mut next = ents.last().map_or(cookie, |e| e.cookie);
                 let mut children = Vec::with_capacity(ents.len());
+                let (mut bytes, mut last_cookie) = (0usize, cookie);
                 for e in ents {
+                    // Wide layouts make large entries: the page ends early rather than
+                    // outgrow a control line, between entries whose cookies differ (the
+                    // next page starts after a cookie).
+                    if bytes > LIST_STAT_BYTES && e.cookie != last_cookie {
+                        next = last_cookie;
+                        eof = false;
+                        break;
+                    }
+                    last_cookie = e.cookie;
                     let info = match c.getattr(e.fid).await {
                         Ok(i) => i,
                         // Removed since the readdir: not part of the walk.
@@ -246,12 +258,14 @@ impl CtlServer {
                     } else {
                         None
                     };
-                    children.push(Child {
+                    let child = Child {
                         name: e.name,
                         mdt: c.mdt_of(&info.attr.fid),
                         info,
                         default_layout,
-                    });
+                    };
+                    bytes += serde_json::to_vec(&child).map_or(0, |v| v.len());
+                    children.push(child);
                 }
                 CtlReply::Children {
                     children,
