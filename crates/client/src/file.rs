@@ -150,6 +150,19 @@ impl Client {
         if data.is_empty() {
             return Ok(None);
         }
+        self.gather_write(f, off, data, None)
+    }
+
+    /// Checks a write against the layout and, if its components are instantiated, takes
+    /// it into write-behind (`owned`: the same bytes, sent without a copy when an RPC's
+    /// worth).
+    fn gather_write(
+        &self,
+        f: &OpenFile,
+        off: u64,
+        data: &[u8],
+        owned: Option<&Bytes>,
+    ) -> Result<Option<crate::writeback::Ready>, Errno> {
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let layout = f.layout().ok_or(Errno::EBADF)?;
         if end > layout.max_size() {
@@ -160,7 +173,7 @@ impl Client {
         }
         f.wrote.store(true, Ordering::Release);
         self.local_changes.bump(&f.fid);
-        self.gather(&f.writeback, f.fid, &layout, off, data, None)
+        self.gather(&f.writeback, f.fid, &layout, off, data, owned)
             .map(Some)
     }
 
@@ -174,21 +187,19 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
-        let mut layout = f.layout().ok_or(Errno::EBADF)?;
-        if end > layout.max_size() {
-            return Err(Errno::EFBIG);
-        }
-        if !layout.instantiated_to(end) {
-            layout = self.layout_intent(f.fid, end).await?;
-            *f.layout.write() = Some(layout.clone());
-        }
-        f.wrote.store(true, Ordering::Release);
-        self.local_changes.bump(&f.fid);
-        let n = data.len();
-        self.write_behind(&f.writeback, f.fid, &layout, off, data)
-            .await?;
-        Ok(n)
+        let ready = match self.gather_write(f, off, &data, Some(&data))? {
+            Some(r) => r,
+            None => {
+                // gather_write checked that the end fits.
+                let end = off + data.len() as u64;
+                let layout = self.layout_intent(f.fid, end).await?;
+                *f.layout.write() = Some(layout);
+                self.gather_write(f, off, &data, Some(&data))?
+                    .ok_or(Errno::EIO)?
+            }
+        };
+        self.write_send(f, ready).await;
+        Ok(data.len())
     }
 
     /// `fallocate(2)`: mode 0 (`posix_fallocate`) makes `[off, off + len)` allocated and the

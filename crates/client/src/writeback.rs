@@ -126,20 +126,6 @@ impl DirtyCache {
 }
 
 impl Client {
-    /// Takes a write into the file's write-behind state.
-    pub(crate) async fn write_behind(
-        &self,
-        wb: &Arc<WriteBack>,
-        fid: Fid,
-        layout: &Layout,
-        off: u64,
-        data: Bytes,
-    ) -> Result<(), Errno> {
-        let ready = self.gather(wb, fid, layout, off, &data, Some(&data))?;
-        self.send_ready(wb, fid, ready).await;
-        Ok(())
-    }
-
     /// The part of a write that never waits: `data` joins the file's extent (one copy),
     /// and extents that are full or cannot grow come back to be sent. A write of at least
     /// an RPC given as `owned` goes as it is, without a copy.

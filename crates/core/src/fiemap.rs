@@ -15,7 +15,8 @@ pub struct ObjExtent {
     pub flags: u32,
 }
 
-/// Most extents one object reports: bounds the reply; a report says when a map was cut.
+/// Most extents one object reports: bounds the reply. A map with more is cut here, without
+/// a mark (an object reported with this many has at least this many).
 pub const MAX_OBJECT_EXTENTS: usize = 8192;
 
 /// `FIEMAP_EXTENT_LAST`.

@@ -494,14 +494,7 @@ impl fuser::Filesystem for Fs {
         self.0.spawn(VfsOp::Open, async move {
             match me.0.client.open(fid, flags).await {
                 Ok((f, info)) => {
-                    // The invalidation may wait for pages that READs in flight hold, and
-                    // those need a free `/dev/fuse` thread: not on one.
-                    let keep = {
-                        let me = me.clone();
-                        tokio::task::spawn_blocking(move || me.refresh_kernel_view(&info))
-                            .await
-                            .unwrap_or(false)
-                    };
+                    let keep = me.refresh_kernel_view(&info).await;
                     let fh = me.0.add_file(f);
                     // A read-only handle has nothing to flush at close: no FLUSH request.
                     let mut fl = if flags.write {
@@ -954,7 +947,7 @@ impl Fs {
 
     /// After an open: if the file changed since the kernel last saw it, drop the kernel's
     /// attributes and pages. Returns whether cached pages may be kept.
-    fn refresh_kernel_view(&self, info: &InodeInfo) -> bool {
+    async fn refresh_kernel_view(&self, info: &InodeInfo) -> bool {
         let ino = ino_of(&info.attr.fid);
         let now = seen(&info.attr);
         let before = {
@@ -967,9 +960,15 @@ impl Fs {
         if before == Some(now) {
             return true;
         }
-        if let Some(n) = self.0.notifier.lock().as_ref() {
-            let _ = n.inval_inode(INodeNo(ino), 0, 0);
-        }
+        // The invalidation may wait for pages that READs in flight hold, and those need a
+        // free `/dev/fuse` thread: it runs on the blocking pool, not on one.
+        let me = self.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(n) = me.0.notifier.lock().as_ref() {
+                let _ = n.inval_inode(INodeNo(ino), 0, 0);
+            }
+        })
+        .await;
         false
     }
 }

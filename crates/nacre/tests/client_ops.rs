@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::cluster::{DIR, FILE, mount, pattern, rw, start};
+use common::cluster::{DIR, FILE, create, mount, pattern, rw, start};
 use nacre::local::LocalCluster;
 use nacre::node::ServerTuning;
 use nacre_client::{Client, MountSpec};
@@ -429,18 +429,7 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
         "contents differ"
     );
     c.release(&k2).await.expect("close");
-    let (ni, _) = c
-        .create(
-            c.root(),
-            b"new",
-            FILE,
-            0,
-            &cred,
-            None,
-            LayoutRequest::Inherit,
-            None,
-            true,
-        )
+    let ni = create(&c, c.root(), b"new", FILE)
         .await
         .expect("create after ENOSPC");
     assert!(ni.layout.is_some());
@@ -452,18 +441,7 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
         let mut on_ost0 = 0;
         for _ in 0..2 {
             n += 1;
-            let (i, _) = c
-                .create(
-                    c.root(),
-                    format!("new{n}").as_bytes(),
-                    FILE,
-                    0,
-                    &cred,
-                    None,
-                    LayoutRequest::Inherit,
-                    None,
-                    true,
-                )
+            let i = create(&c, c.root(), format!("new{n}").as_bytes(), FILE)
                 .await
                 .expect("create after ENOSPC");
             if i.layout
@@ -483,5 +461,31 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
     }
     // Removing the big file frees the space again.
     c.unlink(c.root(), b"fill", &cred).await.expect("unlink");
+    cluster.stop().await;
+}
+
+/// `mdc.*.max_rpcs_in_flight` bounds the MDC imports and only them; `osc.*` the OSCs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mdc_and_osc_rpc_bounds_are_separate() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "testfs", 1, 2).await;
+    let c = mount(&cluster).await;
+    let osc = c
+        .tunables
+        .get("osc", "max_rpcs_in_flight")
+        .expect("osc tunable");
+    let bounds = |imps: Vec<std::sync::Arc<nacre_rpc::import::Import>>| -> Vec<usize> {
+        imps.iter().map(|i| i.max_in_flight()).collect()
+    };
+    c.tunables
+        .set("mdc", "max_rpcs_in_flight", 3)
+        .expect("set mdc");
+    c.refresh_imports();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while bounds(c.mdcs()) != vec![3] && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(bounds(c.mdcs()), vec![3]);
+    assert_eq!(bounds(c.oscs()), vec![osc as usize; 2]);
     cluster.stop().await;
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::cluster::{DIR, FILE, mount, quiesce_within, start};
+use common::cluster::{DIR, FILE, create, mount, quiesce_within, start};
 use nacre_client::Client;
 use nacre_core::lmv::{HashType, LmvTemplate};
 use nacre_core::{Errno, Fid};
@@ -22,39 +22,19 @@ fn layout(count: i32, offset: i32, hash: HashType) -> DirLayoutRequest {
 }
 
 async fn touch(c: &Client, dir: Fid, name: &str) -> Fid {
-    let (i, _) = c
-        .create(
-            dir,
-            name.as_bytes(),
-            FILE,
-            0,
-            &Cred::root(),
-            None,
-            LayoutRequest::Inherit,
-            None,
-            true,
-        )
+    create(c, dir, name.as_bytes(), FILE)
         .await
-        .unwrap_or_else(|e| panic!("create {name}: {e}"));
-    i.attr.fid
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+        .attr
+        .fid
 }
 
 async fn mkdir(c: &Client, dir: Fid, name: &str) -> Fid {
-    let (i, _) = c
-        .create(
-            dir,
-            name.as_bytes(),
-            DIR,
-            0,
-            &Cred::root(),
-            None,
-            LayoutRequest::Inherit,
-            None,
-            true,
-        )
+    create(c, dir, name.as_bytes(), DIR)
         .await
-        .unwrap_or_else(|e| panic!("mkdir {name}: {e}"));
-    i.attr.fid
+        .unwrap_or_else(|e| panic!("mkdir {name}: {e}"))
+        .attr
+        .fid
 }
 
 async fn list(c: &Client, dir: Fid, batch: u32) -> Vec<String> {

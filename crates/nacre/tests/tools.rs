@@ -98,10 +98,7 @@ fn lfs_and_lctl_on_a_mount() {
     );
     // The MDCs' bound is theirs alone.
     ok(&["lctl", "set_param", "mdc.*.max_rpcs_in_flight=4"]);
-    assert_eq!(
-        ok(&["lctl", "get_param", "-n", "mdc.*.max_rpcs_in_flight"]).trim(),
-        "4"
-    );
+    assert_eq!(param("mdc.*.max_rpcs_in_flight"), "4");
     assert!(
         ok(&["lctl", "get_param", "-n", "osc.*.max_rpcs_in_flight"])
             .lines()
@@ -152,7 +149,7 @@ fn lfs_and_lctl_on_a_mount() {
     ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
     let mut applied = false;
     for _ in 0..50 {
-        if ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim() == "2" {
+        if param("lod.*.stripecount") == "2" {
             applied = true;
             break;
         }
@@ -164,10 +161,7 @@ fn lfs_and_lctl_on_a_mount() {
     // Persistent settings survive a restart.
     fs.down();
     fs.up_again();
-    assert_eq!(
-        ok(&["lctl", "get_param", "-n", "lod.*.stripecount"]).trim(),
-        "2"
-    );
+    assert_eq!(param("lod.*.stripecount"), "2");
     fs.down();
 }
 
@@ -259,16 +253,7 @@ fn client_tunables_change_behaviour() {
     // OST writes around the page cache: large writes go O_DIRECT and blocks are reserved
     // ahead of the stream; the file reads back the same, and holds no more blocks than
     // its data once closed.
-    assert_eq!(
-        ok(&[
-            "lctl",
-            "get_param",
-            "-n",
-            "obdfilter.*.writethrough_cache_enable"
-        ])
-        .trim(),
-        "1"
-    );
+    assert_eq!(param("obdfilter.*.writethrough_cache_enable"), "1");
     ok(&[
         "lctl",
         "set_param",
@@ -285,16 +270,7 @@ fn client_tunables_change_behaviour() {
         w.sync_all().expect("fsync");
     }
     // Still on: the OST's file system took O_DIRECT (it turns itself off if refused).
-    assert_eq!(
-        ok(&[
-            "lctl",
-            "get_param",
-            "-n",
-            "obdfilter.*.writethrough_cache_enable"
-        ])
-        .trim(),
-        "0"
-    );
+    assert_eq!(param("obdfilter.*.writethrough_cache_enable"), "0");
     sh("echo 3 > /proc/sys/vm/drop_caches", &fs.mnt);
     assert!(
         std::fs::read(&streamed).expect("read") == data,

@@ -61,11 +61,12 @@ pub const DIRECT_MIN: usize = 256 << 10;
 /// A streamed object (written with O_DIRECT) gets its blocks reserved ahead once it holds
 /// this much, in chunks that double up to [`RESERVE_MAX`]: O_DIRECT allocates exactly
 /// what each write needs, so concurrent streams would otherwise interleave their extents
-/// on disk, and reading them back costs half the bandwidth.
+/// on disk (two 1 GiB streams here: 45–121 extents each and reads back at 704–946
+/// MiB/s through the mount, against 29–31 extents and 889–1332 MiB/s with reservations).
 pub const RESERVE_START: u64 = 8 << 20;
 pub const RESERVE_MAX: u64 = 64 << 20;
-/// Objects holding reserved blocks at once; past it the least recently written gives back
-/// what it has not used.
+/// Objects holding reserved blocks at once; further streams go without until one gives
+/// its reservation back.
 const RESERVE_OBJECTS: usize = 16;
 /// An object not written for this long gives back what it has not used.
 pub const RESERVE_IDLE: Duration = Duration::from_secs(2);
@@ -126,8 +127,6 @@ pub struct ObjStore {
     direct: AtomicBool,
     /// Objects with blocks reserved past their data (see [`RESERVE_START`]).
     reserved: Mutex<HashMap<Fid, Reserved>>,
-    /// Objects pushed out of `reserved`, to give back at the next chance.
-    reserved_overflow: Mutex<Vec<(Fid, u64)>>,
     /// Writes and size changes share it; giving back reserved blocks takes it alone, so no
     /// write lands in the range being given back.
     extend: RwLock<()>,
@@ -156,7 +155,6 @@ impl ObjStore {
             last_ids: Mutex::new(HashMap::new()),
             direct: AtomicBool::new(cfg.direct_io),
             reserved: Mutex::new(HashMap::new()),
-            reserved_overflow: Mutex::new(Vec::new()),
             extend: RwLock::new(()),
         })
     }
@@ -307,6 +305,14 @@ impl ObjStore {
         if !offset.is_multiple_of(chunk) {
             return;
         }
+        // At most RESERVE_OBJECTS streams hold reservations; a stream that finds the table
+        // full does without until one is given back.
+        {
+            let r = self.reserved.lock();
+            if r.len() >= RESERVE_OBJECTS && !r.contains_key(fid) {
+                return;
+            }
+        }
         // Reserved blocks must never be what makes another writer's write fail: only
         // with room for every reservation many times over.
         if self.room() < RESERVE_ROOM * chunk {
@@ -325,26 +331,13 @@ impl ObjStore {
             return;
         }
         // Recorded even if it failed otherwise: a failed fallocate may have reserved part.
-        let oldest = {
-            let mut r = self.reserved.lock();
-            r.insert(
-                *fid,
-                Reserved {
-                    end: offset + chunk,
-                    last: Instant::now(),
-                },
-            );
-            (r.len() > RESERVE_OBJECTS)
-                .then(|| r.iter().min_by_key(|(_, v)| v.last).map(|(k, _)| *k))
-                .flatten()
-        };
-        if let Some(o) = oldest.filter(|o| o != fid) {
-            // Under the shared lock here: give it back after this write.
-            let r = self.reserved.lock().remove(&o);
-            if let Some(r) = r {
-                self.reserved_overflow.lock().push((o, r.end));
-            }
-        }
+        self.reserved.lock().insert(
+            *fid,
+            Reserved {
+                end: offset + chunk,
+                last: Instant::now(),
+            },
+        );
     }
 
     /// Bytes writers may still use on the store's file system (0 if unknown).
@@ -358,21 +351,9 @@ impl ObjStore {
 
     /// Gives back the blocks reserved past `fid`'s data.
     pub fn release(&self, fid: &Fid) {
-        let mut out: Vec<(Fid, u64)> = self
-            .reserved
-            .lock()
-            .remove(fid)
-            .map(|r| (*fid, r.end))
-            .into_iter()
-            .collect();
-        self.reserved_overflow.lock().retain(|(f, end)| {
-            if f == fid {
-                out.push((*f, *end));
-            }
-            f != fid
-        });
-        if !out.is_empty() {
-            self.give_back(&out);
+        let r = self.reserved.lock().remove(fid);
+        if let Some(r) = r {
+            self.give_back(&[(*fid, r.end)]);
         }
     }
 
@@ -380,17 +361,16 @@ impl ObjStore {
     /// are now the client's own, or gone).
     fn forget_reservation(&self, fid: &Fid) {
         self.reserved.lock().remove(fid);
-        self.reserved_overflow.lock().retain(|(f, _)| f != fid);
     }
 
-    /// Gives back what objects not written for [`RESERVE_IDLE`] (or pushed out of the
-    /// table) have not used; the OST calls it every second too, so a stream that stopped
+    /// Gives back what objects not written for [`RESERVE_IDLE`] have not used; the OST
+    /// calls it every second too, so a stream that stopped
     /// gives back even when nothing else is written.
     pub fn release_idle(&self) {
-        let mut out = std::mem::take(&mut *self.reserved_overflow.lock());
+        let mut out = Vec::new();
         {
             let mut r = self.reserved.lock();
-            if r.is_empty() && out.is_empty() {
+            if r.is_empty() {
                 return;
             }
             r.retain(|fid, v| {
@@ -768,13 +748,12 @@ pub fn check_xattr_support(dir: &Path) -> Result<(), String> {
 impl Drop for ObjStore {
     /// A stopping OST gives back every reservation.
     fn drop(&mut self) {
-        let mut all: Vec<(Fid, u64)> = self
+        let all: Vec<(Fid, u64)> = self
             .reserved
             .lock()
             .drain()
             .map(|(f, r)| (f, r.end))
             .collect();
-        all.append(&mut self.reserved_overflow.lock());
         self.give_back(&all);
     }
 }

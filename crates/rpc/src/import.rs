@@ -108,6 +108,12 @@ impl Import {
             .is_some_and(|c| !c.is_closed())
     }
 
+    /// The bound on requests in flight this import applies.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Sets the bound on requests in flight (`max_rpcs_in_flight`), now and for later
     /// connections.
     pub async fn set_max_in_flight(&self, n: usize) {

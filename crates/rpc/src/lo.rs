@@ -295,6 +295,8 @@ mod tests {
     #[derive(Default)]
     struct Peer {
         gone: AtomicU64,
+        /// Slow requests that ran to their end.
+        finished: AtomicU64,
     }
 
     impl Service for Peer {
@@ -314,6 +316,7 @@ mod tests {
                 Request::Statfs => {
                     // Slow: outlives a caller that gives up.
                     tokio::time::sleep(Duration::from_millis(200)).await;
+                    self.finished.fetch_add(1, Ordering::Relaxed);
                     Err(Errno::ENOSPC)
                 }
                 _ => Err(Errno::ENOSYS),
@@ -397,6 +400,16 @@ mod tests {
         assert!(imp.is_connected().await);
         let e = imp.call(&Request::Statfs, Bytes::new()).await.err();
         assert_eq!(e, Some(RpcError::Errno(Errno::ENOSPC)));
+        assert_eq!(svc.finished.load(Ordering::Relaxed), 1);
+        // A caller that gives up midway does not cut the handler short.
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(50),
+            imp.call(&Request::Statfs, Bytes::new()),
+        )
+        .await;
+        assert!(gave_up.is_err(), "the slow request answered within 50 ms");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(svc.finished.load(Ordering::Relaxed), 2);
         assert!(
             cfg.stats
                 .samples()

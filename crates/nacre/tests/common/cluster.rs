@@ -4,7 +4,8 @@
 use nacre::local::{self, LocalCluster};
 use nacre::node::ServerTuning;
 use nacre_client::{Client, MountSpec};
-use nacre_rpc::msg::OpenFlags;
+use nacre_core::{Errno, Fid};
+use nacre_rpc::msg::{Cred, InodeInfo, LayoutRequest, OpenFlags};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,23 @@ pub async fn start(dir: &Path, fsname: &str, mdts: u32, osts: u32) -> LocalClust
 pub async fn mount(c: &LocalCluster) -> Arc<Client> {
     let spec = MountSpec::parse(&c.spec(), c.key.clone(), "test-client").expect("spec");
     Client::mount(spec).await.expect("mount")
+}
+
+/// Creates `name` in `dir` as root (`mode`: [`FILE`], [`DIR`], ...) with what it inherits.
+pub async fn create(c: &Client, dir: Fid, name: &[u8], mode: u32) -> Result<InodeInfo, Errno> {
+    c.create(
+        dir,
+        name,
+        mode,
+        0,
+        &Cred::root(),
+        None,
+        LayoutRequest::Inherit,
+        None,
+        true,
+    )
+    .await
+    .map(|(i, _)| i)
 }
 
 pub fn rw() -> OpenFlags {

@@ -135,6 +135,11 @@ impl Drop for UpFs {
     }
 }
 
+/// The value of a parameter (`lctl get_param -n NAME`), trimmed.
+pub fn param(name: &str) -> String {
+    ok(&["lctl", "get_param", "-n", name]).trim().to_string()
+}
+
 /// `nacre lfs ARGS`, which must succeed; its output.
 pub fn lfs(args: &[&str]) -> String {
     let mut v = vec!["lfs"];
