@@ -261,12 +261,21 @@ impl Client {
         self.flush_handle(&f.writeback, f.fid).await
     }
 
-    /// Makes the file's data durable.
+    /// `fsync(2)`: the file's data on its OSTs and everything its MDT acknowledged (its
+    /// name, size and attributes) on stable storage; and if this handle wrote, other
+    /// clients holding the file open have dropped what they cached of it.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
         self.flush_handle(&f.writeback, f.fid).await?;
-        match f.layout() {
-            Some(l) => self.sync_objects(f.fid, &l).await,
-            None => Ok(()),
+        if let Some(l) = f.layout() {
+            self.sync_objects(f.fid, &l).await?;
+        }
+        let req = Request::Sync {
+            fid: Some(f.fid),
+            changed: f.flags.write && f.wrote(),
+        };
+        match self.md_call(self.mdt_of(&f.fid), req).await? {
+            Reply::Ok => Ok(()),
+            _ => Err(Errno::EPROTO),
         }
     }
 

@@ -6,10 +6,12 @@
 //!   entries);
 //! - [`io`] (lov + osc): a file's bytes, split by its layout into per-object requests issued
 //!   in parallel (bounded by `max_rpcs_in_flight`), and file size from the objects;
-//! - [`file`]: open files and what a writer must report at close.
+//! - [`file`]: open files and what a writer must report at close;
+//! - [`callback`]: the MDTs' calls to drop what is cached of a file another client changed.
 //!
 //! The FUSE mount and the benchmarks' native backend are both thin layers over [`Client`].
 
+pub mod callback;
 pub mod file;
 pub mod io;
 pub mod lmv;
@@ -84,9 +86,14 @@ pub struct Client {
     mdcs: RwLock<Vec<Arc<Import>>>,
     oscs: RwLock<Vec<Arc<Import>>>,
     pub tunables: Arc<Tunables>,
-    /// Data changes this client made (write, truncate, fallocate), by file, so content a
-    /// handle cached (read-on-open, readahead) is dropped when this client changes it.
+    /// Data changes this client made (write, truncate, fallocate) or was told of by an
+    /// MDT's callback, by file, so content a handle cached (read-on-open, readahead) is
+    /// dropped when the file changes.
     pub(crate) local_changes: LocalChanges,
+    /// What the mount drops when an MDT says a file changed (the kernel's pages).
+    pub(crate) cache_hook: RwLock<Option<callback::CacheHook>>,
+    /// Turns true at unmount: background loops end.
+    stopping: watch::Sender<bool>,
     /// Bytes held by readahead windows, bounded by `llite.*.max_read_ahead_mb`.
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
@@ -131,6 +138,8 @@ impl Client {
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
             local_changes: LocalChanges::default(),
+            cache_hook: RwLock::new(None),
+            stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
             rpc_stats: stats::RpcStats::default(),
@@ -138,6 +147,7 @@ impl Client {
             me: std::sync::OnceLock::new(),
             lmvs: Default::default(),
         });
+        // Set before the imports are made: their callback loops hold it.
         let _ = client.me.set(Arc::downgrade(&client));
         client.apply_config(&cfg);
         tokio::spawn(apply_changes(Arc::downgrade(&client), config));
@@ -166,7 +176,15 @@ impl Client {
             let mut m = self.mdcs.write();
             while m.len() < cfg.mdts.len() {
                 let idx = m.len() as u32;
-                m.push(make(TargetName::mdt(idx)));
+                let imp = make(TargetName::mdt(idx));
+                if let Some(me) = self.me.get() {
+                    tokio::spawn(callback::follow(
+                        me.clone(),
+                        imp.clone(),
+                        self.stopping.subscribe(),
+                    ));
+                }
+                m.push(imp);
             }
         }
         {
@@ -263,6 +281,7 @@ impl Client {
     }
 
     pub fn unmount(&self) {
+        self.stopping.send_replace(true);
         self.mgc.stop();
     }
 }
@@ -309,6 +328,13 @@ impl LocalChanges {
     pub(crate) fn bump(&self, fid: &Fid) {
         self.slot(fid)
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Records a change of every file's data.
+    pub(crate) fn bump_all(&self) {
+        for s in &self.0 {
+            s.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 
     /// A value that differs from any earlier one once `fid` changed.

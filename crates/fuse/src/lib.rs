@@ -186,24 +186,42 @@ impl Llite {
     }
 
     /// Records an inode the kernel now knows (one more lookup reference).
+    ///
+    /// `seen` is what the kernel's cached pages reflect, so only an inode new to the
+    /// kernel (no pages yet) takes these attributes as its `seen`; for a known one, newer
+    /// attributes from a lookup or getattr say nothing about its pages, and the next open
+    /// compares against the last open's view.
     fn remember(&self, info: &InodeInfo) {
         let ino = ino_of(&info.attr.fid);
         let mut m = self.inodes.lock();
         let e = m.entry(ino).or_insert(InodeEntry {
             fid: info.attr.fid,
             lookups: 0,
-            seen: None,
+            seen: Some(seen(&info.attr)),
         });
         e.fid = info.attr.fid;
         e.lookups += 1;
-        e.seen = Some(seen(&info.attr));
     }
 
-    /// Notes attributes given to the kernel without a new reference.
-    fn saw(&self, info: &InodeInfo) {
-        let ino = ino_of(&info.attr.fid);
-        if let Some(e) = self.inodes.lock().get_mut(&ino) {
-            e.seen = Some(seen(&info.attr));
+    /// Drops the kernel's pages and attributes of files another client changed (an MDT's
+    /// callback; runs on a blocking thread, since the kernel waits for reads in flight).
+    fn drop_cached(&self, fids: Option<&[Fid]>) {
+        let inos: Vec<u64> = match fids {
+            Some(fids) => {
+                let m = self.inodes.lock();
+                fids.iter()
+                    .map(ino_of)
+                    .filter(|i| m.contains_key(i))
+                    .collect()
+            }
+            None => self.inodes.lock().keys().copied().collect(),
+        };
+        // A copy: the invalidations may block, and nobody else should wait on the lock.
+        let notifier = self.notifier.lock().clone();
+        if let Some(n) = notifier {
+            for ino in inos {
+                let _ = n.inval_inode(INodeNo(ino), 0, 0);
+            }
         }
     }
 
@@ -312,10 +330,7 @@ impl fuser::Filesystem for Fs {
         let me = self.clone();
         self.0.spawn(VfsOp::Getattr, async move {
             match me.0.client.getattr(fid).await {
-                Ok(info) => {
-                    me.0.saw(&info);
-                    reply.attr(&me.0.ttl, &to_file_attr(&info));
-                }
+                Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -353,10 +368,7 @@ impl fuser::Filesystem for Fs {
         let me = self.clone();
         self.0.spawn(VfsOp::Setattr, async move {
             match me.0.client.setattr(fid, attr, &cred).await {
-                Ok(info) => {
-                    me.0.saw(&info);
-                    reply.attr(&me.0.ttl, &to_file_attr(&info));
-                }
+                Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -964,7 +976,8 @@ impl Fs {
         // free `/dev/fuse` thread: it runs on the blocking pool, not on one.
         let me = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            if let Some(n) = me.0.notifier.lock().as_ref() {
+            let notifier = me.0.notifier.lock().clone();
+            if let Some(n) = notifier {
                 let _ = n.inval_inode(INodeNo(ino), 0, 0);
             }
         })
@@ -1027,6 +1040,14 @@ pub fn mount(
     cfg.clone_fd = true;
     let session = fuser::Session::new(Fs(llite.clone()), mountpoint, &cfg)?;
     *llite.notifier.lock() = Some(session.notifier());
+    let weak = Arc::downgrade(&llite);
+    llite
+        .client
+        .set_cache_hook(Arc::new(move |fids: Option<&[Fid]>| {
+            if let Some(l) = weak.upgrade() {
+                l.drop_cached(fids);
+            }
+        }));
     let bg = session.spawn()?;
     Ok(Mount { session: Some(bg) })
 }

@@ -5,6 +5,7 @@
 //! - [`lod`]: which layout and which OST objects a new file gets;
 //! - [`osp`]: precreated object pools and object destruction on each OST;
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
+//! - [`callback`]: telling clients that hold a file open to drop their cache of it;
 //! - [`records`]: how inodes and entries are encoded in the store;
 //! - [`dne`]: the namespace over several MDTs (remote and striped directories, operations
 //!   across MDTs and their recovery); [`fail`]: fault-injection points.
@@ -12,6 +13,7 @@
 //! This module turns requests into those operations and owns the MDT's background work
 //! (precreation, the unlink log, cleaning up after clients that went away).
 
+pub mod callback;
 pub mod dne;
 pub mod dom;
 pub mod fail;
@@ -80,6 +82,7 @@ pub struct Mdt {
     pub dom_read_open: std::sync::atomic::AtomicBool,
     lod: Lod,
     opens: OpenTable,
+    pub callbacks: callback::Callbacks,
     llog_kick: Notify,
     shutdown: watch::Sender<bool>,
     dne: dne::Dne,
@@ -119,6 +122,7 @@ impl Mdt {
             dom_read_open: std::sync::atomic::AtomicBool::new(true),
             lod: Lod::new(Vec::new()),
             opens: OpenTable::new(),
+            callbacks: callback::Callbacks::default(),
             llog_kick: Notify::new(),
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
@@ -594,6 +598,9 @@ impl Mdt {
         if h.write && (wrote || lost) {
             self.opens.mark_dirty(fid);
         }
+        if h.write && wrote {
+            self.changed_data(fid, h.conn_id).await;
+        }
         let last_writer = h.write && writers == 0;
         if last_writer {
             match self.opens.dirty_gen(&fid) {
@@ -624,6 +631,17 @@ impl Mdt {
             self.llog_kick.notify_one();
         }
         Ok(())
+    }
+
+    /// A client changed `fid`'s data and says so: other clients holding it open drop
+    /// what they cached of it before this returns (see [`callback`]).
+    async fn changed_data(&self, fid: Fid, by: u64) {
+        let holders = self.opens.holders(&fid, by);
+        if holders.is_empty() {
+            return;
+        }
+        let waits = self.callbacks.post(fid, &holders);
+        self.callbacks.wait(&waits).await;
     }
 
     /// Sizes a file from its objects after its last writer left, and records the exact size
@@ -924,6 +942,7 @@ impl Mdt {
                 if sized {
                     // The client made the objects match this size before asking.
                     self.opens.size_set(&fid);
+                    self.changed_data(fid, ctx.conn_id).await;
                 }
                 Ok(Reply::Inode(self.info(ino)))
             }
@@ -974,6 +993,26 @@ impl Mdt {
             Request::Open { fid, flags, .. } => self.open(&ctx, fid, flags).await,
             Request::Close { handle, wrote } => {
                 self.close(handle, wrote, false).await?;
+                Ok(Reply::Ok)
+            }
+            Request::WaitCallbacks { acked } => {
+                // A poll held here must not keep a stopping MDT (and its store) alive.
+                let mut stopping = self.shutdown.subscribe();
+                let b = tokio::select! {
+                    b = self.callbacks.poll(ctx.conn_id, acked) => b,
+                    _ = stopping.wait_for(|s| *s) => return Err(Errno::ESHUTDOWN),
+                };
+                Ok(Reply::Callbacks {
+                    upto: b.upto,
+                    fids: b.fids,
+                    all: b.all,
+                })
+            }
+            Request::Sync { fid, changed } => {
+                self.store.sync().await?;
+                if let (Some(fid), true) = (fid, changed) {
+                    self.changed_data(fid, ctx.conn_id).await;
+                }
                 Ok(Reply::Ok)
             }
             Request::Unlink {
@@ -1140,6 +1179,7 @@ impl Service for Mdt {
     }
 
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
+        self.callbacks.disconnected(ctx.conn_id);
         for h in self.opens.handles_of(ctx.conn_id) {
             let _ = self.close(h, false, true).await;
         }

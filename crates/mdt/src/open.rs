@@ -23,10 +23,12 @@ pub struct OpenHandle {
     pub write: bool,
 }
 
-#[derive(Default, Debug, Clone, Copy)]
+#[derive(Default, Debug, Clone)]
 struct Counts {
     opens: u32,
     writers: u32,
+    /// Connections holding the file open, with their opens: who caches its pages.
+    conns: Vec<(u64, u32)>,
 }
 
 /// Bound on open handles per MDT; beyond it opens fail with ENFILE.
@@ -72,6 +74,10 @@ impl OpenTable {
         g.handles.insert(id, h);
         let c = g.counts.entry(h.fid).or_default();
         c.opens += 1;
+        match c.conns.iter_mut().find(|(id, _)| *id == h.conn_id) {
+            Some((_, n)) => *n += 1,
+            None => c.conns.push((h.conn_id, 1)),
+        }
         if h.write {
             c.writers += 1;
             g.clean.remove(&h.fid);
@@ -91,6 +97,12 @@ impl OpenTable {
                 c.opens -= 1;
                 if h.write {
                     c.writers -= 1;
+                }
+                if let Some(i) = c.conns.iter().position(|(id, _)| *id == h.conn_id) {
+                    c.conns[i].1 -= 1;
+                    if c.conns[i].1 == 0 {
+                        c.conns.swap_remove(i);
+                    }
                 }
                 (c.opens == 0, c.writers)
             }
@@ -181,6 +193,21 @@ impl OpenTable {
         self.inner.lock().counts.contains_key(fid)
     }
 
+    /// Connections other than `except` that hold `fid` open.
+    pub fn holders(&self, fid: &Fid, except: u64) -> Vec<u64> {
+        self.inner
+            .lock()
+            .counts
+            .get(fid)
+            .map_or_else(Vec::new, |c| {
+                c.conns
+                    .iter()
+                    .filter(|(id, _)| *id != except)
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+    }
+
     pub fn writers(&self, fid: &Fid) -> u32 {
         self.inner.lock().counts.get(fid).map_or(0, |c| c.writers)
     }
@@ -230,9 +257,12 @@ mod tests {
         assert!(t.is_open(&f));
         assert_eq!(t.writers(&f), 1);
         assert_eq!(t.handles_of(1), vec![a]);
+        assert_eq!(t.holders(&f, 1), vec![2]);
+        assert_eq!(t.holders(&f, 3).len(), 2);
         let (_, last, writers) = t.close(a).expect("close");
         assert!(!last);
         assert_eq!(writers, 0);
+        assert!(t.holders(&f, 2).is_empty());
         let (_, last, _) = t.close(b).expect("close");
         assert!(last);
         assert!(!t.is_open(&f));

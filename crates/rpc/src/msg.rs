@@ -405,6 +405,21 @@ pub enum Request {
     OstFiemap {
         obj: Fid,
     },
+
+    // --- Cache coherence and durability (appended) ---
+    /// Client to MDT: a long poll for the files this connection holds open that another
+    /// client changed (Lustre's blocking ASTs); `acked` is the last callback sequence
+    /// this client has handled. See `nacre_mdt::callback`.
+    WaitCallbacks {
+        acked: u64,
+    },
+    /// Client to MDT: `fsync`, `fsyncdir`, `syncfs`: everything the MDT acknowledged is on
+    /// stable storage when the reply comes. With `changed`, this client changed `fid`'s
+    /// data, and other clients drop what they cached of it first.
+    Sync {
+        fid: Option<Fid>,
+        changed: bool,
+    },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -576,6 +591,13 @@ pub enum Reply {
     },
     /// An object's extent map; `None`: the OST's file system has none.
     ObjExtents(Option<Vec<nacre_core::fiemap::ObjExtent>>),
+    /// Cache callbacks up to sequence `upto`: drop what is cached of `fids` (of
+    /// everything, with `all`).
+    Callbacks {
+        upto: u64,
+        fids: Vec<Fid>,
+        all: bool,
+    },
 }
 
 impl Request {
@@ -636,6 +658,8 @@ impl Request {
             Request::DneStatus => 68,
             Request::DneRenameLock { .. } => 69,
             Request::OstFiemap { .. } => 58,
+            Request::WaitCallbacks { .. } => 70,
+            Request::Sync { .. } => 71,
         }
     }
 
@@ -697,6 +721,8 @@ impl Request {
             66 => "dne_links",
             68 => "dne_status",
             69 => "dne_rename_lock",
+            70 => "wait_callbacks",
+            71 => "sync",
             _ => "other",
         }
     }
