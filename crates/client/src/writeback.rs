@@ -78,6 +78,30 @@ impl WriteBack {
     }
 }
 
+/// One background write, counted in: its dirty bytes and its place in flight are counted
+/// out when it is dropped, on every path (an error, a cancelled task, a panic), so a
+/// failed write can never leave `close` or `fsync` waiting for it.
+struct InflightWrite<'a> {
+    dirty: &'a DirtyCache,
+    wb: Arc<WriteBack>,
+    bytes: u64,
+}
+
+impl Drop for InflightWrite<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Whatever happened, the data may not have reached the OSTs.
+            self.wb.error.lock().get_or_insert(Errno::EIO);
+        }
+        let before = self.dirty.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        debug_assert!(before >= self.bytes, "dirty bytes counted out twice");
+        self.dirty.freed.notify_waiters();
+        if self.wb.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.wb.done.notify_waiters();
+        }
+    }
+}
+
 /// Client-wide state: dirty bytes and which files have data on the way.
 #[derive(Default)]
 pub struct DirtyCache {
@@ -209,32 +233,30 @@ impl Client {
                 waiter.await;
             }
         }
+        wb.inflight.fetch_add(1, Ordering::AcqRel);
         let Some(c) = self.arc() else {
             // Not mounted in an Arc (cannot happen once mounted): send it now.
-            let r = self.write_objects(fid, &layout, off, data).await;
-            self.dirty.bytes.fetch_sub(n, Ordering::AcqRel);
-            self.dirty.freed.notify_waiters();
-            if let Err(e) = r {
+            let _done = InflightWrite {
+                dirty: &self.dirty,
+                wb: wb.clone(),
+                bytes: n,
+            };
+            if let Err(e) = self.write_objects(fid, &layout, off, data).await {
                 wb.error.lock().get_or_insert(e);
             }
             return;
         };
-        wb.inflight.fetch_add(1, Ordering::AcqRel);
         let wb = wb.clone();
         tokio::spawn(async move {
+            let _done = InflightWrite {
+                dirty: &c.dirty,
+                wb: wb.clone(),
+                bytes: n,
+            };
             let len = data.len();
-            let r = c.write_objects(fid, &layout, off, data).await;
-            if let Err(e) = r {
+            if let Err(e) = c.write_objects(fid, &layout, off, data).await {
                 tracing::warn!(target: "client", "background write of {len} bytes at {off} of {fid}: {e}");
-                let mut err = wb.error.lock();
-                if err.is_none() {
-                    *err = Some(e);
-                }
-            }
-            c.dirty.bytes.fetch_sub(n, Ordering::AcqRel);
-            c.dirty.freed.notify_waiters();
-            if wb.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
-                wb.done.notify_waiters();
+                wb.error.lock().get_or_insert(e);
             }
         });
     }

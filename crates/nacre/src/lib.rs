@@ -11,6 +11,7 @@ pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
 pub mod local;
+pub mod log;
 pub mod native;
 pub mod node;
 pub mod params;

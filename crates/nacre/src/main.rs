@@ -222,13 +222,7 @@ fn secs(s: f64) -> Duration {
 }
 
 fn init_logging(server: bool) {
-    let default = if server { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NACRE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    nacre::log::init(if server { "info" } else { "warn" });
 }
 
 fn run(cli: Cli) -> Result<()> {
