@@ -11,6 +11,7 @@ use crate::error::RpcError;
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY, Frame, Header};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
+use nacre_core::Errno;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -305,6 +306,12 @@ impl Conn {
         timeout: Duration,
     ) -> Result<(Reply, Bytes), RpcError> {
         let inner = &self.inner;
+        let body = msg::encode(req);
+        // A frame the server would refuse fails alone here, instead of making the server
+        // drop the connection and every request on it.
+        if frame::check_lengths(body.len(), bulk.len()).is_err() {
+            return Err(RpcError::Errno(Errno::EFBIG));
+        }
         let _permit = inner
             .in_flight
             .acquire()
@@ -314,7 +321,6 @@ impl Conn {
             return Err(self.disconnected());
         }
         let xid = inner.next_xid.fetch_add(1, Ordering::Relaxed);
-        let body = msg::encode(req);
         let header = frame::make_header(req.opcode(), xid, 0, &body, &bulk);
         let (wtx, wrx) = oneshot::channel();
         inner.pending.lock().insert(xid, wtx);

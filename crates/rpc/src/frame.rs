@@ -130,6 +130,19 @@ pub fn make_header(opcode: u16, xid: u64, flags: u32, body: &[u8], bulk: &[u8]) 
     h
 }
 
+/// Checks the sizes of an outgoing frame against the limits its receiver applies (and that
+/// they fit the header's fields).
+pub fn check_lengths(body: usize, bulk: usize) -> Result<(), FrameError> {
+    let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    if body > MAX_BODY as usize {
+        return Err(FrameError::BodyTooLarge(as_u32(body)));
+    }
+    if bulk > MAX_BULK as usize {
+        return Err(FrameError::BulkTooLarge(as_u32(bulk)));
+    }
+    Ok(())
+}
+
 /// Reads one whole frame, checking limits before allocating and the checksum after.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
     let header = read_header(r).await?;

@@ -4,10 +4,15 @@
 //! (bounded per connection, so one client cannot queue unbounded work), and a writer task
 //! that sends replies in completion order. A peer that fails the handshake is told why and
 //! logged, and never reaches the service.
+//!
+//! A request's sizes are checked (the frame's, then its reply's against the wire's limit and the
+//! target's own in [`Service::admit`]) before it reserves any of the process's
+//! [`MemoryBudget`]; one that fails is answered with an error and costs nothing.
 
 use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
 use crate::conn::{FrameWriter, write_frame};
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
+use crate::memory::{MemoryBudget, Reservation};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
 use nacre_core::Errno;
@@ -37,6 +42,13 @@ pub struct RequestCtx {
 
 /// A target's request handler.
 pub trait Service: Send + Sync + 'static {
+    /// Checks a decoded request against this target's own maxima (the largest read it
+    /// serves, ...). It runs before the server reserves memory for the request's reply;
+    /// an error is the reply, and the request is neither reserved for nor handled.
+    fn admit(&self, _req: &Request) -> Result<(), Errno> {
+        Ok(())
+    }
+
     fn handle(
         self: Arc<Self>,
         ctx: RequestCtx,
@@ -57,30 +69,26 @@ pub struct ServerConfig {
     /// `testfs-MDT0000`, announced to peers.
     pub target: String,
     pub key: Key,
-    /// Request and reply bytes (in KiB) all requests being handled may hold: the memory
-    /// budget of the process's servers, shared by every target it runs.
-    pub memory: Arc<Semaphore>,
+    /// Request and reply bytes all requests being handled may hold: the memory budget of
+    /// the process's servers, shared by every target it runs.
+    pub memory: Arc<MemoryBudget>,
     /// Requests handled, by opcode (`mdt.*.md_stats`, `obdfilter.*.stats`).
     pub stats: Arc<crate::stats::OpStats>,
 }
 
-/// A budget of `bytes` for [`ServerConfig::memory`]; never less than one largest request
-/// and reply, so every request can run.
-pub fn memory_budget(bytes: u64) -> Arc<Semaphore> {
-    let floor = 2 * (u64::from(frame::MAX_BODY) + u64::from(frame::MAX_BULK));
-    Arc::new(Semaphore::new(
-        kib(bytes.max(floor)).min(Semaphore::MAX_PERMITS as u64) as usize,
-    ))
-}
-
-/// Bytes in whole KiB, rounded up: the unit of memory permits.
-fn kib(bytes: u64) -> u64 {
-    bytes.div_ceil(1024)
-}
-
-/// The memory permits `bytes` of requests and replies take.
-pub(crate) fn permits(bytes: u64) -> u32 {
-    kib(bytes).min(u64::from(u32::MAX)) as u32
+/// Checks a decoded request's reply against the wire's limit and the target's own, before
+/// anything is reserved for it: the bytes its reply will carry.
+pub(crate) fn reply_bytes(
+    admit: impl FnOnce(&Request) -> Result<(), Errno>,
+    req: &Request,
+) -> Result<u64, Errno> {
+    let reply = req.reply_bulk_bytes();
+    if reply > u64::from(frame::MAX_BULK) {
+        // No reply frame could carry it.
+        return Err(Errno::EINVAL);
+    }
+    admit(req)?;
+    Ok(reply)
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -208,20 +216,29 @@ async fn serve_conn<S: Service>(
             h = frame::read_header(&mut rd) => h,
             _ = shutdown.changed() => break,
         };
-        // Reserve the request's bytes before reading them, so a burst of large requests
-        // waits for memory instead of exhausting it.
-        let frame = match header {
-            Ok(h) => {
-                let want = permits(u64::from(h.body_len) + u64::from(h.bulk_len));
-                let mem = match cfg.memory.clone().acquire_many_owned(want).await {
-                    Ok(m) => m,
-                    Err(_) => break,
-                };
-                frame::read_payload(&mut rd, h).await.map(|f| (f, mem))
+        let header = match header {
+            Ok(h) => h,
+            Err(frame::FrameError::Closed) => break,
+            Err(e) => {
+                tracing::warn!(target: "rpc", "{}: dropping {}: {e}", cfg.target, peer);
+                break;
             }
-            Err(e) => Err(e),
         };
-        let (frame, mut mem) = match frame {
+        // Reserve the request's bytes before reading them, so a burst of large requests
+        // waits for memory instead of exhausting it. The header's limits keep this within
+        // the budget.
+        let mem = match cfg
+            .memory
+            .reserve(u64::from(header.body_len) + u64::from(header.bulk_len))
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(target: "rpc", "{}: dropping {}: {e}", cfg.target, peer);
+                break;
+            }
+        };
+        let frame = match frame::read_payload(&mut rd, header).await {
             Ok(f) => f,
             Err(frame::FrameError::Closed) => break,
             Err(e) => {
@@ -231,35 +248,50 @@ async fn serve_conn<S: Service>(
         };
         let xid = frame.header.xid;
         let opcode = frame.header.opcode;
+        // What the handler gets: the request and its bulk, or the error that answers it.
+        let (decoded, bulk, mem): (Result<Request, Errno>, Bytes, Reservation) =
+            match msg::decode::<Request>(&frame.body) {
+                Err(e) => {
+                    tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
+                    (Err(Errno::EPROTO), Bytes::new(), Reservation::none())
+                }
+                Ok(req) => match reply_bytes(|r| svc.admit(r), &req) {
+                    Err(e) => (Err(e), Bytes::new(), Reservation::none()),
+                    Ok(0) => (Ok(req), frame.bulk, mem),
+                    Ok(_) if !frame.bulk.is_empty() => {
+                        // A request answered with bulk brings none.
+                        (Err(Errno::EPROTO), Bytes::new(), Reservation::none())
+                    }
+                    Ok(reply) => {
+                        // Its own bytes go back before its reply's are reserved: a read
+                        // never holds part of the budget while it waits for the rest.
+                        drop(frame);
+                        drop(mem);
+                        match cfg.memory.reserve(reply).await {
+                            Ok(m) => (Ok(req), Bytes::new(), m),
+                            Err(e) => {
+                                tracing::warn!(target: "rpc", "{}: {e}", cfg.target);
+                                (Err(Errno::ENOMEM), Bytes::new(), Reservation::none())
+                            }
+                        }
+                    }
+                },
+            };
         let writer = writer.clone();
         let svc = svc.clone();
         let ctx = ctx.clone();
-        let decoded = msg::decode::<Request>(&frame.body);
-        if let Ok(req) = &decoded {
-            // And the bytes its reply will carry.
-            let more = permits(req.reply_bulk_bytes());
-            if more > 0 {
-                match cfg.memory.clone().acquire_many_owned(more).await {
-                    Ok(m) => mem.merge(m),
-                    Err(_) => break,
-                }
-            }
-        }
         let stats = cfg.stats.clone();
-        let quick = decoded.as_ref().is_ok_and(Request::is_quick);
+        let quick = decoded.as_ref().map_or(true, Request::is_quick);
         let work = async move {
             let _permit = permit;
             let _mem = mem;
             let start = std::time::Instant::now();
             let (reply, bulk) = match decoded {
-                Ok(req) => match svc.handle(ctx, req, frame.bulk).await {
+                Ok(req) => match svc.handle(ctx, req, bulk).await {
                     Ok(r) => r,
                     Err(e) => (Reply::Error(e), Bytes::new()),
                 },
-                Err(e) => {
-                    tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
-                    (Reply::Error(Errno::EPROTO), Bytes::new())
-                }
+                Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
             let body = msg::encode(&reply);
@@ -267,8 +299,8 @@ async fn serve_conn<S: Service>(
             let _ = writer.send(&header, &body, &bulk).await;
         };
         if quick {
-            // A short read-only request is answered here: a task for it would cost more
-            // than the work.
+            // A short read-only request (or an error answer) is answered here: a task for
+            // it would cost more than the work.
             work.await;
         } else {
             tokio::spawn(work);
@@ -311,13 +343,17 @@ mod tests {
     }
 
     async fn start(key: Key) -> (String, watch::Sender<bool>) {
+        start_with(key, MemoryBudget::new(256 << 20)).await
+    }
+
+    async fn start_with(key: Key, memory: Arc<MemoryBudget>) -> (String, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let cfg = Arc::new(ServerConfig {
             fsname: "testfs".into(),
             target: "testfs-OST0000".into(),
             key,
-            memory: memory_budget(256 << 20),
+            memory,
             stats: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
@@ -403,8 +439,8 @@ mod tests {
         let key = Key::generate();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
-        let memory = memory_budget(0);
-        let full = memory.available_permits();
+        let memory = MemoryBudget::new(0);
+        let full = memory.available_bytes();
         let scfg = Arc::new(ServerConfig {
             fsname: "testfs".into(),
             target: "testfs-OST0000".into(),
@@ -435,7 +471,7 @@ mod tests {
             assert_eq!(c.await.expect("join").expect("read"), 16 << 20);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(memory.available_permits(), full, "every permit comes back");
+        assert_eq!(memory.available_bytes(), full, "every permit comes back");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,5 +605,102 @@ mod tests {
             .await
             .expect("server still serves");
         c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    /// Opens a connection and answers the handshake by hand, so a test can send frames a
+    /// well-behaved `Conn` never would.
+    async fn raw_connect(addr: &str, key: &Key) -> TcpStream {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        let hello = frame::read_frame(&mut s).await.expect("server hello");
+        let hello: ServerHello = msg::decode(&hello.body).expect("decode hello");
+        let nonce = auth::nonce();
+        let answer = ClientHello {
+            fsname: "testfs".into(),
+            client: "raw".into(),
+            nonce: nonce.to_vec(),
+            proof: key.client_proof(&hello.nonce, &nonce, "testfs").to_vec(),
+        };
+        write_frame(&mut s, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
+            .await
+            .expect("client hello");
+        let verdict = frame::read_frame(&mut s).await.expect("verdict");
+        let verdict: ServerVerdict = msg::decode(&verdict.body).expect("decode verdict");
+        assert!(
+            matches!(verdict, ServerVerdict::Accepted { .. }),
+            "{verdict:?}"
+        );
+        s
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn padded_reads_cannot_hold_the_budget_while_waiting_for_their_replies() {
+        use tokio::io::AsyncWriteExt;
+        let key = Key::generate();
+        // The smallest budget: 160 MiB.
+        let (addr, _sd) = start_with(key.clone(), MemoryBudget::new(0)).await;
+        // Reads whose bodies are padded to 15 MiB (the decoder ignores what follows a
+        // message). Ten headers take 150 MiB of the budget before any body arrives...
+        let read = Request::OstRead {
+            obj: nacre_core::Fid::ROOT,
+            offset: 0,
+            len: 20 << 20,
+        };
+        let mut body = msg::encode(&read);
+        body.resize(15 << 20, 0);
+        let mut peers = Vec::new();
+        for i in 0..10 {
+            let mut s = raw_connect(&addr, &key).await;
+            let h = frame::make_header(read.opcode(), i, 0, &body, &[]);
+            s.write_all(&h.encode()).await.expect("header");
+            peers.push(s);
+        }
+        // ...and no reply's 20 MiB fits beside them: each read must give back its own
+        // bytes rather than keep them while it waits for its reply's.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let readers: Vec<_> = peers
+            .into_iter()
+            .map(|mut s| {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    s.write_all(&body).await.expect("body");
+                    frame::read_frame(&mut s).await.expect("reply").bulk.len()
+                })
+            })
+            .collect();
+        for r in readers {
+            let got = tokio::time::timeout(Duration::from_secs(20), r)
+                .await
+                .expect("padded reads deadlocked the memory budget")
+                .expect("join");
+            assert_eq!(got, 20 << 20);
+        }
+        // A read that brings bulk of its own would need both at once: refused.
+        let mut s = raw_connect(&addr, &key).await;
+        let body = msg::encode(&read);
+        let h = frame::make_header(read.opcode(), 99, 0, &body, b"x");
+        s.write_all(&h.encode()).await.expect("header");
+        s.write_all(&body).await.expect("body");
+        s.write_all(b"x").await.expect("bulk");
+        let f = frame::read_frame(&mut s).await.expect("reply");
+        let reply: Reply = msg::decode(&f.body).expect("decode");
+        assert_eq!(reply, Reply::Error(Errno::EPROTO));
+        // And an ordinary client is served after them.
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_too_large_for_a_frame_fails_alone() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        let big = Bytes::from(vec![0u8; frame::MAX_BULK as usize + 1]);
+        let e = c.call(&Request::Ping, big).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::EFBIG)));
+        // The connection is not torn down for it.
+        c.call(&Request::Ping, Bytes::new())
+            .await
+            .expect("the connection survives");
+        assert!(!c.is_closed());
     }
 }
