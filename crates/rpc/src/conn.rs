@@ -214,11 +214,21 @@ impl Conn {
             peer: peer.clone(),
             reason,
         };
+        if cfg.client.len() > auth::MAX_CLIENT_NAME {
+            return Err(RpcError::Protocol {
+                peer,
+                reason: format!(
+                    "client name '{}' is longer than {} bytes",
+                    cfg.client,
+                    auth::MAX_CLIENT_NAME
+                ),
+            });
+        }
         let mut stream = TcpStream::connect(addr)
             .await
             .map_err(|e| disc(e.to_string()))?;
         stream.set_nodelay(true).map_err(|e| disc(e.to_string()))?;
-        let hello = frame::read_frame(&mut stream)
+        let hello = frame::read_small_frame(&mut stream, auth::MAX_HELLO)
             .await
             .map_err(|e| handshake_error(&peer, e))?;
         let hello: ServerHello = msg::decode(&hello.body).map_err(|e| RpcError::Protocol {
@@ -247,7 +257,7 @@ impl Conn {
         write_frame(&mut stream, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
             .await
             .map_err(|e| disc(e.to_string()))?;
-        let verdict = frame::read_frame(&mut stream)
+        let verdict = frame::read_small_frame(&mut stream, auth::MAX_HELLO)
             .await
             .map_err(|e| handshake_error(&peer, e))?;
         let verdict: ServerVerdict =
@@ -377,7 +387,9 @@ impl Conn {
 
 fn handshake_error(peer: &str, e: frame::FrameError) -> RpcError {
     match e {
-        frame::FrameError::Closed => RpcError::Auth {
+        // A server refuses with a verdict; one that just closes is busy (all its
+        // handshake slots taken) or stopping: worth another try.
+        frame::FrameError::Closed => RpcError::Disconnected {
             peer: peer.to_string(),
             reason: "server closed the connection during the handshake".to_string(),
         },

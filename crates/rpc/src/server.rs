@@ -5,7 +5,10 @@
 //! that sends replies in completion order. A peer that fails the handshake is told why and
 //! logged, and never reaches the service.
 //!
-//! A request's sizes are checked (the frame's, then its reply's against the wire's limit and the
+//! Before authentication a peer gets little: a handshake frame of [`auth::MAX_HELLO`]
+//! bytes at most, [`HANDSHAKE_TIMEOUT`] to finish, and one of [`MAX_PENDING_HANDSHAKES`]
+//! slots per target; a connection beyond them is closed at once. After it, a request's
+//! sizes are checked (the frame's, then its reply's against the wire's limit and the
 //! target's own in [`Service::admit`]) before it reserves any of the process's
 //! [`MemoryBudget`]; one that fails is answered with an error and costs nothing.
 
@@ -29,6 +32,11 @@ use tokio::sync::{Semaphore, watch};
 pub const MAX_REQUESTS_PER_CONN: usize = 256;
 /// A peer must finish the handshake within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections of one target still in their handshake. A handshake takes one round trip,
+/// so even a whole cluster's clients reconnecting at once rarely hold more than a few; a
+/// connection beyond the bound is closed at once (the client retries), so peers that never
+/// authenticate cannot hold more than this many tasks and buffers of the target.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
 
 /// What a handler knows about the caller.
 #[derive(Clone, Debug)]
@@ -110,16 +118,22 @@ pub async fn serve<S: Service>(
         Ok(addr) => crate::lo::register(addr, cfg.clone(), svc.clone()),
         Err(_) => None,
     };
+    let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
     loop {
         tokio::select! {
             res = listener.accept() => {
                 match res {
                     Ok((stream, peer)) => {
+                        let Ok(slot) = handshakes.clone().try_acquire_owned() else {
+                            drop(stream);
+                            tracing::warn!(target: "rpc", "{}: refused {peer}: too many handshakes in progress", cfg.target);
+                            continue;
+                        };
                         let cfg = cfg.clone();
                         let svc = svc.clone();
                         let sd = shutdown.clone();
                         tokio::spawn(async move {
-                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd).await {
+                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd, slot).await {
                                 tracing::warn!(target: "rpc", "{}: refused {peer}: {reason}", cfg.target);
                             }
                         });
@@ -149,17 +163,14 @@ async fn handshake(stream: &mut TcpStream, cfg: &ServerConfig) -> Result<String,
     write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&hello), &[])
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
-    let f = frame::read_frame(stream)
+    let f = frame::read_small_frame(stream, auth::MAX_HELLO)
         .await
         .map_err(|e| format!("handshake read failed: {e}"))?;
     let answer: ClientHello =
         msg::decode(&f.body).map_err(|e| format!("malformed client hello: {e}"))?;
     let refuse = |reason: String| ServerVerdict::Refused { reason };
     let verdict = if answer.fsname != cfg.fsname {
-        refuse(format!(
-            "this server serves '{}', not '{}'",
-            cfg.fsname, answer.fsname
-        ))
+        refuse(auth::refusal_for_fsname(&cfg.fsname, &answer.fsname))
     } else if !auth::mac_eq(
         &answer.proof,
         &cfg.key.client_proof(&nonce, &answer.nonce, &cfg.fsname),
@@ -191,12 +202,14 @@ async fn serve_conn<S: Service>(
     cfg: Arc<ServerConfig>,
     svc: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
+    handshake_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
         Ok(r) => r?,
         Err(_) => return Err("handshake timed out".to_string()),
     };
+    drop(handshake_slot);
     let ctx = RequestCtx {
         peer,
         client,
@@ -702,5 +715,46 @@ mod tests {
             .await
             .expect("the connection survives");
         assert!(!c.is_closed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pending_handshakes_are_bounded_and_time_out() {
+        use tokio::io::AsyncReadExt;
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        // Peers that take their server hello and say nothing more.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_PENDING_HANDSHAKES {
+            let mut s = TcpStream::connect(&addr).await.expect("connect");
+            tokio::time::timeout(Duration::from_secs(2), frame::read_frame(&mut s))
+                .await
+                .expect("hello in time")
+                .expect("hello");
+            idle.push(s);
+        }
+        // One more is closed at once, before any hello.
+        let mut extra = TcpStream::connect(&addr).await.expect("connect");
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(1), extra.read(&mut buf))
+            .await
+            .expect("the connection over the bound is left open")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the connection over the bound got a hello");
+        // A client with the key is told to come back, not that it is refused.
+        let e = Conn::connect(&addr, &cfg(key.clone()))
+            .await
+            .expect_err("no handshake slot is free");
+        assert!(e.is_transport(), "{e}");
+        // Each pending handshake ends after its deadline; then clients are served again.
+        tokio::time::sleep(HANDSHAKE_TIMEOUT + Duration::from_millis(500)).await;
+        for mut s in idle {
+            let n = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf))
+                .await
+                .expect("a stalled handshake outlived its deadline")
+                .unwrap_or(0);
+            assert_eq!(n, 0);
+        }
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
     }
 }
