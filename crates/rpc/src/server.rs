@@ -3,7 +3,7 @@
 //! Each connection gets a reader that decodes frames and runs each request in its own task
 //! (bounded per connection, so one client cannot queue unbounded work), and a writer task
 //! that sends replies in completion order. A peer that fails the handshake is told why and
-//! logged, and never reaches the service.
+//! logged (at a bounded rate), and never reaches the service.
 //!
 //! Before authentication a peer gets little: a handshake frame of [`auth::MAX_HELLO`]
 //! bytes at most, [`HANDSHAKE_TIMEOUT`] to finish, and one of [`MAX_PENDING_HANDSHAKES`]
@@ -19,11 +19,12 @@ use crate::memory::{MemoryBudget, Reservation};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
 use nacre_core::Errno;
+use parking_lot::Mutex;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
@@ -37,6 +38,10 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// connection beyond the bound is closed at once (the client retries), so peers that never
 /// authenticate cannot hold more than this many tasks and buffers of the target.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// At most one line per target per this about refused peers, then a count of those not
+/// shown (as Lustre's console rate limit): a scanner or a client with the wrong key would
+/// otherwise write a line per connection.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What a handler knows about the caller.
 #[derive(Clone, Debug)]
@@ -106,6 +111,40 @@ pub(crate) fn next_conn_id() -> u64 {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Refused peers of one target, logged at most once per `interval`.
+struct RefusalLog {
+    interval: Duration,
+    /// When a line was last written, and refusals not shown since.
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl RefusalLog {
+    fn new(interval: Duration) -> RefusalLog {
+        RefusalLog {
+            interval,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    fn refused(&self, target: &str, peer: SocketAddr, reason: &str) {
+        let skipped = {
+            let mut st = self.state.lock();
+            let now = Instant::now();
+            if st.0.is_some_and(|t| now.duration_since(t) < self.interval) {
+                st.1 += 1;
+                return;
+            }
+            st.0 = Some(now);
+            std::mem::take(&mut st.1)
+        };
+        if skipped > 0 {
+            tracing::warn!(target: "rpc", "{target}: refused {peer}: {reason} (skipped {skipped} previous similar messages)");
+        } else {
+            tracing::warn!(target: "rpc", "{target}: refused {peer}: {reason}");
+        }
+    }
+}
+
 /// Serves until `shutdown` turns true.
 pub async fn serve<S: Service>(
     listener: TcpListener,
@@ -119,6 +158,7 @@ pub async fn serve<S: Service>(
         Err(_) => None,
     };
     let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let refusals = Arc::new(RefusalLog::new(REFUSAL_LOG_INTERVAL));
     loop {
         tokio::select! {
             res = listener.accept() => {
@@ -126,15 +166,16 @@ pub async fn serve<S: Service>(
                     Ok((stream, peer)) => {
                         let Ok(slot) = handshakes.clone().try_acquire_owned() else {
                             drop(stream);
-                            tracing::warn!(target: "rpc", "{}: refused {peer}: too many handshakes in progress", cfg.target);
+                            refusals.refused(&cfg.target, peer, "too many handshakes in progress");
                             continue;
                         };
                         let cfg = cfg.clone();
                         let svc = svc.clone();
                         let sd = shutdown.clone();
+                        let refusals = refusals.clone();
                         tokio::spawn(async move {
                             if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd, slot).await {
-                                tracing::warn!(target: "rpc", "{}: refused {peer}: {reason}", cfg.target);
+                                refusals.refused(&cfg.target, peer, &reason);
                             }
                         });
                     }
@@ -756,5 +797,83 @@ mod tests {
         }
         let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
         c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    /// Log lines written while it lives, on this thread.
+    struct Captured {
+        buf: Arc<parking_lot::Mutex<Vec<u8>>>,
+        _guard: tracing::subscriber::DefaultGuard,
+    }
+
+    impl Captured {
+        fn start() -> Captured {
+            let buf = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let sink = buf.clone();
+            let sub = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(move || Sink(sink.clone()))
+                .finish();
+            Captured {
+                buf,
+                _guard: tracing::subscriber::set_default(sub),
+            }
+        }
+
+        fn lines_with(&self, what: &str) -> Vec<String> {
+            String::from_utf8_lossy(&self.buf.lock())
+                .lines()
+                .filter(|l| l.contains(what))
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    struct Sink(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // One thread: the server's tasks log where the capture is.
+    #[tokio::test]
+    async fn refused_peers_are_logged_at_a_bounded_rate() {
+        let log = Captured::start();
+        let (addr, _sd) = start(Key::generate()).await;
+        for _ in 0..100 {
+            let e = Conn::connect(&addr, &cfg(Key::generate()))
+                .await
+                .expect_err("wrong key");
+            assert!(matches!(e, RpcError::Auth { .. }), "{e}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lines = log.lines_with("refused");
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].contains("does not hold the key"), "{lines:#?}");
+    }
+
+    #[test]
+    fn refusal_lines_count_what_they_skipped() {
+        let log = Captured::start();
+        let limit = RefusalLog::new(Duration::from_millis(200));
+        let peer: SocketAddr = "192.0.2.1:988".parse().expect("addr");
+        for _ in 0..100 {
+            limit.refused("t-OST0000", peer, "wrong key");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        limit.refused("t-OST0000", peer, "wrong key");
+        let lines = log.lines_with("refused");
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(!lines[0].contains("skipped"), "{lines:#?}");
+        assert!(
+            lines[1].contains("skipped 99 previous similar messages"),
+            "{lines:#?}"
+        );
     }
 }
