@@ -17,6 +17,19 @@ use nacre_osd::ObjStore;
 /// read-on-open, `mdt.*.dom_read_open`): a small file is then read with one request.
 pub const DOM_READ_ON_OPEN: u64 = 1 << 20;
 
+/// Largest DoM read one request may ask for: an OST's largest (`nacre_ost::MAX_READ`),
+/// since a client reads DoM and OST data in the same RPC sizes. The server checks it
+/// before reserving memory for the reply.
+pub const MAX_DOM_READ: u32 = 32 << 20;
+
+/// A DoM read's length within [`MAX_DOM_READ`].
+pub fn check_read(len: u32) -> Result<(), Errno> {
+    if len > MAX_DOM_READ {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 /// Size, blocks and modification time of a DoM object (a missing one is empty).
 pub fn object_attr(store: &ObjStore, obj: &Fid) -> (u64, u64, Timespec) {
     store.getattr(obj).unwrap_or_default()
@@ -84,6 +97,7 @@ impl Mdt {
     }
 
     pub(crate) async fn dom_read(&self, fid: Fid, offset: u64, len: u32) -> Result<Bytes, Errno> {
+        check_read(len)?;
         let (obj, end) = self.dom_of(&fid)?;
         if offset >= end {
             return Ok(Bytes::new());

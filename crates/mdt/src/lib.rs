@@ -1159,6 +1159,15 @@ impl Mdt {
 }
 
 impl Service for Mdt {
+    /// A DoM read over [`dom::MAX_DOM_READ`] is refused before the server reserves its
+    /// reply.
+    fn admit(&self, req: &Request) -> Result<(), Errno> {
+        match req {
+            Request::DomRead { len, .. } => dom::check_read(*len),
+            _ => Ok(()),
+        }
+    }
+
     async fn handle(
         self: Arc<Self>,
         ctx: RequestCtx,

@@ -131,7 +131,7 @@ pub struct ServerTuning {
     pub store: MdStoreConfig,
     pub obj: ObjStoreConfig,
     /// Bytes of requests and replies all targets of the process may hold at once.
-    pub memory: Arc<tokio::sync::Semaphore>,
+    pub memory: Arc<nacre_rpc::memory::MemoryBudget>,
 }
 
 /// Server request memory when no budget is given.
@@ -142,7 +142,7 @@ impl Default for ServerTuning {
         ServerTuning {
             store: MdStoreConfig::default(),
             obj: ObjStoreConfig::default(),
-            memory: nacre_rpc::server::memory_budget(DEFAULT_SERVER_MEMORY),
+            memory: nacre_rpc::memory::MemoryBudget::new(DEFAULT_SERVER_MEMORY),
         }
     }
 }

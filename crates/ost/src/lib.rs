@@ -17,6 +17,14 @@ pub const MAX_READ: u32 = 32 << 20;
 /// Objects one precreate request may add.
 pub const MAX_PRECREATE: u32 = 20_000;
 
+/// A read's length within [`MAX_READ`].
+fn check_read(len: u32) -> Result<(), Errno> {
+    if len > MAX_READ {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 pub struct Ost {
     pub index: u32,
     store: Arc<ObjStore>,
@@ -75,6 +83,14 @@ impl Ost {
 }
 
 impl Service for Ost {
+    /// A read over [`MAX_READ`] is refused before the server reserves its reply.
+    fn admit(&self, req: &Request) -> Result<(), Errno> {
+        match req {
+            Request::OstRead { len, .. } => check_read(*len),
+            _ => Ok(()),
+        }
+    }
+
     async fn handle(
         self: Arc<Self>,
         _ctx: RequestCtx,
@@ -101,9 +117,7 @@ impl Service for Ost {
                 Ok((Reply::Written(n), none))
             }
             Request::OstRead { obj, offset, len } => {
-                if len > MAX_READ {
-                    return Err(Errno::EINVAL);
-                }
+                check_read(len)?;
                 let data = self
                     .blocking(move |s| s.read(&obj, offset, len as usize))
                     .await?;

@@ -15,6 +15,16 @@ use std::path::Path;
 
 pub const KEY_LEN: usize = 32;
 pub const NONCE_LEN: usize = 32;
+/// Longest client name a hello may carry: a host name (at most 64 bytes on Linux) and a
+/// process id, with room to spare.
+pub const MAX_CLIENT_NAME: usize = 128;
+/// Largest handshake frame body either side reads. A hello is two short names and two
+/// 32-byte nonces or proofs, a verdict a proof or a one-line reason: a few hundred bytes
+/// (a test checks the largest fits). A peer not yet authenticated gets no more than this.
+pub const MAX_HELLO: u32 = 512;
+/// Characters of a peer's own file system name a refusal quotes back, so the verdict stays
+/// within [`MAX_HELLO`] whatever the peer sent.
+pub(crate) const QUOTED_FSNAME: usize = 32;
 const CLIENT_LABEL: &[u8] = b"nacre-client-v1";
 const SERVER_LABEL: &[u8] = b"nacre-server-v1";
 
@@ -164,6 +174,12 @@ pub(crate) struct ClientHello {
     pub proof: Vec<u8>,
 }
 
+/// The reason a server serving `ours` refuses a peer that asked for `theirs`.
+pub(crate) fn refusal_for_fsname(ours: &str, theirs: &str) -> String {
+    let theirs: String = theirs.chars().take(QUOTED_FSNAME).collect();
+    format!("this server serves '{ours}', not '{theirs}'")
+}
+
 /// Server's verdict: accepted with its own proof, or refused with a reason.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ServerVerdict {
@@ -189,6 +205,35 @@ mod tests {
         assert!(k.save(&dir).is_err());
         std::fs::remove_file(&dir).expect("cleanup");
         assert!(matches!(Key::load(&dir), Err(KeyError::Read { .. })));
+    }
+
+    #[test]
+    fn the_largest_handshake_frames_fit_their_limit() {
+        let k = Key::generate();
+        let fsname = "x".repeat(nacre_core::target::FSNAME_MAX);
+        let hello = ClientHello {
+            fsname: fsname.clone(),
+            client: "\u{10ffff}".repeat(MAX_CLIENT_NAME / 4),
+            nonce: nonce().to_vec(),
+            proof: k.client_proof(b"s", b"c", &fsname).to_vec(),
+        };
+        assert_eq!(hello.client.len(), MAX_CLIENT_NAME);
+        let n = crate::msg::encode(&hello).len();
+        assert!(n <= MAX_HELLO as usize, "client hello of {n} bytes");
+        let server = ServerHello {
+            fsname: fsname.clone(),
+            target: format!("{fsname}-MDT{:04x}", u16::MAX),
+            nonce: nonce().to_vec(),
+        };
+        let n = crate::msg::encode(&server).len();
+        assert!(n <= MAX_HELLO as usize, "server hello of {n} bytes");
+        // The longest refusal quotes back the most of a peer's name it ever does.
+        let quoted: String = "\u{10ffff}".repeat(QUOTED_FSNAME);
+        let verdict = ServerVerdict::Refused {
+            reason: refusal_for_fsname(&fsname, &quoted),
+        };
+        let n = crate::msg::encode(&verdict).len();
+        assert!(n <= MAX_HELLO as usize, "verdict of {n} bytes");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::RpcError;
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY, Frame, Header};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
+use nacre_core::Errno;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -213,11 +214,21 @@ impl Conn {
             peer: peer.clone(),
             reason,
         };
+        if cfg.client.len() > auth::MAX_CLIENT_NAME {
+            return Err(RpcError::Protocol {
+                peer,
+                reason: format!(
+                    "client name '{}' is longer than {} bytes",
+                    cfg.client,
+                    auth::MAX_CLIENT_NAME
+                ),
+            });
+        }
         let mut stream = TcpStream::connect(addr)
             .await
             .map_err(|e| disc(e.to_string()))?;
         stream.set_nodelay(true).map_err(|e| disc(e.to_string()))?;
-        let hello = frame::read_frame(&mut stream)
+        let hello = frame::read_small_frame(&mut stream, auth::MAX_HELLO)
             .await
             .map_err(|e| handshake_error(&peer, e))?;
         let hello: ServerHello = msg::decode(&hello.body).map_err(|e| RpcError::Protocol {
@@ -246,7 +257,7 @@ impl Conn {
         write_frame(&mut stream, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
             .await
             .map_err(|e| disc(e.to_string()))?;
-        let verdict = frame::read_frame(&mut stream)
+        let verdict = frame::read_small_frame(&mut stream, auth::MAX_HELLO)
             .await
             .map_err(|e| handshake_error(&peer, e))?;
         let verdict: ServerVerdict =
@@ -305,6 +316,12 @@ impl Conn {
         timeout: Duration,
     ) -> Result<(Reply, Bytes), RpcError> {
         let inner = &self.inner;
+        let body = msg::encode(req);
+        // A frame the server would refuse fails alone here, instead of making the server
+        // drop the connection and every request on it.
+        if frame::check_lengths(body.len(), bulk.len()).is_err() {
+            return Err(RpcError::Errno(Errno::EFBIG));
+        }
         let _permit = inner
             .in_flight
             .acquire()
@@ -314,7 +331,6 @@ impl Conn {
             return Err(self.disconnected());
         }
         let xid = inner.next_xid.fetch_add(1, Ordering::Relaxed);
-        let body = msg::encode(req);
         let header = frame::make_header(req.opcode(), xid, 0, &body, &bulk);
         let (wtx, wrx) = oneshot::channel();
         inner.pending.lock().insert(xid, wtx);
@@ -371,7 +387,9 @@ impl Conn {
 
 fn handshake_error(peer: &str, e: frame::FrameError) -> RpcError {
     match e {
-        frame::FrameError::Closed => RpcError::Auth {
+        // A server refuses with a verdict; one that just closes is busy (all its
+        // handshake slots taken) or stopping: worth another try.
+        frame::FrameError::Closed => RpcError::Disconnected {
             peer: peer.to_string(),
             reason: "server closed the connection during the handshake".to_string(),
         },

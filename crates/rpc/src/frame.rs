@@ -47,6 +47,8 @@ pub enum FrameError {
     BodyTooLarge(u32),
     #[error("bulk of {0} bytes exceeds the {MAX_BULK}-byte limit")]
     BulkTooLarge(u32),
+    #[error("a {body}-byte body and {bulk}-byte bulk where at most a {max}-byte body is allowed")]
+    TooLargeHere { body: u32, bulk: u32, max: u32 },
     #[error("checksum mismatch: header says {expected:#010x}, data gives {actual:#010x}")]
     Checksum { expected: u32, actual: u32 },
     #[error("connection closed")]
@@ -128,6 +130,36 @@ pub fn make_header(opcode: u16, xid: u64, flags: u32, body: &[u8], bulk: &[u8]) 
     };
     h.cksum = checksum(&h, body, bulk);
     h
+}
+
+/// Checks the sizes of an outgoing frame against the limits its receiver applies (and that
+/// they fit the header's fields).
+pub fn check_lengths(body: usize, bulk: usize) -> Result<(), FrameError> {
+    let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    if body > MAX_BODY as usize {
+        return Err(FrameError::BodyTooLarge(as_u32(body)));
+    }
+    if bulk > MAX_BULK as usize {
+        return Err(FrameError::BulkTooLarge(as_u32(bulk)));
+    }
+    Ok(())
+}
+
+/// Reads one frame of at most `max_body` body bytes and no bulk (a handshake frame, from a
+/// peer not yet trusted with more), checking its size before allocating.
+pub async fn read_small_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_body: u32,
+) -> Result<Frame, FrameError> {
+    let header = read_header(r).await?;
+    if header.body_len > max_body || header.bulk_len > 0 {
+        return Err(FrameError::TooLargeHere {
+            body: header.body_len,
+            bulk: header.bulk_len,
+            max: max_body,
+        });
+    }
+    read_payload(r, header).await
 }
 
 /// Reads one whole frame, checking limits before allocating and the checksum after.

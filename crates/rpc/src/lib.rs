@@ -6,6 +6,7 @@
 //! - [`conn`]: a client connection with many requests in flight and bounded queues;
 //! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
 //! - [`lo`]: in-process delivery to targets served by the same process;
+//! - [`memory`]: the memory budget a process's servers share;
 //! - [`stats`]: per-opcode counts and latencies on both ends.
 //!
 //! Nothing outside this crate reads or writes a socket's bytes.
@@ -16,6 +17,7 @@ pub mod error;
 pub mod frame;
 pub mod import;
 pub mod lo;
+pub mod memory;
 pub mod mgc;
 pub mod msg;
 pub mod server;

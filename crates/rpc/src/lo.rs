@@ -34,6 +34,7 @@ type Done = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A service behind a type-erased handle.
 trait Handler: Send + Sync {
+    fn admit(&self, req: &Request) -> Result<(), Errno>;
     fn handle(&self, ctx: RequestCtx, req: Request, bulk: Bytes) -> Handled;
     fn disconnected(&self, ctx: RequestCtx) -> Done;
 }
@@ -41,6 +42,10 @@ trait Handler: Send + Sync {
 struct Svc<S>(Arc<S>);
 
 impl<S: Service> Handler for Svc<S> {
+    fn admit(&self, req: &Request) -> Result<(), Errno> {
+        self.0.admit(req)
+    }
+
     fn handle(&self, ctx: RequestCtx, req: Request, bulk: Bytes) -> Handled {
         Box::pin(self.0.clone().handle(ctx, req, bulk))
     }
@@ -187,6 +192,16 @@ impl LocalLink {
                 peer: peer(),
                 reason: "the target stopped".into(),
             })?;
+        // The sizes a frame could not carry fail here as they fail before a TCP client
+        // sends; then the target's own maxima, before anything is reserved.
+        if crate::frame::check_lengths(0, bulk.len()).is_err() {
+            return Err(RpcError::Errno(Errno::EFBIG));
+        }
+        let reply = crate::server::reply_bytes(|r| t.handler.admit(r), req)?;
+        if reply > 0 && !bulk.is_empty() {
+            // A request answered with bulk brings none, as over TCP.
+            return Err(RpcError::Errno(Errno::EPROTO));
+        }
         let permit = self
             .in_flight
             .acquire()
@@ -195,17 +210,16 @@ impl LocalLink {
                 peer: peer(),
                 reason: "link closed".into(),
             })?;
-        // The server's memory budget covers local requests as it covers remote ones.
-        let want = crate::server::permits(bulk.len() as u64 + req.reply_bulk_bytes());
+        // The server's memory budget covers local requests as it covers remote ones, in
+        // one reservation (within the budget: both parts are checked above).
         let mem = t
             .cfg
             .memory
-            .clone()
-            .acquire_many_owned(want)
+            .reserve(bulk.len() as u64 + reply)
             .await
-            .map_err(|_| RpcError::Disconnected {
-                peer: peer(),
-                reason: "server stopped".into(),
+            .map_err(|e| {
+                tracing::warn!(target: "rpc", "{}: {e}", t.cfg.target);
+                RpcError::Errno(Errno::ENOMEM)
             })?;
         let opcode = req.opcode();
         let quick = req.is_quick();
@@ -280,8 +294,9 @@ mod tests {
     use crate::auth::Key;
     use crate::conn::ConnConfig;
     use crate::error::RpcError;
+    use crate::memory::MemoryBudget;
     use crate::msg::{FsConfig, Reply, Request, TargetInfo};
-    use crate::server::{RequestCtx, ServerConfig, Service, memory_budget, serve};
+    use crate::server::{RequestCtx, ServerConfig, Service, serve};
     use bytes::Bytes;
     use nacre_core::{Errno, TargetName};
     use std::sync::Arc;
@@ -368,7 +383,7 @@ mod tests {
             fsname: "lofs".into(),
             target: "lofs-OST0000".into(),
             key: key.clone(),
-            memory: memory_budget(64 << 20),
+            memory: MemoryBudget::new(64 << 20),
             stats: Default::default(),
         });
         let svc = Arc::new(Peer::default());

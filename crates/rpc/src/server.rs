@@ -3,19 +3,28 @@
 //! Each connection gets a reader that decodes frames and runs each request in its own task
 //! (bounded per connection, so one client cannot queue unbounded work), and a writer task
 //! that sends replies in completion order. A peer that fails the handshake is told why and
-//! logged, and never reaches the service.
+//! logged (at a bounded rate), and never reaches the service.
+//!
+//! Before authentication a peer gets little: a handshake frame of [`auth::MAX_HELLO`]
+//! bytes at most, [`HANDSHAKE_TIMEOUT`] to finish, and one of [`MAX_PENDING_HANDSHAKES`]
+//! slots per target; a connection beyond them is closed at once. After it, a request's
+//! sizes are checked (the frame's, then its reply's against the wire's limit and the
+//! target's own in [`Service::admit`]) before it reserves any of the process's
+//! [`MemoryBudget`]; one that fails is answered with an error and costs nothing.
 
 use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
 use crate::conn::{FrameWriter, write_frame};
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
+use crate::memory::{MemoryBudget, Reservation};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
 use nacre_core::Errno;
+use parking_lot::Mutex;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
@@ -24,6 +33,15 @@ use tokio::sync::{Semaphore, watch};
 pub const MAX_REQUESTS_PER_CONN: usize = 256;
 /// A peer must finish the handshake within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections of one target still in their handshake. A handshake takes one round trip,
+/// so even a whole cluster's clients reconnecting at once rarely hold more than a few; a
+/// connection beyond the bound is closed at once (the client retries), so peers that never
+/// authenticate cannot hold more than this many tasks and buffers of the target.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// At most one line per target per this about refused peers, then a count of those not
+/// shown (as Lustre's console rate limit): a scanner or a client with the wrong key would
+/// otherwise write a line per connection.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What a handler knows about the caller.
 #[derive(Clone, Debug)]
@@ -37,6 +55,13 @@ pub struct RequestCtx {
 
 /// A target's request handler.
 pub trait Service: Send + Sync + 'static {
+    /// Checks a decoded request against this target's own maxima (the largest read it
+    /// serves, ...). It runs before the server reserves memory for the request's reply;
+    /// an error is the reply, and the request is neither reserved for nor handled.
+    fn admit(&self, _req: &Request) -> Result<(), Errno> {
+        Ok(())
+    }
+
     fn handle(
         self: Arc<Self>,
         ctx: RequestCtx,
@@ -57,30 +82,26 @@ pub struct ServerConfig {
     /// `testfs-MDT0000`, announced to peers.
     pub target: String,
     pub key: Key,
-    /// Request and reply bytes (in KiB) all requests being handled may hold: the memory
-    /// budget of the process's servers, shared by every target it runs.
-    pub memory: Arc<Semaphore>,
+    /// Request and reply bytes all requests being handled may hold: the memory budget of
+    /// the process's servers, shared by every target it runs.
+    pub memory: Arc<MemoryBudget>,
     /// Requests handled, by opcode (`mdt.*.md_stats`, `obdfilter.*.stats`).
     pub stats: Arc<crate::stats::OpStats>,
 }
 
-/// A budget of `bytes` for [`ServerConfig::memory`]; never less than one largest request
-/// and reply, so every request can run.
-pub fn memory_budget(bytes: u64) -> Arc<Semaphore> {
-    let floor = 2 * (u64::from(frame::MAX_BODY) + u64::from(frame::MAX_BULK));
-    Arc::new(Semaphore::new(
-        kib(bytes.max(floor)).min(Semaphore::MAX_PERMITS as u64) as usize,
-    ))
-}
-
-/// Bytes in whole KiB, rounded up: the unit of memory permits.
-fn kib(bytes: u64) -> u64 {
-    bytes.div_ceil(1024)
-}
-
-/// The memory permits `bytes` of requests and replies take.
-pub(crate) fn permits(bytes: u64) -> u32 {
-    kib(bytes).min(u64::from(u32::MAX)) as u32
+/// Checks a decoded request's reply against the wire's limit and the target's own, before
+/// anything is reserved for it: the bytes its reply will carry.
+pub(crate) fn reply_bytes(
+    admit: impl FnOnce(&Request) -> Result<(), Errno>,
+    req: &Request,
+) -> Result<u64, Errno> {
+    let reply = req.reply_bulk_bytes();
+    if reply > u64::from(frame::MAX_BULK) {
+        // No reply frame could carry it.
+        return Err(Errno::EINVAL);
+    }
+    admit(req)?;
+    Ok(reply)
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -88,6 +109,40 @@ static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 /// A connection id unique for the life of the process.
 pub(crate) fn next_conn_id() -> u64 {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Refused peers of one target, logged at most once per `interval`.
+struct RefusalLog {
+    interval: Duration,
+    /// When a line was last written, and refusals not shown since.
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl RefusalLog {
+    fn new(interval: Duration) -> RefusalLog {
+        RefusalLog {
+            interval,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    fn refused(&self, target: &str, peer: SocketAddr, reason: &str) {
+        let skipped = {
+            let mut st = self.state.lock();
+            let now = Instant::now();
+            if st.0.is_some_and(|t| now.duration_since(t) < self.interval) {
+                st.1 += 1;
+                return;
+            }
+            st.0 = Some(now);
+            std::mem::take(&mut st.1)
+        };
+        if skipped > 0 {
+            tracing::warn!(target: "rpc", "{target}: refused {peer}: {reason} (skipped {skipped} previous similar messages)");
+        } else {
+            tracing::warn!(target: "rpc", "{target}: refused {peer}: {reason}");
+        }
+    }
 }
 
 /// Serves until `shutdown` turns true.
@@ -102,17 +157,25 @@ pub async fn serve<S: Service>(
         Ok(addr) => crate::lo::register(addr, cfg.clone(), svc.clone()),
         Err(_) => None,
     };
+    let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let refusals = Arc::new(RefusalLog::new(REFUSAL_LOG_INTERVAL));
     loop {
         tokio::select! {
             res = listener.accept() => {
                 match res {
                     Ok((stream, peer)) => {
+                        let Ok(slot) = handshakes.clone().try_acquire_owned() else {
+                            drop(stream);
+                            refusals.refused(&cfg.target, peer, "too many handshakes in progress");
+                            continue;
+                        };
                         let cfg = cfg.clone();
                         let svc = svc.clone();
                         let sd = shutdown.clone();
+                        let refusals = refusals.clone();
                         tokio::spawn(async move {
-                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd).await {
-                                tracing::warn!(target: "rpc", "{}: refused {peer}: {reason}", cfg.target);
+                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd, slot).await {
+                                refusals.refused(&cfg.target, peer, &reason);
                             }
                         });
                     }
@@ -141,17 +204,14 @@ async fn handshake(stream: &mut TcpStream, cfg: &ServerConfig) -> Result<String,
     write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&hello), &[])
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
-    let f = frame::read_frame(stream)
+    let f = frame::read_small_frame(stream, auth::MAX_HELLO)
         .await
         .map_err(|e| format!("handshake read failed: {e}"))?;
     let answer: ClientHello =
         msg::decode(&f.body).map_err(|e| format!("malformed client hello: {e}"))?;
     let refuse = |reason: String| ServerVerdict::Refused { reason };
     let verdict = if answer.fsname != cfg.fsname {
-        refuse(format!(
-            "this server serves '{}', not '{}'",
-            cfg.fsname, answer.fsname
-        ))
+        refuse(auth::refusal_for_fsname(&cfg.fsname, &answer.fsname))
     } else if !auth::mac_eq(
         &answer.proof,
         &cfg.key.client_proof(&nonce, &answer.nonce, &cfg.fsname),
@@ -183,12 +243,14 @@ async fn serve_conn<S: Service>(
     cfg: Arc<ServerConfig>,
     svc: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
+    handshake_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
         Ok(r) => r?,
         Err(_) => return Err("handshake timed out".to_string()),
     };
+    drop(handshake_slot);
     let ctx = RequestCtx {
         peer,
         client,
@@ -208,20 +270,29 @@ async fn serve_conn<S: Service>(
             h = frame::read_header(&mut rd) => h,
             _ = shutdown.changed() => break,
         };
-        // Reserve the request's bytes before reading them, so a burst of large requests
-        // waits for memory instead of exhausting it.
-        let frame = match header {
-            Ok(h) => {
-                let want = permits(u64::from(h.body_len) + u64::from(h.bulk_len));
-                let mem = match cfg.memory.clone().acquire_many_owned(want).await {
-                    Ok(m) => m,
-                    Err(_) => break,
-                };
-                frame::read_payload(&mut rd, h).await.map(|f| (f, mem))
+        let header = match header {
+            Ok(h) => h,
+            Err(frame::FrameError::Closed) => break,
+            Err(e) => {
+                tracing::warn!(target: "rpc", "{}: dropping {}: {e}", cfg.target, peer);
+                break;
             }
-            Err(e) => Err(e),
         };
-        let (frame, mut mem) = match frame {
+        // Reserve the request's bytes before reading them, so a burst of large requests
+        // waits for memory instead of exhausting it. The header's limits keep this within
+        // the budget.
+        let mem = match cfg
+            .memory
+            .reserve(u64::from(header.body_len) + u64::from(header.bulk_len))
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(target: "rpc", "{}: dropping {}: {e}", cfg.target, peer);
+                break;
+            }
+        };
+        let frame = match frame::read_payload(&mut rd, header).await {
             Ok(f) => f,
             Err(frame::FrameError::Closed) => break,
             Err(e) => {
@@ -231,35 +302,50 @@ async fn serve_conn<S: Service>(
         };
         let xid = frame.header.xid;
         let opcode = frame.header.opcode;
+        // What the handler gets: the request and its bulk, or the error that answers it.
+        let (decoded, bulk, mem): (Result<Request, Errno>, Bytes, Reservation) =
+            match msg::decode::<Request>(&frame.body) {
+                Err(e) => {
+                    tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
+                    (Err(Errno::EPROTO), Bytes::new(), Reservation::none())
+                }
+                Ok(req) => match reply_bytes(|r| svc.admit(r), &req) {
+                    Err(e) => (Err(e), Bytes::new(), Reservation::none()),
+                    Ok(0) => (Ok(req), frame.bulk, mem),
+                    Ok(_) if !frame.bulk.is_empty() => {
+                        // A request answered with bulk brings none.
+                        (Err(Errno::EPROTO), Bytes::new(), Reservation::none())
+                    }
+                    Ok(reply) => {
+                        // Its own bytes go back before its reply's are reserved: a read
+                        // never holds part of the budget while it waits for the rest.
+                        drop(frame);
+                        drop(mem);
+                        match cfg.memory.reserve(reply).await {
+                            Ok(m) => (Ok(req), Bytes::new(), m),
+                            Err(e) => {
+                                tracing::warn!(target: "rpc", "{}: {e}", cfg.target);
+                                (Err(Errno::ENOMEM), Bytes::new(), Reservation::none())
+                            }
+                        }
+                    }
+                },
+            };
         let writer = writer.clone();
         let svc = svc.clone();
         let ctx = ctx.clone();
-        let decoded = msg::decode::<Request>(&frame.body);
-        if let Ok(req) = &decoded {
-            // And the bytes its reply will carry.
-            let more = permits(req.reply_bulk_bytes());
-            if more > 0 {
-                match cfg.memory.clone().acquire_many_owned(more).await {
-                    Ok(m) => mem.merge(m),
-                    Err(_) => break,
-                }
-            }
-        }
         let stats = cfg.stats.clone();
-        let quick = decoded.as_ref().is_ok_and(Request::is_quick);
+        let quick = decoded.as_ref().map_or(true, Request::is_quick);
         let work = async move {
             let _permit = permit;
             let _mem = mem;
             let start = std::time::Instant::now();
             let (reply, bulk) = match decoded {
-                Ok(req) => match svc.handle(ctx, req, frame.bulk).await {
+                Ok(req) => match svc.handle(ctx, req, bulk).await {
                     Ok(r) => r,
                     Err(e) => (Reply::Error(e), Bytes::new()),
                 },
-                Err(e) => {
-                    tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
-                    (Reply::Error(Errno::EPROTO), Bytes::new())
-                }
+                Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
             let body = msg::encode(&reply);
@@ -267,8 +353,8 @@ async fn serve_conn<S: Service>(
             let _ = writer.send(&header, &body, &bulk).await;
         };
         if quick {
-            // A short read-only request is answered here: a task for it would cost more
-            // than the work.
+            // A short read-only request (or an error answer) is answered here: a task for
+            // it would cost more than the work.
             work.await;
         } else {
             tokio::spawn(work);
@@ -311,13 +397,17 @@ mod tests {
     }
 
     async fn start(key: Key) -> (String, watch::Sender<bool>) {
+        start_with(key, MemoryBudget::new(256 << 20)).await
+    }
+
+    async fn start_with(key: Key, memory: Arc<MemoryBudget>) -> (String, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let cfg = Arc::new(ServerConfig {
             fsname: "testfs".into(),
             target: "testfs-OST0000".into(),
             key,
-            memory: memory_budget(256 << 20),
+            memory,
             stats: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
@@ -403,8 +493,8 @@ mod tests {
         let key = Key::generate();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
-        let memory = memory_budget(0);
-        let full = memory.available_permits();
+        let memory = MemoryBudget::new(0);
+        let full = memory.available_bytes();
         let scfg = Arc::new(ServerConfig {
             fsname: "testfs".into(),
             target: "testfs-OST0000".into(),
@@ -435,7 +525,7 @@ mod tests {
             assert_eq!(c.await.expect("join").expect("read"), 16 << 20);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(memory.available_permits(), full, "every permit comes back");
+        assert_eq!(memory.available_bytes(), full, "every permit comes back");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,5 +659,221 @@ mod tests {
             .await
             .expect("server still serves");
         c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    /// Opens a connection and answers the handshake by hand, so a test can send frames a
+    /// well-behaved `Conn` never would.
+    async fn raw_connect(addr: &str, key: &Key) -> TcpStream {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        let hello = frame::read_frame(&mut s).await.expect("server hello");
+        let hello: ServerHello = msg::decode(&hello.body).expect("decode hello");
+        let nonce = auth::nonce();
+        let answer = ClientHello {
+            fsname: "testfs".into(),
+            client: "raw".into(),
+            nonce: nonce.to_vec(),
+            proof: key.client_proof(&hello.nonce, &nonce, "testfs").to_vec(),
+        };
+        write_frame(&mut s, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
+            .await
+            .expect("client hello");
+        let verdict = frame::read_frame(&mut s).await.expect("verdict");
+        let verdict: ServerVerdict = msg::decode(&verdict.body).expect("decode verdict");
+        assert!(
+            matches!(verdict, ServerVerdict::Accepted { .. }),
+            "{verdict:?}"
+        );
+        s
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn padded_reads_cannot_hold_the_budget_while_waiting_for_their_replies() {
+        use tokio::io::AsyncWriteExt;
+        let key = Key::generate();
+        // The smallest budget: 160 MiB.
+        let (addr, _sd) = start_with(key.clone(), MemoryBudget::new(0)).await;
+        // Reads whose bodies are padded to 15 MiB (the decoder ignores what follows a
+        // message). Ten headers take 150 MiB of the budget before any body arrives...
+        let read = Request::OstRead {
+            obj: nacre_core::Fid::ROOT,
+            offset: 0,
+            len: 20 << 20,
+        };
+        let mut body = msg::encode(&read);
+        body.resize(15 << 20, 0);
+        let mut peers = Vec::new();
+        for i in 0..10 {
+            let mut s = raw_connect(&addr, &key).await;
+            let h = frame::make_header(read.opcode(), i, 0, &body, &[]);
+            s.write_all(&h.encode()).await.expect("header");
+            peers.push(s);
+        }
+        // ...and no reply's 20 MiB fits beside them: each read must give back its own
+        // bytes rather than keep them while it waits for its reply's.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let readers: Vec<_> = peers
+            .into_iter()
+            .map(|mut s| {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    s.write_all(&body).await.expect("body");
+                    frame::read_frame(&mut s).await.expect("reply").bulk.len()
+                })
+            })
+            .collect();
+        for r in readers {
+            let got = tokio::time::timeout(Duration::from_secs(20), r)
+                .await
+                .expect("padded reads deadlocked the memory budget")
+                .expect("join");
+            assert_eq!(got, 20 << 20);
+        }
+        // A read that brings bulk of its own would need both at once: refused.
+        let mut s = raw_connect(&addr, &key).await;
+        let body = msg::encode(&read);
+        let h = frame::make_header(read.opcode(), 99, 0, &body, b"x");
+        s.write_all(&h.encode()).await.expect("header");
+        s.write_all(&body).await.expect("body");
+        s.write_all(b"x").await.expect("bulk");
+        let f = frame::read_frame(&mut s).await.expect("reply");
+        let reply: Reply = msg::decode(&f.body).expect("decode");
+        assert_eq!(reply, Reply::Error(Errno::EPROTO));
+        // And an ordinary client is served after them.
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_too_large_for_a_frame_fails_alone() {
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        let big = Bytes::from(vec![0u8; frame::MAX_BULK as usize + 1]);
+        let e = c.call(&Request::Ping, big).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::EFBIG)));
+        // The connection is not torn down for it.
+        c.call(&Request::Ping, Bytes::new())
+            .await
+            .expect("the connection survives");
+        assert!(!c.is_closed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pending_handshakes_are_bounded_and_time_out() {
+        use tokio::io::AsyncReadExt;
+        let key = Key::generate();
+        let (addr, _sd) = start(key.clone()).await;
+        // Peers that take their server hello and say nothing more.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_PENDING_HANDSHAKES {
+            let mut s = TcpStream::connect(&addr).await.expect("connect");
+            tokio::time::timeout(Duration::from_secs(2), frame::read_frame(&mut s))
+                .await
+                .expect("hello in time")
+                .expect("hello");
+            idle.push(s);
+        }
+        // One more is closed at once, before any hello.
+        let mut extra = TcpStream::connect(&addr).await.expect("connect");
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(1), extra.read(&mut buf))
+            .await
+            .expect("the connection over the bound is left open")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the connection over the bound got a hello");
+        // A client with the key is told to come back, not that it is refused.
+        let e = Conn::connect(&addr, &cfg(key.clone()))
+            .await
+            .expect_err("no handshake slot is free");
+        assert!(e.is_transport(), "{e}");
+        // Each pending handshake ends after its deadline; then clients are served again.
+        tokio::time::sleep(HANDSHAKE_TIMEOUT + Duration::from_millis(500)).await;
+        for mut s in idle {
+            let n = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf))
+                .await
+                .expect("a stalled handshake outlived its deadline")
+                .unwrap_or(0);
+            assert_eq!(n, 0);
+        }
+        let c = Conn::connect(&addr, &cfg(key)).await.expect("connect");
+        c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+    }
+
+    /// Log lines written while it lives, on this thread.
+    struct Captured {
+        buf: Arc<parking_lot::Mutex<Vec<u8>>>,
+        _guard: tracing::subscriber::DefaultGuard,
+    }
+
+    impl Captured {
+        fn start() -> Captured {
+            let buf = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let sink = buf.clone();
+            let sub = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(move || Sink(sink.clone()))
+                .finish();
+            Captured {
+                buf,
+                _guard: tracing::subscriber::set_default(sub),
+            }
+        }
+
+        fn lines_with(&self, what: &str) -> Vec<String> {
+            String::from_utf8_lossy(&self.buf.lock())
+                .lines()
+                .filter(|l| l.contains(what))
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    struct Sink(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // One thread: the server's tasks log where the capture is.
+    #[tokio::test]
+    async fn refused_peers_are_logged_at_a_bounded_rate() {
+        let log = Captured::start();
+        let (addr, _sd) = start(Key::generate()).await;
+        for _ in 0..100 {
+            let e = Conn::connect(&addr, &cfg(Key::generate()))
+                .await
+                .expect_err("wrong key");
+            assert!(matches!(e, RpcError::Auth { .. }), "{e}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lines = log.lines_with("refused");
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].contains("does not hold the key"), "{lines:#?}");
+    }
+
+    #[test]
+    fn refusal_lines_count_what_they_skipped() {
+        let log = Captured::start();
+        let limit = RefusalLog::new(Duration::from_millis(200));
+        let peer: SocketAddr = "192.0.2.1:988".parse().expect("addr");
+        for _ in 0..100 {
+            limit.refused("t-OST0000", peer, "wrong key");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        limit.refused("t-OST0000", peer, "wrong key");
+        let lines = log.lines_with("refused");
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(!lines[0].contains("skipped"), "{lines:#?}");
+        assert!(
+            lines[1].contains("skipped 99 previous similar messages"),
+            "{lines:#?}"
+        );
     }
 }

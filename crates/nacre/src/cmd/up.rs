@@ -32,7 +32,7 @@ pub struct UpArgs {
 pub fn tuning_for(memory: u64, mdts: u32) -> ServerTuning {
     let mut t = ServerTuning::default();
     t.store.cache_bytes = ((memory / 4) / u64::from(mdts.max(1))).clamp(8 << 20, 1 << 30) as usize;
-    t.memory = nacre_rpc::server::memory_budget(memory / 2);
+    t.memory = nacre_rpc::memory::MemoryBudget::new(memory / 2);
     t
 }
 
