@@ -4,10 +4,13 @@
 //! the parameters set with `lctl set_param -P`. Targets register their address each time they
 //! start; clients fetch the configuration at mount and then wait on it (a long poll), so a
 //! restarted target or a new persistent parameter reaches every node at once, as Lustre's
-//! config llog and lock revocation do. The state is one JSON file, replaced atomically.
+//! config llog and lock revocation do. The state is one JSON file, replaced atomically, and
+//! it holds only what outlives a run (see [`Stored`]): a restart that brings no new target
+//! and no new parameter writes nothing, so a full disk does not stop a file system from
+//! starting.
 
 use bytes::Bytes;
-use nacre_core::{Errno, TargetKind};
+use nacre_core::{Errno, TargetKind, TargetName};
 use nacre_rpc::msg::{FsConfig, Reply, Request, TargetInfo};
 use nacre_rpc::server::{RequestCtx, Service};
 use parking_lot::Mutex;
@@ -20,6 +23,8 @@ use tokio::sync::watch;
 pub const CONFIG_POLL: Duration = Duration::from_secs(20);
 /// Parameters kept; `set_param -P` beyond this is refused.
 pub const MAX_PARAMS: usize = 4096;
+/// `config.json` is the MGS owner's alone, as the rest of a target's directory is.
+const CONFIG_MODE: u32 = 0o600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MgsError {
@@ -32,8 +37,48 @@ pub enum MgsError {
 /// The MGS: configuration state and the watchers waiting on it.
 pub struct Mgs {
     path: PathBuf,
-    config: Mutex<FsConfig>,
+    state: Mutex<State>,
     changed: watch::Sender<FsConfig>,
+}
+
+struct State {
+    config: FsConfig,
+    /// What `config.json` holds now.
+    stored: Stored,
+}
+
+/// The part of the configuration `config.json` keeps: the file system's name, which targets
+/// it has and the `set_param -P` records. Where a target serves and whether it is up are
+/// renewed by its registration at every start, so they are kept in memory only.
+#[derive(Debug, PartialEq, Eq)]
+struct Stored {
+    fsname: String,
+    mdts: Vec<TargetName>,
+    osts: Vec<TargetName>,
+    params: Vec<(String, String)>,
+}
+
+impl Stored {
+    fn of(c: &FsConfig) -> Stored {
+        Stored {
+            fsname: c.fsname.clone(),
+            mdts: c.mdts.iter().map(|t| t.name).collect(),
+            osts: c.osts.iter().map(|t| t.name).collect(),
+            params: c.params.clone(),
+        }
+    }
+}
+
+/// The generation a change made now gets, after `prev`. Clients follow the configuration
+/// by asking for one newer than theirs, so generations must keep growing across restarts
+/// of the MGS, and a restart must not write a counter (that is what a full disk refuses).
+/// So a generation is at least the time in microseconds: no earlier run can have reached
+/// it unless the clock went back, and the stored generation covers the changes written.
+fn next_generation(prev: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    prev.saturating_add(1).max(now)
 }
 
 impl Mgs {
@@ -56,43 +101,57 @@ impl Mgs {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        // Addresses are those of the last run; a target is active once it registers again.
+        // A target is active once it registers in this run (files written before the
+        // addresses were kept in memory only still hold the last run's).
         for t in config.mdts.iter_mut().chain(config.osts.iter_mut()) {
             t.active = false;
+            t.addr.clear();
         }
+        config.generation = next_generation(config.generation);
         let (changed, _) = watch::channel(config.clone());
         Ok(Arc::new(Mgs {
             path,
-            config: Mutex::new(config),
+            state: Mutex::new(State {
+                stored: Stored::of(&config),
+                config,
+            }),
             changed,
         }))
     }
 
     pub fn config(&self) -> FsConfig {
-        self.config.lock().clone()
+        self.state.lock().config.clone()
     }
 
-    /// Applies `f` to the configuration, persists it and wakes watchers.
+    /// Applies `f` to the configuration, persists what outlives a run if that changed, and
+    /// wakes watchers.
     fn update(
         &self,
         f: impl FnOnce(&mut FsConfig) -> Result<(), Errno>,
     ) -> Result<FsConfig, Errno> {
-        let mut c = self.config.lock();
-        let mut next = c.clone();
+        let mut st = self.state.lock();
+        let mut next = st.config.clone();
         f(&mut next)?;
-        next.generation += 1;
-        save(&self.path, &next).map_err(|e| {
-            tracing::error!(target: "mgs", "{e}");
-            Errno::EIO
-        })?;
-        *c = next.clone();
-        drop(c);
+        if next == st.config {
+            return Ok(next);
+        }
+        next.generation = next_generation(st.config.generation);
+        let stored = Stored::of(&next);
+        if stored != st.stored {
+            save(&self.path, &next).map_err(|e| {
+                tracing::error!(target: "mgs", "{e}");
+                Errno::EIO
+            })?;
+            st.stored = stored;
+        }
+        st.config = next.clone();
+        drop(st);
         self.changed.send_replace(next.clone());
         Ok(next)
     }
 
     /// Records where a target serves (called at target start-up, also in-process by `up`).
-    pub fn register(&self, target: nacre_core::TargetName, addr: &str) -> Result<(), Errno> {
+    pub fn register(&self, target: TargetName, addr: &str) -> Result<(), Errno> {
         self.update(|c| {
             let list = match target.kind {
                 TargetKind::Mdt => &mut c.mdts,
@@ -117,7 +176,7 @@ impl Mgs {
     }
 
     /// Marks a target down (its server stopped cleanly).
-    pub fn deregister(&self, target: nacre_core::TargetName) {
+    pub fn deregister(&self, target: TargetName) {
         let _ = self.update(|c| {
             for t in c.mdts.iter_mut().chain(c.osts.iter_mut()) {
                 if t.name == target {
@@ -158,16 +217,34 @@ impl Mgs {
     }
 }
 
+/// Writes the part of `cfg` that outlives a run (see [`Stored`]), readable by the MGS's
+/// owner only, by rename.
 fn save(path: &Path, cfg: &FsConfig) -> Result<(), MgsError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let err = |e: std::io::Error| MgsError::Write {
         path: path.display().to_string(),
         reason: e.to_string(),
     };
+    let mut kept = cfg.clone();
+    for t in kept.mdts.iter_mut().chain(kept.osts.iter_mut()) {
+        t.active = false;
+        t.addr.clear();
+    }
     let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(cfg).map_err(|e| err(std::io::Error::other(e)))?;
+    let text = serde_json::to_string_pretty(&kept).map_err(|e| err(std::io::Error::other(e)))?;
+    // A leftover from an interrupted save would keep its mode; start from a new file.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+        _ => {}
+    }
     {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(CONFIG_MODE)
+            .open(&tmp)
+            .map_err(err)?;
         f.write_all(text.as_bytes()).map_err(err)?;
         f.sync_all().map_err(err)?;
     }
@@ -191,7 +268,7 @@ impl Service for Mgs {
                 Reply::Ok
             }
             Request::MgsGetConfig { newer_than } => match newer_than {
-                Some(g) if g >= self.config.lock().generation => {
+                Some(g) if g >= self.state.lock().config.generation => {
                     Reply::Config(self.wait_newer(g).await)
                 }
                 _ => Reply::Config(self.config()),
@@ -210,7 +287,6 @@ impl Service for Mgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nacre_core::TargetName;
 
     #[tokio::test]
     async fn register_persist_and_watch() {
@@ -246,5 +322,75 @@ mod tests {
             "addresses must be re-registered after restart"
         );
         assert!(m.set_param("bad name", Some("1")).is_err());
+    }
+
+    /// The identity of config.json's current version: inode (it is replaced by rename),
+    /// modification time and content.
+    fn stored_version(dir: &Path) -> (u64, i64, i64, String) {
+        use std::os::unix::fs::MetadataExt;
+        let p = dir.join("config.json");
+        let m = std::fs::metadata(&p).expect("stat");
+        (
+            m.ino(),
+            m.mtime(),
+            m.mtime_nsec(),
+            std::fs::read_to_string(&p).expect("read"),
+        )
+    }
+
+    #[test]
+    fn a_restart_with_nothing_new_writes_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("tmp");
+        Mgs::format(d.path(), "testfs").expect("format");
+        let m = Mgs::open(d.path()).expect("open");
+        m.register(TargetName::mdt(0), "127.0.0.1:7").expect("reg");
+        m.register(TargetName::ost(0), "127.0.0.1:8").expect("reg");
+        m.set_param("osc.*.max_dirty_mb", Some("64"))
+            .expect("param");
+        let first_run = m.config().generation;
+        m.deregister(TargetName::ost(0));
+        m.deregister(TargetName::mdt(0));
+        drop(m);
+        let written = stored_version(d.path());
+        let mode = std::fs::metadata(d.path().join("config.json"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "config.json is readable by others");
+
+        // The same targets come back on new ports, and go down again.
+        let m = Mgs::open(d.path()).expect("reopen");
+        assert!(m.config().generation > first_run);
+        m.register(TargetName::mdt(0), "127.0.0.1:17").expect("reg");
+        m.register(TargetName::ost(0), "127.0.0.1:18").expect("reg");
+        m.set_param("osc.*.max_dirty_mb", Some("64"))
+            .expect("same param");
+        let c = m.config();
+        assert!(
+            c.generation > first_run,
+            "generations go back after a restart"
+        );
+        assert_eq!(c.osts[0].addr, "127.0.0.1:18");
+        assert!(c.osts[0].active);
+        m.deregister(TargetName::ost(0));
+        assert_eq!(
+            stored_version(d.path()),
+            written,
+            "config.json was rewritten with nothing new"
+        );
+
+        // A new target and a new parameter are written.
+        m.register(TargetName::ost(1), "127.0.0.1:19").expect("reg");
+        assert_ne!(stored_version(d.path()), written);
+        drop(m);
+        let m = Mgs::open(d.path()).expect("reopen");
+        let c = m.config();
+        assert_eq!(
+            c.osts.iter().map(|t| t.name.index).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert!(c.osts.iter().all(|t| !t.active && t.addr.is_empty()));
+        assert_eq!(c.params.len(), 1);
     }
 }

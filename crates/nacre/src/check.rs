@@ -1,20 +1,28 @@
-//! `nacre check`: the namespace checker across MDTs, on a file system that is not running
-//! (its stores are opened directly). See [`nacre_mdt::dne::check`].
+//! `nacre check`: the namespace checker across MDTs, on a file system that is not running.
+//! Its stores are read as they are, without writing to them (a journal left by a killed
+//! server is replayed in memory), so a full disk does not stop a check. See
+//! [`nacre_mdt::dne::check`] and [`nacre_osd::StoreSnapshot`].
 
 use crate::local::{self, LocalFs};
 use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
 use nacre_mdt::dne::check::{CheckReport, check};
+use nacre_osd::StoreSnapshot;
 use nacre_osd::mdstore::store_dir;
-use nacre_osd::{MdStore, MdStoreConfig};
 use std::path::{Path, PathBuf};
 
 /// Checks the namespace held by the MDT target directories `mdt_dirs` (in index order).
-pub async fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
+pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
     let mut stores = Vec::new();
     for d in mdt_dirs {
-        let s = MdStore::open(&store_dir(d), MdStoreConfig::default())
-            .with_context(|| format!("cannot open the MDT store in {}", d.display()))?;
+        let s = StoreSnapshot::open(&store_dir(d))
+            .with_context(|| format!("cannot read the MDT store in {}", d.display()))?;
+        if s.replayed() {
+            tracing::info!(
+                "{}: not stopped cleanly; its journal was replayed in memory",
+                d.display()
+            );
+        }
         stores.push(s);
     }
     let views = stores
@@ -22,16 +30,11 @@ pub async fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
         .map(|s| s.read())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("cannot read an MDT store: {e}"))?;
-    let rep = check(&views).map_err(|e| anyhow::anyhow!("check failed: {e}"));
-    drop(views);
-    for s in &stores {
-        s.close().await;
-    }
-    rep
+    check(&views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
 }
 
 /// Checks a file system made by `nacre up` / `local::format` in `dir`.
-pub async fn check_local(dir: &Path) -> Result<CheckReport> {
+pub fn check_local(dir: &Path) -> Result<CheckReport> {
     let fs = LocalFs::load(dir)?;
     if crate::daemon::load_run(dir).is_some_and(|r| crate::daemon::pid_alive(r.pid)) {
         bail!(
@@ -43,5 +46,5 @@ pub async fn check_local(dir: &Path) -> Result<CheckReport> {
     let dirs: Vec<PathBuf> = (0..fs.mdts)
         .map(|i| local::target_dir(dir, TargetName::mdt(i)))
         .collect();
-    check_mdts(&dirs).await
+    check_mdts(&dirs)
 }

@@ -13,18 +13,64 @@ use std::path::{Path, PathBuf};
 /// Largest request or reply line accepted.
 pub const MAX_LINE: usize = 16 << 20;
 
-/// Where registry entries and sockets live.
-pub fn run_dir() -> PathBuf {
+/// Where registry entries and sockets live: `$NACRE_RUN_DIR` if set, `/run/nacre` for root,
+/// else `$XDG_RUNTIME_DIR/nacre`, else `nacre-UID` in the temporary directory. The entries
+/// name the sockets `lfs` and `lctl` talk to, so the directory must be one only this user
+/// can have made: it is created with mode 0700, and one that is already there is used only
+/// if this user owns it and no one else may write to it (in a shared `/tmp`, another user
+/// could have made `nacre-UID` first).
+pub fn run_dir() -> Result<PathBuf> {
+    let d = run_dir_path();
+    check_run_dir(&d)?;
+    Ok(d)
+}
+
+fn run_dir_path() -> PathBuf {
     if let Some(d) = std::env::var_os("NACRE_RUN_DIR") {
         return PathBuf::from(d);
     }
     // SAFETY: geteuid never fails.
     let uid = unsafe { libc::geteuid() };
     if uid == 0 {
-        PathBuf::from("/run/nacre")
-    } else {
-        std::env::temp_dir().join(format!("nacre-{uid}"))
+        return PathBuf::from("/run/nacre");
     }
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x.join("nacre"),
+        _ => std::env::temp_dir().join(format!("nacre-{uid}")),
+    }
+}
+
+/// Makes `d` if missing and checks it is this user's alone to write.
+fn check_run_dir(d: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    nacre_osd::create_private_dir(d).with_context(|| format!("cannot create {}", d.display()))?;
+    let m = std::fs::symlink_metadata(d).with_context(|| format!("cannot stat {}", d.display()))?;
+    if !m.is_dir() {
+        bail!(
+            "{} is not a directory (nacre keeps its mount registry there)",
+            d.display()
+        );
+    }
+    // SAFETY: geteuid never fails.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        bail!(
+            "{} is owned by uid {}, not by you (uid {me}): another user may have made it \
+             to plant entries in nacre's mount registry; remove it, or set XDG_RUNTIME_DIR",
+            d.display(),
+            m.uid()
+        );
+    }
+    if m.mode() & 0o022 != 0 {
+        bail!(
+            "{} is writable by others (mode {:o}): nacre keeps its mount registry there; \
+             `chmod 700 {}` or remove it",
+            d.display(),
+            m.mode() & 0o777,
+            d.display()
+        );
+    }
+    Ok(())
 }
 
 /// One mounted client, as the registry records it.
@@ -46,36 +92,33 @@ fn entry_name(mountpoint: &Path) -> String {
     format!("{h:016x}")
 }
 
-pub fn socket_path(mountpoint: &Path) -> PathBuf {
-    run_dir().join(format!("{}.sock", entry_name(mountpoint)))
+pub fn socket_path(mountpoint: &Path) -> Result<PathBuf> {
+    Ok(run_dir()?.join(format!("{}.sock", entry_name(mountpoint))))
 }
 
 pub fn register(e: &MountEntry) -> Result<PathBuf> {
-    let d = run_dir().join("mounts");
-    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    let d = run_dir()?.join("mounts");
+    nacre_osd::create_private_dir(&d).with_context(|| format!("cannot create {}", d.display()))?;
     let p = d.join(format!("{}.json", entry_name(&e.mountpoint)));
     crate::target::write_atomic(&p, serde_json::to_string_pretty(e)?.as_bytes())?;
     Ok(p)
 }
 
+/// Removes the registry entry and socket of `mountpoint`, if there are any.
 pub fn unregister(mountpoint: &Path) {
-    let p = run_dir()
-        .join("mounts")
-        .join(format!("{}.json", entry_name(mountpoint)));
-    let _ = std::fs::remove_file(p);
-    let _ = std::fs::remove_file(socket_path(mountpoint));
-}
-
-fn pid_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
+    let Ok(d) = run_dir() else {
+        return;
+    };
+    let name = entry_name(mountpoint);
+    let _ = std::fs::remove_file(d.join("mounts").join(format!("{name}.json")));
+    let _ = std::fs::remove_file(d.join(format!("{name}.sock")));
 }
 
 /// Mounts registered on this node whose process is alive.
-pub fn mounts() -> Vec<MountEntry> {
-    let d = run_dir().join("mounts");
+pub fn mounts() -> Result<Vec<MountEntry>> {
+    let d = run_dir()?.join("mounts");
     let Ok(rd) = std::fs::read_dir(&d) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for e in rd.flatten() {
@@ -85,12 +128,12 @@ pub fn mounts() -> Vec<MountEntry> {
         let Ok(m) = serde_json::from_str::<MountEntry>(&text) else {
             continue;
         };
-        if pid_alive(m.pid) {
+        if crate::daemon::pid_alive(m.pid) {
             out.push(m);
         }
     }
     out.sort_by(|a, b| a.mountpoint.cmp(&b.mountpoint));
-    out
+    Ok(out)
 }
 
 /// The mount holding `path`, and the path relative to its root.
@@ -111,7 +154,7 @@ pub fn find_mount(path: &Path) -> Result<(MountEntry, PathBuf)> {
             .join(name)
     };
     let mut best: Option<(MountEntry, PathBuf)> = None;
-    for m in mounts() {
+    for m in mounts()? {
         if let Ok(rel) = abs.strip_prefix(&m.mountpoint) {
             let better = best.as_ref().is_none_or(|(b, _)| {
                 m.mountpoint.as_os_str().len() > b.mountpoint.as_os_str().len()
@@ -126,12 +169,13 @@ pub fn find_mount(path: &Path) -> Result<(MountEntry, PathBuf)> {
 
 /// Sends one request to a mount's control socket and reads the reply.
 pub fn call<Req: Serialize, Rep: for<'a> Deserialize<'a>>(socket: &Path, req: &Req) -> Result<Rep> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(socket)
+    use std::io::{BufRead, BufReader, Read};
+    let s = std::os::unix::net::UnixStream::connect(socket)
         .with_context(|| format!("cannot reach the client at {}", socket.display()))?;
     let mut line = serde_json::to_vec(req)?;
     line.push(b'\n');
-    s.write_all(&line)?;
+    send_all(&s, &line)
+        .with_context(|| format!("cannot reach the client at {}", socket.display()))?;
     let mut r = BufReader::new(s);
     let mut buf = Vec::new();
     r.by_ref()
@@ -141,4 +185,31 @@ pub fn call<Req: Serialize, Rep: for<'a> Deserialize<'a>>(socket: &Path, req: &R
         bail!("the client at {} closed the connection", socket.display());
     }
     Ok(serde_json::from_slice(&buf)?)
+}
+
+/// Writes all of `buf` to `s` without raising SIGPIPE: commands let SIGPIPE end them when
+/// their own output goes away, but a mount whose socket closes is an error to report.
+fn send_all(s: &std::os::unix::net::UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    while !buf.is_empty() {
+        // SAFETY: a connected socket and a buffer of the given length.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        match usize::try_from(n) {
+            Ok(n) => buf = &buf[n..],
+            Err(_) => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -435,8 +435,6 @@ impl CtlServer {
 /// Binds the control socket of a mount (owner-only) and registers the mount.
 pub fn bind(entry: &MountEntry) -> Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = ctl::run_dir();
-    std::fs::create_dir_all(&dir)?;
     let _ = std::fs::remove_file(&entry.socket);
     let l = UnixListener::bind(&entry.socket)?;
     std::fs::set_permissions(&entry.socket, std::fs::Permissions::from_mode(0o600))?;

@@ -115,9 +115,20 @@ pub fn prepare_mountpoint(p: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(p).with_context(|| format!("cannot resolve {}", p.display()))
 }
 
+/// Environment variable naming the descriptor a background child reports its failure on.
+const STATUS_FD_ENV: &str = "NACRE_STATUS_FD";
+/// Most of a failure report the starting command reads (an error with its causes).
+const STATUS_MAX: u64 = 64 << 10;
+
+/// The writing end of the status pipe, in a background child.
+static STATUS_PIPE: parking_lot::Mutex<Option<std::fs::File>> = parking_lot::Mutex::new(None);
+
 /// Re-runs this command as a detached child, output to `log`, and waits until `ready`
-/// says it is up (or the child dies, whose log is then shown).
+/// says it is up. If the child dies first, the error it reports on a pipe is shown (its
+/// log may be on a full disk), or else the end of its log.
 pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().context("cannot find the nacre executable")?;
     let mut args: Vec<String> = std::env::args()
@@ -125,25 +136,33 @@ pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> 
         .filter(|a| a != "--background" && a != "-b")
         .collect();
     args.push(CHILD_FLAG.to_string());
-    let out = std::fs::OpenOptions::new()
+    let out = nacre_osd::private_file()
         .create(true)
         .append(true)
         .open(log)
         .with_context(|| format!("cannot open log {}", log.display()))?;
     let err = out.try_clone()?;
+    let (mut status_rx, status_tx) = std::io::pipe().context("cannot make a status pipe")?;
+    let status_fd = status_tx.as_raw_fd();
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args)
+        .env(STATUS_FD_ENV, status_fd.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err);
-    // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal.
+    // SAFETY: setsid and fcntl are async-signal-safe. setsid detaches the child from our
+    // terminal; the status pipe is made close-on-exec and must stay open across this one.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
+            if libc::fcntl(status_fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
     let mut child = cmd.spawn().context("cannot start the background process")?;
+    drop(status_tx);
     let pid = child.id();
     let start = Instant::now();
     loop {
@@ -151,6 +170,19 @@ pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> 
             return Ok(pid);
         }
         if let Some(status) = child.try_wait()? {
+            // The child and its copy of the pipe are gone: this read ends.
+            let mut report = String::new();
+            let _ = status_rx
+                .by_ref()
+                .take(STATUS_MAX)
+                .read_to_string(&mut report);
+            let report = report.trim();
+            if !report.is_empty() {
+                bail!(
+                    "the background process failed: {report}\n(its log: {})",
+                    log.display()
+                );
+            }
             let tail = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = tail.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
@@ -169,6 +201,48 @@ pub fn spawn_background(log: &Path, ready: impl Fn(u32) -> bool) -> Result<u32> 
             );
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// In a background child: takes the status pipe its parent left it (see
+/// [`spawn_background`]), so [`report_failure`] can reach the parent.
+pub fn take_status_pipe() {
+    use std::os::fd::FromRawFd;
+    let Some(fd) = std::env::var(STATUS_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // SAFETY: at start-up, before any other thread runs; nothing this process starts
+    // should see the variable.
+    unsafe { std::env::remove_var(STATUS_FD_ENV) };
+    // SAFETY: all zeros is a valid `stat` for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes only into `st`; a descriptor that is not open just fails.
+    let is_pipe =
+        unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO;
+    if !is_pipe {
+        return;
+    }
+    // SAFETY: fcntl on the descriptor just checked. Nothing this process starts inherits
+    // it, and a report the pipe has no room for (the parent reads only once the child is
+    // gone) is dropped rather than blocking the reporter.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+    }
+    // SAFETY: the parent gave this descriptor to this process alone, and it is taken once.
+    let f = unsafe { std::fs::File::from_raw_fd(fd) };
+    *STATUS_PIPE.lock() = Some(f);
+}
+
+/// Tells the command that started this background child why it failed (nothing if this
+/// process is not one, or its parent stopped listening).
+pub fn report_failure(msg: &str) {
+    use std::io::Write;
+    if let Some(f) = STATUS_PIPE.lock().as_mut() {
+        let _ = f.write_all(msg.as_bytes());
     }
 }
 

@@ -3,11 +3,14 @@
 //! Layout of the directory:
 //! ```text
 //! DIR/nacre.json   file system name, target counts, MGS port
-//! DIR/key          the shared key (mode 0600)
+//! DIR/key          the shared key
 //! DIR/mgs/         the MGS
 //! DIR/mdt0 ...     MDTs
 //! DIR/ost0 ...     OSTs
+//! DIR/nacre.log    the log of `up --background`; DIR/run.json its process
 //! ```
+//! All of it is its owner's only (directories 0700, files 0600): the data's permissions
+//! are the servers' to enforce, not the local host's to bypass.
 //! The MGS listens on a port fixed at format time (so the mount spec printed once stays
 //! valid); MDTs and OSTs take any free port and register it with the MGS.
 
@@ -138,6 +141,9 @@ impl LocalCluster {
     /// Starts every target of the file system in `dir`.
     pub async fn start(dir: &Path, tuning: ServerTuning) -> Result<LocalCluster> {
         let fs = LocalFs::load(dir)?;
+        // The directory holds the logs and run state beside the targets (each of which
+        // its server closes too).
+        target::restrict_dir(dir)?;
         let key = Key::load(&dir.join(KEY_FILE))?;
         let listener = node::bind(&fs.mgs_addr()).await?;
         let mgs_dir = target_dir(dir, TargetName::mgs());

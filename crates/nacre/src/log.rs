@@ -48,6 +48,8 @@ pub fn init(default: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| LogWriter)
+        // Colour only for a terminal, not in `nacre.log`.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .log_internal_errors(false)
         .try_init();
 }

@@ -365,14 +365,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Check { dirs } => {
             init_logging(false);
-            let rt = cmd::runtime()?;
-            let rep = rt.block_on(async {
-                if dirs.len() == 1 && dirs[0].join(nacre::local::LOCAL_FILE).exists() {
-                    nacre::check::check_local(&dirs[0]).await
-                } else {
-                    nacre::check::check_mdts(&dirs).await
-                }
-            })?;
+            let rep = if dirs.len() == 1 && dirs[0].join(nacre::local::LOCAL_FILE).exists() {
+                nacre::check::check_local(&dirs[0])?
+            } else {
+                nacre::check::check_mdts(&dirs)?
+            };
             print!("{}", rep.summary());
             for (mdt, n) in &rep.entries_per_mdt {
                 println!("MDT{mdt:04x}: {n} entries");
@@ -385,10 +382,52 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+impl Cli {
+    /// Whether this process serves (targets or a mount) rather than runs a command and
+    /// exits: a background child, or `up`, `mount` and `serve` in the foreground.
+    fn serves(&self) -> bool {
+        match &self.cmd {
+            Command::Up(u) => u.child || !u.background,
+            Command::Mount {
+                background, child, ..
+            } => *child || !*background,
+            Command::Serve { .. } => true,
+            _ => false,
+        }
+    }
+
+    fn is_background_child(&self) -> bool {
+        match &self.cmd {
+            Command::Up(u) => u.child,
+            Command::Mount { child, .. } => *child,
+            _ => false,
+        }
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if cli.is_background_child() {
+        nacre::daemon::take_status_pipe();
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            nacre::daemon::report_failure(&format!("{info}"));
+            default(info);
+        }));
+    }
+    if !cli.serves() {
+        // A command whose reader goes away (`nacre status DIR | head -1`) ends as other
+        // command-line tools do, killed by SIGPIPE, instead of panicking in println!.
+        // Servers keep ignoring it: a write to a client that went away must fail there,
+        // not end the process.
+        // SAFETY: at start-up, before any other thread runs.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     if let Err(e) = run(cli) {
-        eprintln!("nacre: {e:#}");
+        nacre::daemon::report_failure(&format!("{e:#}"));
+        // Not eprintln!: an error written to a log on a full disk must not become a panic.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "nacre: {e:#}");
         std::process::exit(1);
     }
 }

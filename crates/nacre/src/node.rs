@@ -106,6 +106,7 @@ pub async fn serve_mgs(
     listener: TcpListener,
     tuning: &ServerTuning,
 ) -> Result<(Arc<Mgs>, Served)> {
+    crate::target::restrict_dir(dir)?;
     let mgs = Mgs::open(dir)?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
@@ -157,6 +158,7 @@ pub async fn serve_mdt(
     tuning: &ServerTuning,
 ) -> Result<Served> {
     let name = TargetName::mdt(index);
+    crate::target::restrict_dir(dir)?;
     let cfg = MdtConfig {
         fsname: fsname.to_string(),
         index,
@@ -197,6 +199,7 @@ pub async fn serve_ost(
     tuning: &ServerTuning,
 ) -> Result<Served> {
     let name = TargetName::ost(index);
+    crate::target::restrict_dir(dir)?;
     let store = ObjStore::open(dir, tuning.obj.clone()).with_context(|| {
         format!(
             "cannot open the objects of {} in {}",

@@ -61,26 +61,71 @@ impl TargetIdentity {
     }
 }
 
-/// Writes a file by rename, so readers never see half of it.
+/// Writes a file by rename, so readers never see half of it; the file is its owner's only
+/// (everything in a file system's directories is, see [`restrict_dir`]).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(data)?;
-    f.sync_all()?;
+    // A leftover from an interrupted write would keep its mode; start from a new file.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot remove {}", tmp.display()));
+        }
+        _ => {}
+    }
+    let mut f = nacre_osd::private_file()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(data)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
-/// Checks that `dir` can hold a target: a directory we can write (created if missing).
+/// Makes `dir` its owner's only. Target directories hold the file system's data, whose
+/// permissions the servers enforce for clients; on this host they are the owner's alone.
+/// Everything nacre creates inside is owner-only too, but a directory made by an older
+/// version holds files and directories open to everyone: closing the directory itself
+/// cuts access to all of them.
+pub fn restrict_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("cannot stat {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o777 != nacre_osd::PRIVATE_DIR_MODE {
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode(nacre_osd::PRIVATE_DIR_MODE),
+        )
+        .with_context(|| format!("cannot make {} private", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Checks that `dir` can hold a target: a directory we can write (created if missing),
+/// made its owner's only.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
         bail!("{} exists and is not a directory", dir.display());
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    nacre_osd::create_private_dir(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    restrict_dir(dir)?;
     let probe = dir.join(".nacre-write-probe");
-    std::fs::write(&probe, b"").with_context(|| format!("{} is not writable", dir.display()))?;
+    nacre_osd::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .with_context(|| format!("{} is not writable", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -104,9 +149,9 @@ pub fn format_target(
         TargetKind::Mgs => nacre_mgs::Mgs::format(dir, fsname)?,
         TargetKind::Ost => {
             nacre_osd::objstore::check_xattr_support(dir).map_err(anyhow::Error::msg)?;
-            std::fs::create_dir_all(dir.join("O"))?;
+            nacre_osd::create_private_dir(&dir.join("O"))?;
         }
-        TargetKind::Mdt => std::fs::create_dir_all(dir.join("mdstore"))?,
+        TargetKind::Mdt => nacre_osd::create_private_dir(&nacre_osd::mdstore::store_dir(dir))?,
     }
     let id = TargetIdentity {
         fsname: fsname.to_string(),

@@ -290,7 +290,7 @@ async fn remote_and_striped_directories() {
     quiesce_within(&c, std::time::Duration::from_secs(10)).await;
     c.unmount();
     cluster.stop().await;
-    let rep = nacre::check::check_local(dir.path()).await.expect("check");
+    let rep = nacre::check::check_local(dir.path()).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }
 
@@ -463,6 +463,6 @@ async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
     quiesce_within(&c, std::time::Duration::from_secs(10)).await;
     c.unmount();
     cluster.stop().await;
-    let rep = nacre::check::check_local(dir.path()).await.expect("check");
+    let rep = nacre::check::check_local(dir.path()).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }

@@ -480,7 +480,7 @@ async fn crash_matrix(ops: &[Op]) {
             let dirs: Vec<PathBuf> = (0..MDTS)
                 .map(|i| tmp.path().join(format!("mdt{i}")))
                 .collect();
-            let rep = nacre::check::check_mdts(&dirs).await.expect("check");
+            let rep = nacre::check::check_mdts(&dirs).expect("check");
             assert!(rep.is_clean(), "{op:?} at {point}: {}", rep.summary());
             tokio::task::block_in_place(|| cl.start_all());
             c = mount(&cl).await;
@@ -558,7 +558,7 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
     assert!(exists(&c, Fid::ROOT, "half").await.is_none());
     c.unmount();
     tokio::task::block_in_place(|| cl.stop_all());
-    let rep = nacre::check::check_mdts(&dirs).await.expect("check");
+    let rep = nacre::check::check_mdts(&dirs).expect("check");
     assert_eq!(rep.pending, 1, "{}", rep.summary());
     assert_eq!(rep.orphans.len(), 1, "{}", rep.summary());
     assert!(!rep.is_clean());
@@ -569,6 +569,6 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
     assert!(exists(&c, Fid::ROOT, "half").await.is_none());
     c.unmount();
     tokio::task::block_in_place(|| cl.stop_all());
-    let rep = nacre::check::check_mdts(&dirs).await.expect("check");
+    let rep = nacre::check::check_mdts(&dirs).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }

@@ -7,7 +7,7 @@
 //! first torn or corrupt record, which can only be the tail an interrupted write left.
 
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -41,7 +41,7 @@ pub struct Journal {
 
 impl Journal {
     pub fn open(path: &Path) -> std::io::Result<Journal> {
-        let file = OpenOptions::new()
+        let file = crate::private_file()
             .read(true)
             .write(true)
             .create(true)
@@ -56,28 +56,7 @@ impl Journal {
         let mut data = Vec::new();
         self.file.seek(SeekFrom::Start(0))?;
         self.file.read_to_end(&mut data)?;
-        let mut out = Vec::new();
-        let mut pos = 0usize;
-        while pos + RECORD_HEADER <= data.len() {
-            let len = u32::from_le_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
-            let crc =
-                u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
-            // `len` counts the transno and the payload, not the len and crc words.
-            if !(8..=MAX_RECORD).contains(&len) || pos + 8 + len as usize > data.len() {
-                break;
-            }
-            let body = &data[pos + 8..pos + 8 + len as usize];
-            if crc32c::crc32c(body) != crc {
-                break;
-            }
-            let transno = u64::from_le_bytes(body[..8].try_into().unwrap_or([0; 8]));
-            match postcard::from_bytes::<Vec<Mutation>>(&body[8..]) {
-                Ok(m) => out.push((transno, m)),
-                Err(_) => break,
-            }
-            pos += 8 + len as usize;
-        }
-        Ok((out, pos as u64))
+        Ok(parse(&data))
     }
 
     /// Cuts the journal to `len` bytes (drops a torn tail).
@@ -127,9 +106,45 @@ impl Journal {
     }
 }
 
+/// The intact records of the journal at `path`, read without opening it for writing (none
+/// if there is no journal): what [`Journal::replay`] would find.
+pub fn read_records(path: &Path) -> std::io::Result<Vec<Record>> {
+    match std::fs::read(path) {
+        Ok(data) => Ok(parse(&data).0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The intact records in `data`, in order, and the length of the intact prefix.
+fn parse(data: &[u8]) -> (Vec<Record>, u64) {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos + RECORD_HEADER <= data.len() {
+        let len = u32::from_le_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
+        let crc = u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
+        // `len` counts the transno and the payload, not the len and crc words.
+        if !(8..=MAX_RECORD).contains(&len) || pos + 8 + len as usize > data.len() {
+            break;
+        }
+        let body = &data[pos + 8..pos + 8 + len as usize];
+        if crc32c::crc32c(body) != crc {
+            break;
+        }
+        let transno = u64::from_le_bytes(body[..8].try_into().unwrap_or([0; 8]));
+        match postcard::from_bytes::<Vec<Mutation>>(&body[8..]) {
+            Ok(m) => out.push((transno, m)),
+            Err(_) => break,
+        }
+        pos += 8 + len as usize;
+    }
+    (out, pos as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn put(k: &[u8]) -> Mutation {
         Mutation::Put {

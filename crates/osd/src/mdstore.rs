@@ -53,7 +53,7 @@
 //! LMDB's put does not return the old value; giving up redb's page checksums; and
 //! converting existing `mdt.redb` stores.
 
-use crate::journal::{Journal, Mutation};
+use crate::journal::{Journal, Mutation, Record};
 use nacre_core::Errno;
 use parking_lot::{Condvar, Mutex};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -105,7 +105,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
 ];
 
 impl Table {
-    fn def(self) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
+    pub(crate) fn def(self) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
         TableDefinition::new(match self {
             Table::Inodes => "inodes",
             Table::Dirents => "dirents",
@@ -124,7 +124,10 @@ impl Table {
     }
 }
 
-const CHECKPOINT_KEY: &[u8] = b"journal.checkpoint_transno";
+pub(crate) const CHECKPOINT_KEY: &[u8] = b"journal.checkpoint_transno";
+/// The redb file and the journal, in the store's directory.
+pub(crate) const DB_FILE: &str = "mdt.redb";
+pub(crate) const JOURNAL_FILE: &str = "journal";
 
 /// Tunables of the store.
 #[derive(Clone, Debug)]
@@ -489,6 +492,10 @@ pub struct ReadView {
 }
 
 impl ReadView {
+    pub(crate) fn new(txn: redb::ReadTransaction) -> ReadView {
+        ReadView { txn }
+    }
+
     pub fn get(&self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
         let tab = self.txn.open_table(t.def()).map_err(|e| {
             tracing::error!(target: "osd", "open table: {e}");
@@ -526,13 +533,23 @@ impl MdStore {
             path: dir.display().to_string(),
             reason,
         };
-        std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
-        let db_path = dir.join("mdt.redb");
+        crate::create_private_dir(dir).map_err(|e| open_err(e.to_string()))?;
+        let db_path = dir.join(DB_FILE);
+        // Opened here rather than by redb, so a new file gets the private mode.
+        let file = crate::private_file()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&db_path)
+            .map_err(|e| open_err(e.to_string()))?;
+        let backend =
+            redb::backends::FileBackend::new(file).map_err(|e| open_err(e.to_string()))?;
         let db = redb::Builder::new()
             .set_cache_size(cfg.cache_bytes)
-            .create(&db_path)
+            .create_with_backend(backend)
             .map_err(|e| open_err(e.to_string()))?;
-        let journal_path = dir.join("journal");
+        let journal_path = dir.join(JOURNAL_FILE);
         let mut journal = Journal::open(&journal_path).map_err(|e| open_err(e.to_string()))?;
         let transno = replay(&db, &mut journal).map_err(|reason| StoreError::Replay {
             path: journal_path.display().to_string(),
@@ -687,27 +704,29 @@ fn replay(db: &Database, journal: &mut Journal) -> Result<u64, String> {
         tracing::warn!(target: "osd", "journal: dropping {} bytes of torn tail", journal.len() - good);
         journal.truncate(good).map_err(|e| e.to_string())?;
     }
+    let last = apply_records(db, records)?;
+    if !journal.is_empty() {
+        journal.reset().map_err(|e| e.to_string())?;
+    }
+    Ok(last)
+}
+
+/// Applies the records newer than the store's checkpoint in one durable transaction and
+/// returns the last transaction number. With nothing to apply nothing is written, so a
+/// store that was stopped cleanly opens without needing free space.
+pub(crate) fn apply_records(db: &Database, records: Vec<Record>) -> Result<u64, String> {
     let mut wtxn = db.begin_write().map_err(|e| e.to_string())?;
     let _ = wtxn.set_durability(redb::Durability::Immediate);
     wtxn.set_quick_repair(true);
-    let mut checkpoint = 0u64;
     let mut last = 0u64;
+    let mut applied = 0usize;
     {
         let mut tables = Vec::with_capacity(TABLE_COUNT);
         for t in ALL_TABLES {
             tables.push(wtxn.open_table(t.def()).map_err(|e| e.to_string())?);
         }
-        if let Some(v) = tables[Table::Meta as usize]
-            .get(CHECKPOINT_KEY)
-            .map_err(|e| e.to_string())?
-        {
-            let b = v.value();
-            if b.len() == 8 {
-                checkpoint = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-            }
-        }
+        let checkpoint = read_checkpoint(&tables[Table::Meta as usize])?;
         last = last.max(checkpoint);
-        let mut applied = 0usize;
         for (transno, muts) in records {
             if transno <= checkpoint {
                 continue;
@@ -733,14 +752,28 @@ fn replay(db: &Database, journal: &mut Journal) -> Result<u64, String> {
         }
         if applied > 0 {
             tracing::info!(target: "osd", "journal: replayed {applied} transaction batches up to {last}");
+            tables[Table::Meta as usize]
+                .insert(CHECKPOINT_KEY, last.to_le_bytes().as_slice())
+                .map_err(|e| e.to_string())?;
         }
-        tables[Table::Meta as usize]
-            .insert(CHECKPOINT_KEY, last.to_le_bytes().as_slice())
-            .map_err(|e| e.to_string())?;
     }
-    wtxn.commit().map_err(|e| e.to_string())?;
-    journal.reset().map_err(|e| e.to_string())?;
+    if applied > 0 {
+        wtxn.commit().map_err(|e| e.to_string())?;
+    } else {
+        wtxn.abort().map_err(|e| e.to_string())?;
+    }
     Ok(last)
+}
+
+/// The transaction number the store was last checkpointed at (0 if never).
+pub(crate) fn read_checkpoint(
+    meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<u64, String> {
+    let Some(v) = meta.get(CHECKPOINT_KEY).map_err(|e| e.to_string())? else {
+        return Ok(0);
+    };
+    let b = v.value();
+    Ok(b.try_into().map(u64::from_le_bytes).unwrap_or(0))
 }
 
 struct Executor {
@@ -1000,6 +1033,43 @@ mod tests {
                 .expect("get"),
             Some(b"3".to_vec())
         );
+        s.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn store_files_are_owner_only() {
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = store_dir(&d.path().join("mdt0"));
+        let s = MdStore::open(&dir, cfg()).expect("open");
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        s.close().await;
+        assert!(dir.join(DB_FILE).exists() && dir.join(JOURNAL_FILE).exists());
+        let bad = crate::not_private(&d.path().join("mdt0"));
+        assert!(bad.is_empty(), "readable by others: {bad:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reopening_a_cleanly_closed_store_writes_nothing() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = MdStore::open(d.path(), cfg()).expect("open");
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        s.close().await;
+        drop(s);
+        let journal_before = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
+        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let journal_after = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (journal_before.mtime(), journal_before.mtime_nsec()),
+            (journal_after.mtime(), journal_after.mtime_nsec()),
+            "an empty journal was truncated again"
+        );
+        assert_eq!(s.shared.stats.checkpoints.load(Ordering::Relaxed), 0);
         s.close().await;
     }
 

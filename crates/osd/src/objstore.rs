@@ -142,7 +142,7 @@ impl ObjStore {
     /// Opens the store under `dir` (the target directory), creating `O/` if needed.
     pub fn open(dir: &Path, cfg: ObjStoreConfig) -> std::io::Result<ObjStore> {
         let root = dir.join("O");
-        std::fs::create_dir_all(&root)?;
+        crate::create_private_dir(&root)?;
         Ok(ObjStore {
             root,
             fds: Mutex::new(FdCache {
@@ -195,9 +195,9 @@ impl ObjStore {
                     return Ok(Obj::Empty);
                 }
                 if let Some(d) = path.parent() {
-                    std::fs::create_dir_all(d)?;
+                    crate::create_private_dir(d)?;
                 }
-                OpenOptions::new()
+                crate::private_file()
                     .read(true)
                     .write(true)
                     .create(true)
@@ -231,9 +231,9 @@ impl ObjStore {
             return Ok(());
         }
         if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d)?;
+            crate::create_private_dir(d)?;
         }
-        match OpenOptions::new().write(true).create_new(true).open(&p) {
+        match crate::private_file().write(true).create_new(true).open(&p) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(e.into()),
@@ -266,11 +266,19 @@ impl ObjStore {
         for i in 0..OBJ_SUBDIRS {
             let d = sd.join(format!("d{i}"));
             if !d.exists() {
-                std::fs::create_dir_all(&d)?;
+                crate::create_private_dir(&d)?;
             }
         }
         let tmp = sd.join("LAST_ID.tmp");
-        std::fs::write(&tmp, format!("{last}\n"))?;
+        {
+            use std::io::Write;
+            let mut f = crate::private_file()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            f.write_all(format!("{last}\n").as_bytes())?;
+        }
         std::fs::rename(&tmp, sd.join("LAST_ID"))?;
         self.last_ids.lock().insert(seq, last);
         Ok(last)
@@ -732,7 +740,12 @@ fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
 /// Checks that the backing file system keeps user xattrs (filter fids need them).
 pub fn check_xattr_support(dir: &Path) -> Result<(), String> {
     let probe = dir.join(".xattr-probe");
-    std::fs::write(&probe, b"").map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    crate::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
     let res = set_filter_fid(&probe, &Fid::ROOT).and_then(|_| get_filter_fid(&probe));
     let _ = std::fs::remove_file(&probe);
     match res {
@@ -777,6 +790,23 @@ mod tests {
             *b = (i as u8).wrapping_mul(7) ^ seed;
         }
         (v, pad)
+    }
+
+    #[test]
+    fn objects_and_their_directories_are_owner_only() {
+        let d = tempfile::tempdir().expect("tmp");
+        let target = d.path().join("ost0");
+        let s = ObjStore::open(&target, ObjStoreConfig::default()).expect("open");
+        let seq = 0x100010000;
+        s.precreate(seq, 40).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        for oid in [1, 2, 33] {
+            s.write(&Fid::new(seq, oid, 0), &parent, 0, b"data")
+                .expect("write");
+        }
+        s.ensure(&Fid::new(0x200000401, 7, 0)).expect("ensure");
+        let bad = crate::not_private(&target.join("O"));
+        assert!(bad.is_empty(), "readable by others: {bad:?}");
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                 let addr = a.listen.clone().unwrap_or_else(|| id.mgsnode.clone());
                 let l = node::bind(&addr).await?;
                 let (_mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l, &tuning).await?;
-                println!("{full} serving on {}", s.addr);
+                super::say(format_args!("{full} serving on {}", s.addr));
                 (s, None)
             }
             TargetKind::Mdt | TargetKind::Ost => {
@@ -131,12 +131,12 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                 mgc.register(name, &advertised)
                     .await
                     .context("cannot register with the MGS")?;
-                println!("{full} serving on {advertised}");
+                super::say(format_args!("{full} serving on {advertised}"));
                 (s, Some(mgc))
             }
         };
         daemon::wait_for_signal().await;
-        println!("{full} stopping");
+        super::say(format_args!("{full} stopping"));
         served.0.stop().await;
         Ok::<(), anyhow::Error>(())
     })

@@ -21,7 +21,7 @@ examples:\n  nacre lctl get_param osc.*.max_rpcs_in_flight\n  \
 nacre lctl set_param lod.*.dom_stripesize=65536\n  nacre lctl set_param -P llite.*.max_read_ahead_mb=128\n";
 
 fn processes() -> Result<Vec<MountEntry>> {
-    let m = ctl::mounts();
+    let m = ctl::mounts()?;
     if m.is_empty() {
         bail!("lctl: no nacre client or server runs on this node");
     }

@@ -134,7 +134,7 @@ fn lapi_err(e: lapi::Error) -> anyhow::Error {
 fn df(args: &[String]) -> Result<i32> {
     let req = lapi::df::parse_df(args).map_err(lapi_err)?;
     let mounts: Vec<MountEntry> = if req.paths.is_empty() {
-        ctl::mounts()
+        ctl::mounts()?
     } else {
         req.paths
             .iter()

@@ -23,6 +23,14 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Prints a status line of a process that serves (a mount or targets). Nobody may be
+/// reading by then (`nacre up ... | head -1`), which must not stop the service, so a
+/// failed write is let go.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 /// Parses sizes like `1G`, `512M` for command-line options.
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     nacre_core::size::parse_size(s).map_err(|e| e.to_string())

@@ -60,7 +60,7 @@ pub fn mount_client(
         mountpoint: mountpoint.to_path_buf(),
         spec: spec.to_string(),
         fsname: client.fsname.clone(),
-        socket: ctl::socket_path(mountpoint),
+        socket: ctl::socket_path(mountpoint)?,
         pid: std::process::id(),
     };
     let listener = {
@@ -135,13 +135,10 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     let (spec, key) = resolve_spec(&a.spec, a.key.as_deref())?;
     let mnt = daemon::prepare_mountpoint(&a.mountpoint)?;
     if a.background && !a.child {
-        let log = ctl::run_dir().join(format!("mount-{}.log", std::process::id()));
-        std::fs::create_dir_all(ctl::run_dir())?;
+        let log = ctl::run_dir()?.join(format!("mount-{}.log", std::process::id()));
         let m2 = mnt.clone();
         daemon::spawn_background(&log, |pid| {
-            ctl::mounts()
-                .iter()
-                .any(|e| e.mountpoint == m2 && e.pid == pid)
+            ctl::mounts().is_ok_and(|m| m.iter().any(|e| e.mountpoint == m2 && e.pid == pid))
         })?;
         println!("mounted {spec} on {}", mnt.display());
         return Ok(());
@@ -153,7 +150,10 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     let client = rt.block_on(Client::mount(mspec))?;
     let mounted = mount_client(rt.handle(), client, &mnt, &spec, a.attr_timeout, Vec::new())?;
     if !a.child {
-        println!("mounted {spec} on {} (Ctrl-C to unmount)", mnt.display());
+        super::say(format_args!(
+            "mounted {spec} on {} (Ctrl-C to unmount)",
+            mnt.display()
+        ));
     }
     rt.block_on(daemon::wait_for_signal());
     mounted.unmount();
@@ -161,19 +161,29 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
 }
 
 pub fn run_umount(mountpoint: &Path) -> Result<()> {
-    let abs = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
-    if let Some(e) = ctl::mounts().into_iter().find(|e| e.mountpoint == abs) {
-        if daemon::stop_pid(e.pid, daemon::STOP_TIMEOUT) {
-            println!("unmounted {}", abs.display());
-            return Ok(());
+    // A dead FUSE mount cannot be resolved (ENOTCONN): take the path as given.
+    let abs = std::fs::canonicalize(mountpoint)
+        .or_else(|_| std::path::absolute(mountpoint))
+        .unwrap_or_else(|_| mountpoint.to_path_buf());
+    let mut stopped = false;
+    if let Some(e) = ctl::mounts()?.into_iter().find(|e| e.mountpoint == abs) {
+        if !daemon::stop_pid(e.pid, daemon::STOP_TIMEOUT) {
+            bail!(
+                "the client serving {} (pid {}) did not stop",
+                abs.display(),
+                e.pid
+            );
         }
-        bail!(
-            "the client serving {} (pid {}) did not stop",
-            abs.display(),
-            e.pid
-        );
+        stopped = true;
     }
-    if daemon::unmount(&abs)? {
+    // A client killed with -9, or one that died, leaves the kernel's mount behind (and a
+    // client stopping on its own has unmounted by now).
+    ctl::unregister(&abs);
+    let unmounted = daemon::unmount(&abs)?;
+    if daemon::is_mountpoint(&abs) {
+        bail!("{} is still mounted", abs.display());
+    }
+    if stopped || unmounted {
         println!("unmounted {}", abs.display());
         Ok(())
     } else {

@@ -81,13 +81,13 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             port,
         )?;
         if !a.child {
-            println!(
+            super::say(format_args!(
                 "formatted '{}' in {}: {} MDT(s), {} OST(s)",
                 fs.fsname,
                 dir.display(),
                 fs.mdts,
                 fs.osts
-            );
+            ));
         }
         fs
     };
@@ -165,16 +165,22 @@ pub fn run_up(a: UpArgs) -> Result<()> {
         mount: mnt.clone(),
         spec: fs.spec(),
     };
-    write_atomic(
-        &daemon::run_file(&dir),
-        serde_json::to_string_pretty(&state)?.as_bytes(),
-    )?;
+    // `down` finds this process through run.json: if it cannot be written, stop rather
+    // than serve with nothing able to stop it.
+    if let Err(e) = serde_json::to_string_pretty(&state)
+        .map_err(anyhow::Error::from)
+        .and_then(|text| write_atomic(&daemon::run_file(&dir), text.as_bytes()))
+    {
+        mounted.unmount();
+        rt.block_on(cluster.stop());
+        return Err(e);
+    }
     if !a.child {
         print_ready(&fs, &dir, &mnt);
-        println!(
+        super::say(format_args!(
             "running in the foreground; Ctrl-C (or `nacre down {}`) stops it",
             dir.display()
-        );
+        ));
     }
     tracing::info!("up: {} mounted on {}", fs.spec(), mnt.display());
     rt.block_on(daemon::wait_for_signal());
@@ -186,17 +192,17 @@ pub fn run_up(a: UpArgs) -> Result<()> {
 }
 
 fn print_ready(fs: &LocalFs, dir: &Path, mnt: &Path) {
-    println!(
+    super::say(format_args!(
         "nacre file system '{}' is up and mounted on {}",
         fs.fsname,
         mnt.display()
-    );
-    println!(
+    ));
+    super::say(format_args!(
         "  other clients mount it with:  nacre mount {} MNT --key {}",
         fs.spec(),
         dir.join(local::KEY_FILE).display()
-    );
-    println!("  spec: {}", fs.spec());
+    ));
+    super::say(format_args!("  spec: {}", fs.spec()));
 }
 
 pub fn run_down(dir: &Path, force: bool) -> Result<()> {

@@ -76,6 +76,16 @@ impl UpFs {
     pub fn new(extra: &[&str]) -> UpFs {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path().join("fs");
+        UpFs::start(tmp, dir, extra)
+    }
+
+    /// A file system kept in `dir` (on a disk of the test's making); the mount point and
+    /// registry are elsewhere.
+    pub fn with_dir(dir: PathBuf, extra: &[&str]) -> UpFs {
+        UpFs::start(tempfile::tempdir().expect("tmp"), dir, extra)
+    }
+
+    fn start(tmp: tempfile::TempDir, dir: PathBuf, extra: &[&str]) -> UpFs {
         let mnt = tmp.path().join("mnt");
         RUN_DIR.with(|r| *r.borrow_mut() = Some(tmp.path().join("run")));
         let port = free_port().to_string();
@@ -133,6 +143,112 @@ impl Drop for UpFs {
     fn drop(&mut self) {
         let _ = run(&["down", "--force", self.dir.to_str().unwrap_or_default()]);
     }
+}
+
+/// Tests that mount tmpfs or run commands as another user need root: they fail loudly
+/// rather than pass vacuously, unless the environment says to skip them.
+pub fn require_root() -> bool {
+    if std::env::var_os("NACRE_SKIP_ROOT").is_some() {
+        eprintln!("NACRE_SKIP_ROOT is set: skipping a test that needs root");
+        return false;
+    }
+    // SAFETY: geteuid never fails.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (or set NACRE_SKIP_ROOT=1)"
+    );
+    true
+}
+
+/// A small tmpfs, to fill up; unmounted on drop.
+pub struct Tmpfs {
+    tmp: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub fn mount(size: &str) -> Tmpfs {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(tmp.path())
+            .status()
+            .expect("mount");
+        assert!(
+            st.success(),
+            "cannot mount a tmpfs on {}",
+            tmp.path().display()
+        );
+        Tmpfs { tmp }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Fills the disk: a filler file to the last block, then what slack the last block of
+    /// each of `also` had (a file appended to on a full disk fails as soon as its own last
+    /// block is full too).
+    pub fn fill(&self, also: &[&Path]) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path().join("filler")).expect("filler");
+        let zeros = vec![0u8; 1 << 20];
+        let err = loop {
+            if let Err(e) = f.write_all(&zeros) {
+                break e;
+            }
+        };
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        for p in also {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(p)
+                .expect("open");
+            let err = f.write_all(&[b'\n'; 1 << 16]).expect_err("a full disk");
+            assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        }
+    }
+
+    /// Gives the filler's space back.
+    pub fn empty(&self) {
+        std::fs::remove_file(self.path().join("filler")).expect("rm filler");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.tmp.path())
+            .status();
+    }
+}
+
+/// Whether `p` is a mount point of this process's namespace.
+pub fn is_mounted(p: &Path) -> bool {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let want = p.to_string_lossy().replace(' ', "\\040");
+    mi.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Runs `argv` as the unprivileged user `nobody`.
+pub fn as_nobody(argv: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(argv)
+        .env_remove("NACRE_RUN_DIR")
+        .env_remove("XDG_RUNTIME_DIR");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("setpriv")
+}
+
+/// Sets the permission bits of `p`.
+pub fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// The value of a parameter (`lctl get_param -n NAME`), trimmed.
