@@ -866,6 +866,10 @@ impl Mdt {
         req: Request,
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
+        if grows_namespace(&req) {
+            // What frees space (unlink, rmdir) always has room; what takes it stops short.
+            self.store.check_growth_space()?;
+        }
         match req {
             Request::DomWrite { fid, offset } => {
                 let n = self.dom_write(fid, offset, bulk).await?;
@@ -1156,6 +1160,18 @@ impl Mdt {
             r => self.dne_dispatch(&ctx, r).await,
         }
     }
+}
+
+/// Requests that add names, inodes or xattrs: refused on a nearly full MDT.
+fn grows_namespace(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Create { .. }
+            | Request::Mkdir { .. }
+            | Request::Link { .. }
+            | Request::SetXattr { .. }
+            | Request::CreateVolatile { .. }
+    )
 }
 
 impl Service for Mdt {

@@ -33,6 +33,10 @@ const RECORD_HEADER: usize = 16;
 pub type Record = (u64, Vec<Mutation>);
 /// A record larger than this is corrupt (no transaction batch writes so much).
 pub const MAX_RECORD: u32 = 256 << 20;
+/// Blocks kept allocated past the journal's end, so changes that free space (unlinks) can
+/// still be journaled when the disk is full: at ~150 bytes per unlink record, room for
+/// tens of thousands between checkpoints. Reads as zeros, which replay takes as the end.
+pub const JOURNAL_RESERVE: u64 = 8 << 20;
 
 pub struct Journal {
     file: File,
@@ -48,7 +52,27 @@ impl Journal {
             .truncate(false)
             .open(path)?;
         let len = file.metadata()?.len();
-        Ok(Journal { file, len })
+        let j = Journal { file, len };
+        j.reserve();
+        Ok(j)
+    }
+
+    /// Keeps [`JOURNAL_RESERVE`] allocated past the end; where the file system cannot
+    /// (no space now, no fallocate), the journal simply grows as it goes.
+    fn reserve(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate on our own open descriptor; it changes no data or size.
+        let r = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                self.len as libc::off_t,
+                JOURNAL_RESERVE as libc::off_t,
+            )
+        };
+        if r != 0 {
+            tracing::debug!(target: "osd", "journal reserve: {}", std::io::Error::last_os_error());
+        }
     }
 
     /// Every intact record, in order, and the length of the intact prefix.
@@ -102,7 +126,10 @@ impl Journal {
     pub fn reset(&mut self) -> std::io::Result<()> {
         self.file.set_len(0)?;
         self.len = 0;
-        self.file.flush()
+        self.file.flush()?;
+        // Cutting the file gave its reserve back.
+        self.reserve();
+        Ok(())
     }
 }
 
@@ -203,5 +230,31 @@ mod tests {
         let (recs, good) = j.replay().expect("replay");
         assert!(recs.is_empty());
         assert_eq!(good, 0);
+    }
+
+    #[test]
+    fn the_journal_keeps_room_past_its_end_for_a_full_disk() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        let allocated = |p: &Path| std::fs::metadata(p).expect("stat").blocks() * 512;
+        assert_eq!(std::fs::metadata(&p).expect("stat").len(), 0);
+        assert!(
+            allocated(&p) >= JOURNAL_RESERVE,
+            "{} bytes reserved",
+            allocated(&p)
+        );
+        j.append(1, &[put(b"a")]).expect("a");
+        j.reset().expect("reset");
+        assert!(
+            allocated(&p) >= JOURNAL_RESERVE,
+            "after a reset: {}",
+            allocated(&p)
+        );
+        // The reserve reads as nothing.
+        let (recs, len) = j.replay().expect("replay");
+        assert!(recs.is_empty());
+        assert_eq!(len, 0);
     }
 }

@@ -296,6 +296,18 @@ impl Shared {
     }
 }
 
+/// Bytes an unprivileged writer may still use on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: statvfs fills the zeroed struct we pass for a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
+}
+
 /// The checkpoint thread: every interval (or when kicked) makes redb durable and empties
 /// the journal; at close, commits what is queued and checkpoints one last time.
 fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>, every: Duration) {
@@ -333,7 +345,19 @@ fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>
 #[derive(Clone)]
 pub struct MdStore {
     shared: Arc<Shared>,
+    /// Where the store lives, for free-space readings.
+    dir: PathBuf,
+    /// The last free-space reading: when, and whether there was room to grow.
+    space: Arc<Mutex<Option<(Instant, bool)>>>,
 }
+
+/// Free space below which changes that grow the namespace are refused with ENOSPC, so the
+/// journal's reserve ([`crate::journal::JOURNAL_RESERVE`]) stays for changes that free
+/// space (unlinks) when the disk fills up.
+pub const GROWTH_MIN_FREE: u64 = 4 << 20;
+/// How long a free-space reading is trusted (a `statvfs` per create would cost little, but
+/// nothing is gained from more than ten a second).
+const SPACE_READING_AGE: Duration = Duration::from_millis(100);
 
 /// Key-value pairs read from a table, in key order.
 pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
@@ -580,7 +604,29 @@ impl MdStore {
             .spawn(move || checkpoint_thread(weak, checkpointer, every))
             .map_err(|e| open_err(e.to_string()))?;
         *shared.thread.lock() = Some(handle);
-        Ok(MdStore { shared })
+        Ok(MdStore {
+            shared,
+            dir: dir.to_path_buf(),
+            space: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Whether a change that grows the namespace (a create, a link, an xattr) may go ahead:
+    /// ENOSPC when the store's file system has less than [`GROWTH_MIN_FREE`] left.
+    pub fn check_growth_space(&self) -> Result<(), Errno> {
+        let mut last = self.space.lock();
+        if let Some((at, ok)) = *last
+            && at.elapsed() < SPACE_READING_AGE
+        {
+            return if ok { Ok(()) } else { Err(Errno::ENOSPC) };
+        }
+        let ok = match free_bytes(&self.dir) {
+            Ok(free) => free >= GROWTH_MIN_FREE,
+            // Cannot tell: let the change try (the journal write reports a full disk).
+            Err(_) => true,
+        };
+        *last = Some((Instant::now(), ok));
+        if ok { Ok(()) } else { Err(Errno::ENOSPC) }
     }
 
     /// Runs `f` as one transaction in the next group commit. Its changes are visible to
