@@ -165,7 +165,7 @@ impl Client {
     ) -> Result<Option<crate::writeback::Ready>, Errno> {
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let layout = f.layout().ok_or(Errno::EBADF)?;
-        if end > layout.max_size() {
+        if end > layout.max_file_size() {
             return Err(Errno::EFBIG);
         }
         if !layout.instantiated_to(end) {
@@ -234,10 +234,10 @@ impl Client {
         self.flush_handle(&f.writeback, f.fid).await?;
         let mut layout = f.layout().ok_or(Errno::EBADF)?;
         let mut end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        if mode & punch == 0 && end > layout.max_file_size() {
+            return Err(Errno::EFBIG);
+        }
         if end > layout.max_size() {
-            if mode & punch == 0 {
-                return Err(Errno::EFBIG);
-            }
             // Nothing can exist past the layout's end to punch.
             end = layout.max_size();
             if off >= end {

@@ -108,7 +108,7 @@ impl Client {
                 return Err(Errno::EISDIR);
             }
             if let Some(l) = &info.layout {
-                if size > l.max_size() {
+                if size > l.max_file_size() {
                     return Err(Errno::EFBIG);
                 }
                 self.truncate_objects(fid, l, size).await?;

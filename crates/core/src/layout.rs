@@ -13,6 +13,11 @@ pub const LOV_MAGIC_V1: u32 = 0x0BD1_0BD0;
 pub const LOV_MAGIC_V3: u32 = 0x0BD3_0BD0;
 pub const LOV_MAGIC_COMP_V1: u32 = 0x0BD6_0BD0;
 
+/// Largest object an OST stores: ldiskfs' (ext4 with 4 KiB blocks) largest file, 16 TiB
+/// less one block, which every OST's object store can hold. (Lustre learns each OST's
+/// limit at connect, `ocd_maxbytes`; other local file systems allow more.)
+pub const OST_OBJECT_MAX_BYTES: u64 = (1 << 44) - 4096;
+
 /// `lmm_pattern` values.
 pub const LOV_PATTERN_RAID0: u32 = 0x1;
 pub const LOV_PATTERN_MDT: u32 = 0x100;
@@ -325,9 +330,37 @@ impl Layout {
         self.components.iter().position(|c| c.contains(off))
     }
 
-    /// Largest size a file with this layout can reach (end of its last component).
+    /// End of the last component: the layout's own extent.
     pub fn max_size(&self) -> u64 {
         self.components.last().map_or(0, |c| c.end)
+    }
+
+    /// Largest size a file with this layout can reach: the layout's extent, or less where
+    /// some component's objects would pass [`OST_OBJECT_MAX_BYTES`] (Lustre's
+    /// `lov_stripe_maxbytes`); a write, truncate or fallocate past it is EFBIG. For a
+    /// component not yet instantiated, its stripe count decides (at least one object).
+    pub fn max_file_size(&self) -> u64 {
+        let m = OST_OBJECT_MAX_BYTES;
+        for c in &self.components {
+            if c.pattern != Pattern::Raid0 {
+                continue;
+            }
+            let s = u64::from(c.stripe_size.max(1));
+            let count = if c.objects.is_empty() {
+                u64::try_from(c.stripe_count).unwrap_or(1).max(1)
+            } else {
+                c.objects.len() as u64
+            };
+            // The first byte whose object offset reaches `m` (see `Component::map`).
+            let limit = (m / s)
+                .saturating_mul(s)
+                .saturating_mul(count)
+                .saturating_add(m % s);
+            if limit < c.end {
+                return limit.max(c.start);
+            }
+        }
+        self.max_size()
     }
 
     /// The MDT-local object holding the Data-on-MDT bytes, once instantiated.
@@ -450,6 +483,30 @@ mod tests {
         let size = 3 * 65536 + 10;
         assert_eq!(c.object_size_for_file_size(0, size), 65536 + 65536);
         assert_eq!(c.object_size_for_file_size(1, size), 65536 + 10);
+    }
+
+    #[test]
+    fn file_size_stops_where_an_object_would_pass_its_limit() {
+        let m = OST_OBJECT_MAX_BYTES;
+        // One stripe: the object is the file.
+        let one = Layout::plain(1, 4 << 20, -1);
+        assert_eq!(one.max_file_size(), m);
+        // Four stripes of 1 MiB: four times as much, and no byte below maps past `m`.
+        let four = Layout {
+            components: vec![striped(4, 1 << 20)],
+            ..Layout::plain(4, 1 << 20, -1)
+        };
+        let lim = four.max_file_size();
+        assert!(lim > 3 * m && lim <= 4 * m, "{lim}");
+        let c = &four.components[0];
+        assert!(c.map(lim - 1).1 < m);
+        assert!(c.map(lim).1 >= m);
+        // A component that ends below the limit does not limit the file.
+        let pfl = Layout::composite(vec![
+            Component::raid0(0, 1 << 20, 1, 1 << 20, -1),
+            Component::raid0(1 << 20, EOF, 1, 1 << 20, -1),
+        ]);
+        assert_eq!(pfl.max_file_size(), m);
     }
 
     #[test]

@@ -729,7 +729,7 @@ impl Mdt {
         let Some(mut layout) = ino.layout.clone() else {
             return Err(Errno::EINVAL);
         };
-        if end > layout.max_size() {
+        if end > layout.max_file_size() {
             return Err(Errno::EFBIG);
         }
         let mut added = Vec::new();
@@ -930,7 +930,7 @@ impl Mdt {
                         .and_then(|mut v| mdd::get_inode(&mut v, &fid))?
                         .layout;
                     if let Some(l) = layout {
-                        if size > l.max_size() {
+                        if size > l.max_file_size() {
                             return Err(Errno::EFBIG);
                         }
                         self.dom_truncate(&l, size).await?;

@@ -108,7 +108,7 @@ pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<F
     }
     let found = match name {
         b"." | b".." => {
-            let dir = get_inode(tx, parent).map_err(missing_parent)?;
+            let dir = get_inode(tx, parent)?;
             if !dir.attr.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
@@ -122,19 +122,17 @@ pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<F
     };
     match found {
         Some(f) => Ok(f),
-        // A missing parent is reported as such, not as a missing name.
+        // A directory that is gone (another client removed it) has no names: ENOENT, as
+        // Lustre answers and as a local file system does for a name in a removed
+        // directory, so `rm -rf` of one tree from two clients ends without errors. (A
+        // getattr of the directory's FID itself says ESTALE.)
         None => Err(match get_inode(tx, parent) {
             Ok(dir) if !dir.attr.is_dir() => Errno::ENOTDIR,
             Ok(dir) if dir.lmv.is_some() => STRIPED,
             Ok(_) => Errno::ENOENT,
-            Err(e) => missing_parent(e),
+            Err(e) => e,
         }),
     }
-}
-
-/// A directory FID the client holds that no longer names an inode is stale.
-fn missing_parent(e: Errno) -> Errno {
-    if e == Errno::ENOENT { Errno::ESTALE } else { e }
 }
 
 fn get_u64(tx: &mut Tx, key: &[u8]) -> Result<Option<u64>, Errno> {
@@ -778,7 +776,7 @@ pub fn setattr(
             return Err(Errno::EINVAL);
         }
         if let Some(l) = &ino.layout
-            && size > l.max_size()
+            && size > l.max_file_size()
         {
             return Err(Errno::EFBIG);
         }
@@ -926,7 +924,7 @@ mod tests {
         assert_eq!(lookup_name(&mut v, &file, b"x"), Err(Errno::ENOTDIR));
         assert_eq!(
             lookup_name(&mut v, &Fid::new(0x200000401, 999, 0), b"x"),
-            Err(Errno::ESTALE)
+            Err(Errno::ENOENT)
         );
         drop(v);
         store.close().await;

@@ -254,6 +254,45 @@ impl Drop for Map {
 }
 
 #[test]
+fn two_clients_removing_one_tree_both_succeed() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    for d in 0..8 {
+        let dir = fs.path(&format!("t/d{d}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..60 {
+            std::fs::write(dir.join(format!("f{f}")), b"x").expect("write");
+        }
+    }
+    // The second client knows the whole tree before both remove it.
+    assert_eq!(common::sh("find t | wc -l", &m2.0).trim(), "489");
+    let rm = |root: PathBuf| {
+        std::thread::spawn(move || {
+            std::process::Command::new("rm")
+                .arg("-rf")
+                .arg(root.join("t"))
+                .output()
+                .expect("rm")
+        })
+    };
+    let (a, b) = (rm(fs.mnt.clone()), rm(m2.0.clone()));
+    for (who, o) in [
+        ("m1", a.join().expect("rm m1")),
+        ("m2", b.join().expect("rm m2")),
+    ] {
+        assert!(
+            o.status.success(),
+            "rm -rf on {who}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(!fs.path("t").exists() && !m2.path("t").exists());
+}
+
+#[test]
 fn a_writer_is_not_held_up_by_a_reader_that_stopped() {
     if !require_fuse() {
         return;
@@ -298,7 +337,7 @@ fn mount_pid(mnt: &Path) -> i32 {
             continue;
         };
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-        if args.iter().any(|a| *a == b"mount") && args.iter().any(|a| *a == want.as_bytes()) {
+        if args.contains(&b"mount".as_slice()) && args.contains(&want.as_bytes()) {
             return pid;
         }
     }

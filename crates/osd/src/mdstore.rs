@@ -305,7 +305,7 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// The checkpoint thread: every interval (or when kicked) makes redb durable and empties
