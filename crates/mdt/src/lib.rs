@@ -633,6 +633,33 @@ impl Mdt {
         Ok(())
     }
 
+    /// `fsync` of a file whose names live on other MDTs (under a remote or striped
+    /// parent): their journals are made durable too, so the name survives with the inode.
+    async fn sync_name_mdts(&self, fid: &Fid) -> Result<(), Errno> {
+        let ino = match self.view().and_then(|mut v| mdd::get_inode(&mut v, fid)) {
+            Ok(i) => i,
+            // Gone meanwhile (unlinked): nothing names it.
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut mdts: Vec<u32> = ino
+            .links
+            .iter()
+            .map(|(parent, _)| self.mdt_of(parent))
+            .filter(|m| *m != self.index)
+            .collect();
+        mdts.sort_unstable();
+        mdts.dedup();
+        for m in mdts {
+            let req = Request::Sync {
+                fid: None,
+                changed: false,
+            };
+            self.dne_proxy(m)?.call(&req).await.map_err(|e| e.errno())?;
+        }
+        Ok(())
+    }
+
     /// A client changed `fid`'s data and says so: other clients holding it open drop
     /// what they cached of it before this returns (see [`callback`]).
     async fn changed_data(&self, fid: Fid, by: u64) {
@@ -1014,8 +1041,11 @@ impl Mdt {
             }
             Request::Sync { fid, changed } => {
                 self.store.sync().await?;
-                if let (Some(fid), true) = (fid, changed) {
-                    self.changed_data(fid, ctx.conn_id).await;
+                if let Some(fid) = fid {
+                    self.sync_name_mdts(&fid).await?;
+                    if changed {
+                        self.changed_data(fid, ctx.conn_id).await;
+                    }
                 }
                 Ok(Reply::Ok)
             }

@@ -309,6 +309,23 @@ impl ParamSource for MdtParams {
                 value: u8::from(self.mdt.store().sync_journal()).to_string(),
                 writable: true,
             },
+            ParamValue {
+                name: format!("{}.journal_stats", self.osd()),
+                value: {
+                    let st = self.mdt.store().stats();
+                    let n = |a: &std::sync::atomic::AtomicU64| {
+                        a.load(std::sync::atomic::Ordering::Relaxed)
+                    };
+                    format!(
+                        "transactions {}\nbatches {}\njournal_syncs {}\ncheckpoints {}",
+                        n(&st.transactions),
+                        n(&st.batches),
+                        n(&st.journal_syncs),
+                        n(&st.checkpoints)
+                    )
+                },
+                writable: false,
+            },
         ];
         for osp in self.mdt.lod().osps() {
             let (next, last) = osp.prealloc();

@@ -848,7 +848,8 @@ impl Executor {
         let _ = wtxn.set_durability(redb::Durability::None);
         let mut muts = Vec::new();
         let mut answers = Vec::with_capacity(batch.len());
-        let mut need_sync = s.sync_journal.load(Ordering::Acquire);
+        let every_reply_durable = s.sync_journal.load(Ordering::Acquire);
+        let mut need_sync = every_reply_durable;
         {
             let mut tables = Vec::with_capacity(TABLE_COUNT);
             for t in ALL_TABLES {
@@ -873,7 +874,7 @@ impl Executor {
                 if res.is_err() {
                     tx.rollback(mark);
                 }
-                answers.push((reply, res));
+                answers.push((reply, res, sync));
             }
         }
         if !muts.is_empty() {
@@ -882,17 +883,25 @@ impl Executor {
                 tracing::error!(target: "osd", "journal write failed: {e}");
                 let errno = Errno::from(e);
                 let _ = wtxn.abort();
-                for (reply, _) in answers {
+                for (reply, _, _) in answers {
                     let _ = reply.send(Err(errno));
                 }
                 return;
             }
             self.transno = transno;
         }
+        let mut synced = true;
         if need_sync {
             s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.journal.sync() {
-                tracing::error!(target: "osd", "journal sync failed: {e}");
+                // After a failed sync the kernel may have dropped what it could not write, and
+                // a later sync could then succeed over the hole: nothing acknowledged as
+                // durable may follow. This batch still commits (it is in the journal as far as
+                // this process can tell); the store takes no more changes until a restart
+                // replays the journal, and whoever asked for durability hears it failed.
+                tracing::error!(target: "osd", "journal sync failed, store is now read-only: {e}");
+                s.failed.store(true, Ordering::Release);
+                synced = false;
             }
         }
         if let Err(e) = wtxn.commit() {
@@ -900,7 +909,7 @@ impl Executor {
             // than diverge; a restart replays the journal.
             tracing::error!(target: "osd", "commit failed, store is now read-only: {e}");
             s.failed.store(true, Ordering::Release);
-            for (reply, _) in answers {
+            for (reply, _, _) in answers {
                 let _ = reply.send(Err(Errno::EIO));
             }
             return;
@@ -909,8 +918,13 @@ impl Executor {
         s.stats
             .transactions
             .fetch_add(answers.len() as u64, Ordering::Relaxed);
-        for (reply, res) in answers {
-            let _ = reply.send(res);
+        for (reply, res, sync) in answers {
+            let durable = sync || every_reply_durable;
+            let _ = reply.send(if durable && !synced {
+                Err(Errno::EIO)
+            } else {
+                res
+            });
         }
     }
 

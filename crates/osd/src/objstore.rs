@@ -612,12 +612,23 @@ impl ObjStore {
         }
     }
 
+    /// Makes an object durable: its data, its size and filter fid, and the directory
+    /// entries that name it (objects get their files lazily, at first write, so a synced
+    /// object may be a new name in `d<n>`, itself possibly new in `O/<seq>`). Syncing a
+    /// directory with nothing new costs the file system almost nothing.
     pub fn sync(&self, fid: &Fid) -> Result<(), Errno> {
         self.release(fid);
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
             return Ok(());
         };
-        f.sync_data()?;
+        f.sync_all()?;
+        let path = self.object_path(fid);
+        let mut dir = path.parent();
+        for _ in 0..2 {
+            let Some(d) = dir else { break };
+            File::open(d)?.sync_all()?;
+            dir = d.parent();
+        }
         Ok(())
     }
 
