@@ -888,7 +888,8 @@ mod tests {
     #[tokio::test]
     async fn lookup_checks_names_and_resolves_dots() {
         let d = tempfile::tempdir().expect("tmp");
-        let store = MdStore::open(d.path(), MdStoreConfig::default()).expect("store");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
         let (dir, file) = store
             .write(|tx| {
                 format_root(tx, Timespec::default())?;

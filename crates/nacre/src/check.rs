@@ -6,14 +6,15 @@ use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
 use nacre_mdt::dne::check::{CheckReport, check};
 use nacre_osd::mdstore::store_dir;
-use nacre_osd::{MdStore, MdStoreConfig};
+use nacre_osd::{Health, MdStore, MdStoreConfig};
 use std::path::{Path, PathBuf};
 
 /// Checks the namespace held by the MDT target directories `mdt_dirs` (in index order).
 pub async fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
     let mut stores = Vec::new();
     for d in mdt_dirs {
-        let s = MdStore::open(&store_dir(d), MdStoreConfig::default())
+        let health = Health::open(format!("{} (check)", d.display()), d)?;
+        let s = MdStore::open(&store_dir(d), MdStoreConfig::default(), health)
             .with_context(|| format!("cannot open the MDT store in {}", d.display()))?;
         stores.push(s);
     }
