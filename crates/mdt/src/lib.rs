@@ -109,6 +109,12 @@ impl Mdt {
             index: cfg.index,
             reason,
         };
+        let converted = mdd::upgrade_records(&store)
+            .await
+            .map_err(|e| setup(format!("cannot convert inode records: {e}")))?;
+        if converted > 0 {
+            tracing::info!(target: "mdt", "MDT{:04x}: {converted} inode records converted to the current format (links in the links table)", cfg.index);
+        }
         // Made here on first start, one level below the target directory (never above).
         let dom_dir = cfg.dir.join("dom");
         match std::fs::create_dir(&dom_dir) {

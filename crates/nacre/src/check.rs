@@ -16,6 +16,10 @@ pub async fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
         let health = Health::open(format!("{} (check)", d.display()), d)?;
         let s = MdStore::open(&store_dir(d), MdStoreConfig::default(), health)
             .with_context(|| format!("cannot open the MDT store in {}", d.display()))?;
+        // A store of an older format is read as the MDT would serve it.
+        nacre_mdt::mdd::upgrade_records(&s)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot convert the records in {}: {e}", d.display()))?;
         stores.push(s);
     }
     let views = stores

@@ -70,7 +70,7 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Table {
-    /// FID -> inode (attributes, layout, LMV, linkEA). This is also the object index.
+    /// FID -> inode (attributes, layout, LMV). This is also the object index.
     Inodes = 0,
     /// parent FID + name hash + name -> child FID and type (FID-in-dirent).
     Dirents = 1,
@@ -90,9 +90,12 @@ pub enum Table {
     /// DNE coordinator side: distributed operations that committed here and whose
     /// participants have not all confirmed yet.
     DneCommitted = 8,
+    /// child FID + parent FID + name hash + name -> nothing: every hard link of an inode
+    /// (the linkEA, one key per link).
+    Links = 9,
 }
 
-const TABLE_COUNT: usize = 9;
+const TABLE_COUNT: usize = 10;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -103,6 +106,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Fld,
     Table::DnePending,
     Table::DneCommitted,
+    Table::Links,
 ];
 
 impl Table {
@@ -117,6 +121,7 @@ impl Table {
             Table::Fld => "fld",
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
+            Table::Links => "links",
         })
     }
 
