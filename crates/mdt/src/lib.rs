@@ -120,7 +120,7 @@ impl Mdt {
         }
         // Made here on first start, one level below the target directory (never above).
         let dom_dir = cfg.dir.join("dom");
-        match std::fs::create_dir(&dom_dir) {
+        match nacre_osd::private_dir_builder().create(&dom_dir) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
                 return Err(setup(format!("cannot make {}: {e}", dom_dir.display())));
             }

@@ -20,7 +20,6 @@
 
 use nacre_core::Errno;
 use parking_lot::Mutex;
-use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -256,7 +255,7 @@ impl Health {
         let want = format!("{n:020}\n");
         let res = (|| -> std::io::Result<Vec<u8>> {
             // Never O_CREAT above the target directory: a missing directory is an error.
-            let f = OpenOptions::new()
+            let f = crate::private_file()
                 .read(true)
                 .write(true)
                 .create(true)

@@ -524,16 +524,31 @@ pub struct ReadView {
     txn: redb::ReadTransaction,
 }
 
+/// A table as a read view sees it.
+type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 impl ReadView {
     pub(crate) fn new(txn: redb::ReadTransaction) -> ReadView {
         ReadView { txn }
     }
 
+    /// Table `t`, or `None` where it was never written (a new store, read before its first
+    /// change: nothing is created until something is written).
+    fn table(&self, t: Table) -> Result<Option<BytesTable>, Errno> {
+        match self.txn.open_table(t.def()) {
+            Ok(tab) => Ok(Some(tab)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => {
+                tracing::error!(target: "osd", "open table: {e}");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
     pub fn get(&self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(None);
+        };
         tab.get(key)
             .map(|v| v.map(|g| g.value().to_vec()))
             .map_err(|e| storage_errno(&e))
@@ -546,16 +561,17 @@ impl ReadView {
         end: &[u8],
         limit: usize,
     ) -> Result<KvPairs, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(Vec::new());
+        };
         collect_range(tab.range::<&[u8]>(start..end), limit)
     }
 
     pub fn count(&self, t: Table) -> Result<u64, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|_| Errno::EIO)?;
-        tab.len().map_err(|e| storage_errno(&e))
+        match self.table(t)? {
+            Some(tab) => tab.len().map_err(|e| storage_errno(&e)),
+            None => Ok(0),
+        }
     }
 }
 
@@ -1129,9 +1145,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn store_files_are_owner_only() {
         let d = tempfile::tempdir().expect("tmp");
-        crate::create_private_dir(&d.path().join("mdt0")).expect("mkdir");
-        let dir = store_dir(&d.path().join("mdt0"));
-        let s = open(&dir);
+        let target = d.path().join("mdt0");
+        crate::create_private_dir(&target).expect("mkdir");
+        let dir = store_dir(&target);
+        let health = Health::open("test-MDT0000", &target).expect("health");
+        let s = MdStore::open(&dir, cfg(), health).expect("open");
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");

@@ -678,7 +678,12 @@ impl ObjStore {
             }
             Ok(())
         });
-        synced.map_err(|e| self.health.io_error(format_args!("object {fid}"), e))?;
+        if let Err(e) = synced {
+            // A directory gone under an open object is the store failing, not a missing
+            // object: the identity check says so first.
+            self.health.verify()?;
+            return Err(self.health.io_error(format_args!("object {fid}"), e));
+        }
         self.health.verify()
     }
 
