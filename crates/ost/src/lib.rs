@@ -3,14 +3,29 @@
 //!
 //! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
 //! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
+//!
+//! Checksums (Lustre's `tgt_brw_write` checks): a write that carries checksums is checked
+//! before anything is written; a bulk damaged on the way is refused with EBADMSG and
+//! counted (`bulk_checksum_errors`), and the client sends it again. The store keeps each
+//! block's checksum and checks every read against it; data that fails is ECKSUM on the
+//! wire (EIO to applications), logged with the object, file and offset, and counted
+//! (`checksum_errors`). A read that asks for checksums gets those of the bytes it
+//! carries, for the client to check. Scrub ([`nacre_osd::scrub`]) checks everything in
+//! the background. The OST's parameters, as `lctl` shows them under
+//! `obdfilter.<target>.`, are declared here ([`Ost::params`]).
+
+pub mod fid2path;
 
 use bytes::Bytes;
-use nacre_core::Errno;
+use nacre_core::cksum::ChecksumType;
 use nacre_core::fid::DATA_SEQ_WIDTH;
+use nacre_core::{Errno, Fid};
 use nacre_osd::ObjStore;
-use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
+use nacre_osd::scrub::Scrub;
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest read one request may ask for (matches the frame bulk limit with room to spare).
 pub const MAX_READ: u32 = 32 << 20;
@@ -28,13 +43,28 @@ fn check_read(len: u32) -> Result<(), Errno> {
 pub struct Ost {
     pub index: u32,
     store: Arc<ObjStore>,
+    scrub: Arc<Scrub>,
+    /// Write bulks refused because they arrived damaged.
+    bulk_checksum_errors: AtomicU64,
+}
+
+/// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
+/// set_param` may change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OstParam {
+    pub name: String,
+    pub value: String,
+    pub writable: bool,
 }
 
 impl Ost {
     pub fn new(index: u32, store: ObjStore) -> Ost {
+        let store = Arc::new(store);
         Ost {
             index,
-            store: Arc::new(store),
+            scrub: Scrub::new(store.clone()),
+            store,
+            bulk_checksum_errors: AtomicU64::new(0),
         }
     }
 
@@ -42,9 +72,73 @@ impl Ost {
         &self.store
     }
 
+    pub fn scrub(&self) -> &Arc<Scrub> {
+        &self.scrub
+    }
+
+    /// Write bulks refused because they arrived damaged.
+    pub fn bulk_checksum_errors(&self) -> u64 {
+        self.bulk_checksum_errors.load(Ordering::Relaxed)
+    }
+
+    /// The OST's parameters (`obdfilter.<target>.NAME`).
+    pub fn params(&self) -> Vec<OstParam> {
+        let p = |name: &str, value: String, writable: bool| OstParam {
+            name: name.to_string(),
+            value,
+            writable,
+        };
+        let mut v = vec![
+            // 1: written data goes through (and stays in) the page cache; 0: large
+            // aligned writes go straight to the disk.
+            p(
+                "writethrough_cache_enable",
+                u8::from(!self.store.direct_io()).to_string(),
+                true,
+            ),
+            p("checksum_type", ChecksumType::Crc32c.list(), false),
+            // Bad blocks found at rest by reads and changes (scrub counts its own).
+            p(
+                "checksum_errors",
+                self.store.checksum_errors().to_string(),
+                false,
+            ),
+            p(
+                "bulk_checksum_errors",
+                self.bulk_checksum_errors().to_string(),
+                false,
+            ),
+            p("scrub_status", self.scrub.status(), false),
+            p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
+        ];
+        for (name, value) in self.scrub.params() {
+            v.push(p(&format!("scrub_{name}"), value.to_string(), true));
+        }
+        v
+    }
+
+    /// Sets parameter `name` (after `obdfilter.<target>.`).
+    pub fn set_param(&self, name: &str, value: &str) -> Result<(), String> {
+        if name == "writethrough_cache_enable" {
+            let v: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("{name}: '{}' is not a number", value.trim()))?;
+            self.store.set_direct_io(v == 0);
+            return Ok(());
+        }
+        match name.strip_prefix("scrub_") {
+            Some(s) if nacre_osd::scrub::PARAMS.iter().any(|p| p.name == s) => {
+                self.scrub.set_param(s, value)
+            }
+            _ => Err(format!("{name}: read-only or unknown parameter")),
+        }
+    }
+
     /// Every second, streams that stopped give back the blocks reserved ahead of them
-    /// (see `ObjStore::release_idle`), until `shutdown`.
+    /// (see `ObjStore::release_idle`), until `shutdown`; scrub runs beside.
     pub async fn housekeeping(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        tokio::spawn(self.scrub.clone().run(shutdown.clone()));
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
@@ -82,6 +176,54 @@ impl Ost {
     }
 }
 
+impl Ost {
+    /// Checks a write's bulk against the checksums it came with; a damaged one is refused
+    /// (EBADMSG, which the client answers by sending it again), logged as Lustre's "BAD
+    /// WRITE CHECKSUM" and counted.
+    fn check_bulk(
+        &self,
+        ctx: &RequestCtx,
+        obj: Fid,
+        parent: Fid,
+        offset: u64,
+        bulk: &[u8],
+        c: &BulkCksum,
+    ) -> Result<(), Errno> {
+        match nacre_core::cksum::verify_bulk(offset, bulk, &c.sums) {
+            Ok(()) => Ok(()),
+            // Not damage: a client that counts pieces wrongly would send it wrong again.
+            Err(nacre_core::cksum::BulkMismatch::Count { .. }) => Err(Errno::EPROTO),
+            Err(e) => {
+                self.bulk_checksum_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    target: "ost",
+                    "OST{:04x}: BAD WRITE CHECKSUM from {} ({}): file {} object {obj} extent [{offset}-{}]: {e}",
+                    self.index,
+                    ctx.client,
+                    ctx.peer,
+                    Fid::new(parent.seq, parent.oid, 0),
+                    (offset + bulk.len() as u64).saturating_sub(1),
+                );
+                Err(Errno::EBADMSG)
+            }
+        }
+    }
+}
+
+/// A read's reply: its bytes without a copy, and their checksums if asked for.
+pub fn read_reply(out: nacre_osd::ReadOut, cksum: Option<ChecksumType>) -> (Reply, Bytes) {
+    let (start, len) = (out.start, out.len);
+    let reply = match cksum {
+        // Nothing read (past the end, an object never written) has no pieces.
+        Some(kind) => Reply::Checksummed(BulkCksum {
+            kind,
+            sums: out.sums.unwrap_or_default(),
+        }),
+        None => Reply::Ok,
+    };
+    (reply, Bytes::from(out.buf).slice(start..start + len))
+}
+
 impl Service for Ost {
     /// A read over [`MAX_READ`] is refused before the server reserves its reply.
     fn admit(&self, req: &Request) -> Result<(), Errno> {
@@ -93,7 +235,7 @@ impl Service for Ost {
 
     async fn handle(
         self: Arc<Self>,
-        _ctx: RequestCtx,
+        ctx: RequestCtx,
         req: Request,
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
@@ -109,19 +251,33 @@ impl Service for Ost {
                 obj,
                 parent,
                 offset,
+                cksum,
             } => {
                 offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
+                if let Some(c) = &cksum {
+                    self.check_bulk(&ctx, obj, parent, offset, &bulk, c)?;
+                }
                 let n = self
-                    .blocking(move |s| s.write(&obj, &parent, offset, &bulk))
+                    .blocking(move |s| {
+                        let sums = cksum.as_ref().map(|c| c.sums.as_slice());
+                        Ok(s.write_summed(&obj, &parent, offset, &bulk, sums)?)
+                    })
                     .await?;
                 Ok((Reply::Written(n), none))
             }
-            Request::OstRead { obj, offset, len } => {
+            Request::OstRead {
+                obj,
+                offset,
+                len,
+                cksum,
+            } => {
                 check_read(len)?;
-                let data = self
-                    .blocking(move |s| s.read(&obj, offset, len as usize))
+                let out = self
+                    .blocking(move |s| {
+                        Ok(s.read_checked(&obj, offset, len as usize, cksum.is_some())?)
+                    })
                     .await?;
-                Ok((Reply::Ok, Bytes::from(data)))
+                Ok(read_reply(out, cksum))
             }
             Request::OstGetattr { objs } => {
                 let attrs = self
@@ -145,7 +301,7 @@ impl Service for Ost {
                 Ok((Reply::ObjExtents(ext), none))
             }
             Request::OstPunch { obj, size } => {
-                self.blocking(move |s| s.punch(&obj, size)).await?;
+                self.blocking(move |s| Ok(s.punch(&obj, size)?)).await?;
                 Ok((Reply::Ok, none))
             }
             Request::OstFallocate {
@@ -155,7 +311,7 @@ impl Service for Ost {
                 len,
                 mode,
             } => {
-                self.blocking(move |s| s.fallocate(&obj, &parent, offset, len, mode))
+                self.blocking(move |s| Ok(s.fallocate(&obj, &parent, offset, len, mode)?))
                     .await?;
                 Ok((Reply::Ok, none))
             }
