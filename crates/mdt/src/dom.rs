@@ -265,29 +265,38 @@ impl Mdt {
         .await
     }
 
-    /// Small DoM files' bytes, sent with the open reply.
-    pub(crate) async fn dom_read_on_open(&self, layout: &Layout) -> Bytes {
+    /// Small DoM files' bytes, sent with the open reply, with their checksums (a file
+    /// whose data fails its stored checksums sends none: the client's read then gets the
+    /// error).
+    pub(crate) async fn dom_read_on_open(&self, layout: &Layout) -> (Bytes, Option<BulkCksum>) {
+        let none = (Bytes::new(), None);
         if !self
             .dom_read_open
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return Bytes::new();
+            return none;
         }
         let Some(obj) = layout.dom_object() else {
-            return Bytes::new();
+            return none;
         };
         if layout.has_ost_objects() {
-            return Bytes::new();
+            return none;
         }
         let r = self
             .dom_blocking(move |s| {
                 let (size, _, _) = object_attr(s, &obj);
                 if size == 0 || size > DOM_READ_ON_OPEN {
-                    return Ok(Bytes::new());
+                    return Ok((Bytes::new(), None));
                 }
-                match s.read(&obj, 0, size as usize) {
-                    Ok(d) => Ok(Bytes::from(d)),
-                    Err(_) => Ok(Bytes::new()),
+                match s.read_checked(&obj, 0, size as usize, true) {
+                    Ok(out) => {
+                        let sums = out.sums.clone().map(|sums| BulkCksum {
+                            kind: ChecksumType::Crc32c,
+                            sums,
+                        });
+                        Ok((Bytes::from(out.into_vec()), sums))
+                    }
+                    Err(_) => Ok((Bytes::new(), None)),
                 }
             })
             .await;

@@ -617,6 +617,7 @@ impl Mdt {
         Ok(Reply::Opened {
             inode: self.info(ino),
             handle,
+            data_cksum: None,
         })
     }
 
@@ -916,10 +917,16 @@ impl Mdt {
                 cksum,
             } => self.dom_read(fid, offset, len, cksum).await,
             Request::Open { fid, flags, .. } => {
-                let r = self.open(&ctx, fid, flags).await?;
-                let data = match &r {
-                    Reply::Opened { inode, .. } => match &inode.layout {
-                        Some(l) if flags.read && !flags.write => self.dom_read_on_open(l).await,
+                let mut r = self.open(&ctx, fid, flags).await?;
+                let data = match &mut r {
+                    Reply::Opened {
+                        inode, data_cksum, ..
+                    } => match &inode.layout {
+                        Some(l) if flags.read && !flags.write => {
+                            let (data, sums) = self.dom_read_on_open(l).await;
+                            *data_cksum = sums;
+                            data
+                        }
                         _ => Bytes::new(),
                     },
                     _ => Bytes::new(),

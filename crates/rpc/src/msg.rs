@@ -568,9 +568,12 @@ pub enum Reply {
         inode: InodeInfo,
         handle: Option<u64>,
     },
+    /// An open handle; a small Data-on-MDT file's bytes may follow as bulk (read-on-open),
+    /// with their checksums in `data_cksum`.
     Opened {
         inode: InodeInfo,
         handle: u64,
+        data_cksum: Option<BulkCksum>,
     },
     Dirents {
         entries: Vec<Dirent>,
