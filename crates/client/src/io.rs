@@ -18,12 +18,41 @@ use crate::cksum::{ChunkReadError, damaged};
 use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use nacre_core::cksum::{ChecksumType, bulk_sums, verify_bulk};
+use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
 use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
+
+/// The checksums of the pieces of `[buf_off, buf_off + len)` of a bulk at file offset
+/// `off` (`total` bytes), taken from `sums` (those of the whole bulk's pieces, cut at every
+/// 4 KiB of file offset) when the range is cut the same way in its object: it starts and
+/// ends on piece boundaries, and its object offset sits as far into a block as its file
+/// offset. Otherwise (or without `sums`) `None`: they are computed as it is sent.
+fn reuse_sums(
+    sums: Option<&[u32]>,
+    off: u64,
+    total: u64,
+    buf_off: u64,
+    len: u64,
+    obj_off: u64,
+) -> Option<Vec<u32>> {
+    let sums = sums?;
+    let block = nacre_core::cksum::BLOCK as u64;
+    let start = off + buf_off;
+    let end = start + len;
+    let on_boundary = |at: u64, edge: bool| edge || at.is_multiple_of(block);
+    if start % block != obj_off % block
+        || !on_boundary(start, buf_off == 0)
+        || !on_boundary(end, buf_off + len == total)
+    {
+        return None;
+    }
+    let first = piece_count(off, buf_off as usize);
+    sums.get(first..first + piece_count(start, len as usize))
+        .map(<[u32]>::to_vec)
+}
 
 /// One piece of an I/O: a contiguous range of one object and where it sits in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +157,33 @@ impl Client {
         off: u64,
         data: Bytes,
     ) -> Result<(), Errno> {
+        self.write_objects_summed(fid, layout, off, data, None)
+            .await
+    }
+
+    /// [`write_objects`](Self::write_objects) with the checksums of the pieces of `data`
+    /// (cut at every 4 KiB of file offset) when they were computed already, as the bytes
+    /// were copied into the write-behind extent.
+    pub(crate) async fn write_objects_summed(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+    ) -> Result<(), Errno> {
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
+        let file_sums = sums.filter(|s| s.len() == piece_count(off, data.len()));
+        let sums_of = |buf_off: u64, len: u64, obj_off: u64| {
+            reuse_sums(
+                file_sums.as_deref(),
+                off,
+                data.len() as u64,
+                buf_off,
+                len,
+                obj_off,
+            )
+        };
         if !p.holes.is_empty() {
             return Err(Errno::EIO);
         }
@@ -138,10 +193,11 @@ impl Client {
             .map(|(buf_off, file_off, len)| {
                 let bulk = data.slice(buf_off as usize..(buf_off + len) as usize);
                 let mdt = self.mdt_of(&fid);
+                // A DoM object's offsets are the file's.
+                let sums = sums_of(buf_off, len, file_off);
                 async move {
                     let imp = self.mdc(mdt)?;
-                    // A DoM object's offsets are the file's.
-                    self.send_checked(TargetName::mdt(mdt), &imp, file_off, bulk, |cksum| {
+                    self.send_checked(TargetName::mdt(mdt), &imp, file_off, bulk, sums, |cksum| {
                         Request::DomWrite {
                             fid,
                             offset: file_off,
@@ -155,10 +211,11 @@ impl Client {
             let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
             let (obj, parent, offset) = (c.obj.fid, fid.with_ver(c.stripe), c.obj_off);
             let ost = c.obj.ost_idx;
+            let sums = sums_of(c.buf_off, c.len, c.obj_off);
             async move {
                 let imp = self.osc(ost)?;
                 self.rpc_stats.record(ost, true, bulk.len() as u64);
-                self.send_checked(TargetName::ost(ost), &imp, offset, bulk, |cksum| {
+                self.send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
                     Request::OstWrite {
                         obj,
                         parent,
@@ -177,19 +234,21 @@ impl Client {
     }
 
     /// Sends a write bulk at object offset `obj_off` with its checksums (when
-    /// `osc.*.checksums` is on); a bulk the target finds damaged (EBADMSG) goes again, at
-    /// most `osc.*.resend_count` times, then the write fails with EIO.
+    /// `osc.*.checksums` is on: `sums` if computed already, else computed here); a bulk
+    /// the target finds damaged (EBADMSG) goes again, at most `osc.*.resend_count` times,
+    /// then the write fails with EIO.
     async fn send_checked(
         &self,
         target: TargetName,
         imp: &Import,
         obj_off: u64,
         bulk: Bytes,
+        sums: Option<Vec<u32>>,
         req: impl FnOnce(Option<BulkCksum>) -> Request,
     ) -> Result<(), Errno> {
         let cksum = self.tunables.checksums().map(|kind| BulkCksum {
             kind,
-            sums: bulk_sums(obj_off, &bulk),
+            sums: sums.unwrap_or_else(|| bulk_sums(obj_off, &bulk)),
         });
         let checked = cksum.is_some();
         let req = req(cksum);
@@ -678,6 +737,35 @@ mod tests {
                 ranges.sort();
                 assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
             }
+        }
+    }
+
+    #[test]
+    fn checksums_computed_on_the_way_in_match_those_of_each_rpc() {
+        // Every shape of chunk (striped, unaligned start and end, split by the RPC size)
+        // gets the checksums it would have had if computed from its own bytes.
+        for (count, stripe, off, len, rpc) in [
+            (3usize, 65536u32, 1000u64, 500_000u64, 1u64 << 20),
+            (1, 1 << 20, 4095, 5 << 20, 1 << 20),
+            (4, 65536, 0, 1 << 20, 65536),
+            (2, 65536, 123, 50, 1 << 20),
+        ] {
+            let l = layout(count, stripe);
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+            let sums = bulk_sums(off, &data);
+            let p = plan(&l, off, len, rpc);
+            let mut reused = 0;
+            for c in &p.chunks {
+                let bytes = &data[c.buf_off as usize..(c.buf_off + c.len) as usize];
+                if let Some(s) = reuse_sums(Some(&sums), off, len, c.buf_off, c.len, c.obj_off) {
+                    assert_eq!(s, bulk_sums(c.obj_off, bytes), "{c:?}");
+                    reused += 1;
+                }
+            }
+            assert!(
+                reused > 0,
+                "nothing reused for {count}x{stripe} at {off}+{len}"
+            );
         }
     }
 

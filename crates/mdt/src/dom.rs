@@ -163,31 +163,31 @@ impl Mdt {
             // The client splits writes at component ends; beyond is an OST's business.
             return Err(Errno::EINVAL);
         }
-        if let Some(c) = &cksum {
-            match nacre_core::cksum::verify_bulk(offset, &data, &c.sums) {
-                Ok(()) => {}
-                Err(nacre_core::cksum::BulkMismatch::Count { .. }) => return Err(Errno::EPROTO),
-                Err(e) => {
-                    self.dom_bulk_checksum_errors
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::error!(
-                        target: "mdt",
-                        "MDT{:04x}: BAD WRITE CHECKSUM from {} ({}): file {fid} (DoM) extent [{offset}-{}]: {e}",
-                        self.index,
-                        ctx.client,
-                        ctx.peer,
-                        stop.saturating_sub(1),
-                    );
-                    return Err(Errno::EBADMSG);
-                }
+        let len = data.len();
+        let r = self
+            .dom_blocking(move |s| {
+                s.ensure(&obj)?;
+                let sums = cksum.as_ref().map(|c| c.sums.as_slice());
+                Ok(s.write_summed(&obj, &fid, offset, &data, sums, sums.is_some()))
+            })
+            .await?;
+        match r {
+            Ok(n) => Ok(n),
+            Err(e @ nacre_osd::ObjError::Damaged { .. }) => {
+                self.dom_bulk_checksum_errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(
+                    target: "mdt",
+                    "MDT{:04x}: BAD WRITE CHECKSUM from {} ({}): file {fid} (DoM) extent [{offset}-{}] of {len} bytes: {e}",
+                    self.index,
+                    ctx.client,
+                    ctx.peer,
+                    stop.saturating_sub(1),
+                );
+                Err(Errno::EBADMSG)
             }
+            Err(e) => Err(e.into()),
         }
-        self.dom_blocking(move |s| {
-            s.ensure(&obj)?;
-            let sums = cksum.as_ref().map(|c| c.sums.as_slice());
-            Ok(s.write_summed(&obj, &fid, offset, &data, sums)?)
-        })
-        .await
     }
 
     /// A read of the DoM component: its bytes (checked against the stored checksums) and,

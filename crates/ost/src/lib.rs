@@ -4,9 +4,9 @@
 //! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
 //! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
 //!
-//! Checksums (Lustre's `tgt_brw_write` checks): a write that carries checksums is checked
-//! before anything is written; a bulk damaged on the way is refused with EBADMSG and
-//! counted (`bulk_checksum_errors`), and the client sends it again. The store keeps each
+//! Checksums (Lustre's `tgt_brw_write` checks): a write that carries checksums has each
+//! piece checked before it is written; a bulk damaged on the way is refused with EBADMSG
+//! and counted (`bulk_checksum_errors`), and the client sends it again. The store keeps each
 //! block's checksum and checks every read against it; data that fails is ECKSUM on the
 //! wire (EIO to applications), logged with the object, file and offset, and counted
 //! (`checksum_errors`). A read that asks for checksums gets those of the bytes it
@@ -20,8 +20,8 @@ use bytes::Bytes;
 use nacre_core::cksum::ChecksumType;
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid};
-use nacre_osd::ObjStore;
 use nacre_osd::scrub::Scrub;
+use nacre_osd::{ObjError, ObjStore};
 use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
@@ -176,40 +176,6 @@ impl Ost {
     }
 }
 
-impl Ost {
-    /// Checks a write's bulk against the checksums it came with; a damaged one is refused
-    /// (EBADMSG, which the client answers by sending it again), logged as Lustre's "BAD
-    /// WRITE CHECKSUM" and counted.
-    fn check_bulk(
-        &self,
-        ctx: &RequestCtx,
-        obj: Fid,
-        parent: Fid,
-        offset: u64,
-        bulk: &[u8],
-        c: &BulkCksum,
-    ) -> Result<(), Errno> {
-        match nacre_core::cksum::verify_bulk(offset, bulk, &c.sums) {
-            Ok(()) => Ok(()),
-            // Not damage: a client that counts pieces wrongly would send it wrong again.
-            Err(nacre_core::cksum::BulkMismatch::Count { .. }) => Err(Errno::EPROTO),
-            Err(e) => {
-                self.bulk_checksum_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
-                    target: "ost",
-                    "OST{:04x}: BAD WRITE CHECKSUM from {} ({}): file {} object {obj} extent [{offset}-{}]: {e}",
-                    self.index,
-                    ctx.client,
-                    ctx.peer,
-                    Fid::new(parent.seq, parent.oid, 0),
-                    (offset + bulk.len() as u64).saturating_sub(1),
-                );
-                Err(Errno::EBADMSG)
-            }
-        }
-    }
-}
-
 /// A read's reply: its bytes without a copy, and their checksums if asked for.
 pub fn read_reply(out: nacre_osd::ReadOut, cksum: Option<ChecksumType>) -> (Reply, Bytes) {
     let (start, len) = (out.start, out.len);
@@ -253,17 +219,32 @@ impl Service for Ost {
                 offset,
                 cksum,
             } => {
-                offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
-                if let Some(c) = &cksum {
-                    self.check_bulk(&ctx, obj, parent, offset, &bulk, c)?;
-                }
-                let n = self
+                let end = offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
+                let len = bulk.len();
+                let r = self
                     .blocking(move |s| {
                         let sums = cksum.as_ref().map(|c| c.sums.as_slice());
-                        Ok(s.write_summed(&obj, &parent, offset, &bulk, sums)?)
+                        Ok(s.write_summed(&obj, &parent, offset, &bulk, sums, sums.is_some()))
                     })
                     .await?;
-                Ok((Reply::Written(n), none))
+                match r {
+                    Ok(n) => Ok((Reply::Written(n), none)),
+                    Err(e @ ObjError::Damaged { .. }) => {
+                        // Lustre's "BAD WRITE CHECKSUM"; the client sends it again.
+                        self.bulk_checksum_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(
+                            target: "ost",
+                            "OST{:04x}: BAD WRITE CHECKSUM from {} ({}): file {} object {obj} extent [{offset}-{}] of {len} bytes: {e}",
+                            self.index,
+                            ctx.client,
+                            ctx.peer,
+                            Fid::new(parent.seq, parent.oid, 0),
+                            end.saturating_sub(1),
+                        );
+                        Err(Errno::EBADMSG)
+                    }
+                    Err(e) => Err(e.into()),
+                }
             }
             Request::OstRead {
                 obj,
