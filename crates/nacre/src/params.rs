@@ -336,9 +336,31 @@ impl ParamSource for MdtParams {
                 writable: true,
             },
             ParamValue {
+                name: format!("mdt.{}-MDT{:04x}.health_check", self.fsname, self.mdt.index),
+                value: self.mdt.health_check(),
+                writable: false,
+            },
+            ParamValue {
                 name: format!("{}.sync_journal", self.osd()),
                 value: u8::from(self.mdt.store().sync_journal()).to_string(),
                 writable: true,
+            },
+            ParamValue {
+                name: format!("{}.journal_stats", self.osd()),
+                value: {
+                    let st = self.mdt.store().stats();
+                    let n = |a: &std::sync::atomic::AtomicU64| {
+                        a.load(std::sync::atomic::Ordering::Relaxed)
+                    };
+                    format!(
+                        "transactions {}\nbatches {}\njournal_syncs {}\ncheckpoints {}",
+                        n(&st.transactions),
+                        n(&st.batches),
+                        n(&st.journal_syncs),
+                        n(&st.checkpoints)
+                    )
+                },
+                writable: false,
             },
         ];
         let mdt = format!("mdt.{}-MDT{:04x}", self.fsname, self.mdt.index);

@@ -99,8 +99,9 @@ fn flipped_bits_read_as_eio_through_the_mount_and_lctl_shows_them() {
     let mut flips = Vec::new();
     for i in 0..4 {
         let dir = fs.dir.join(format!("ost{i}"));
-        let store =
-            nacre_osd::ObjStore::open(&dir, nacre_osd::ObjStoreConfig::default()).expect("store");
+        let health = nacre_osd::Health::open(format!("ost{i}"), &dir).expect("health");
+        let store = nacre_osd::ObjStore::open(&dir, nacre_osd::ObjStoreConfig::default(), health)
+            .expect("store");
         for f in nacre_osd::inject::flip_random(&dir, 3, &mut rng).expect("flip") {
             let p = store.filter_fid(&f.obj).expect("fid").expect("written");
             let file = nacre_core::Fid::new(p.seq, p.oid, 0);

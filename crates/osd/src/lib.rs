@@ -7,11 +7,14 @@
 //!   (ldiskfs's O/ tree), with its filter fid (parent FID and stripe index) in an xattr and
 //!   a crc32c per 4 KiB block beside it ([`cksum`]), checked on every read.
 //! - [`inject`]: damage on purpose (bit flips in object files), for tests and fault drills.
+//! - [`health`]: whether a target's storage is still there and working, checked at start,
+//!   periodically and after errors; both stores report to it.
 //!
 //! Nothing here knows about the namespace or the wire: the MDT and OST crates give meaning to
 //! keys and objects.
 
 pub mod cksum;
+pub mod health;
 pub mod inject;
 pub mod journal;
 pub mod mdstore;
@@ -20,6 +23,7 @@ pub mod rangelock;
 pub mod scrub;
 pub mod snapshot;
 
+pub use health::Health;
 pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
 pub use objstore::{BadBlock, Corruption, ObjError, ObjStore, ObjStoreConfig, RangeCheck, ReadOut};
 pub use snapshot::StoreSnapshot;
@@ -40,6 +44,14 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(PRIVATE_DIR_MODE)
         .create(dir)
+}
+
+/// A builder that makes one directory (not its parents) with [`PRIVATE_DIR_MODE`]: for
+/// stores that must not recreate what vanished above them.
+pub fn private_dir_builder() -> std::fs::DirBuilder {
+    let mut b = std::fs::DirBuilder::new();
+    b.mode(PRIVATE_DIR_MODE);
+    b
 }
 
 /// Options that create a file with [`PRIVATE_FILE_MODE`].

@@ -53,6 +53,7 @@
 //! LMDB's put does not return the old value; giving up redb's page checksums; and
 //! converting existing `mdt.redb` stores.
 
+use crate::health::Health;
 use crate::journal::{Journal, Mutation, Record};
 use nacre_core::Errno;
 use parking_lot::{Condvar, Mutex};
@@ -69,7 +70,7 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Table {
-    /// FID -> inode (attributes, layout, LMV, linkEA). This is also the object index.
+    /// FID -> inode (attributes, layout, LMV). This is also the object index.
     Inodes = 0,
     /// parent FID + name hash + name -> child FID and type (FID-in-dirent).
     Dirents = 1,
@@ -89,9 +90,12 @@ pub enum Table {
     /// DNE coordinator side: distributed operations that committed here and whose
     /// participants have not all confirmed yet.
     DneCommitted = 8,
+    /// child FID + parent FID + name hash + name -> nothing: every hard link of an inode
+    /// (the linkEA, one key per link).
+    Links = 9,
 }
 
-const TABLE_COUNT: usize = 9;
+const TABLE_COUNT: usize = 10;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -102,6 +106,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Fld,
     Table::DnePending,
     Table::DneCommitted,
+    Table::Links,
 ];
 
 impl Table {
@@ -116,6 +121,7 @@ impl Table {
             Table::Fld => "fld",
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
+            Table::Links => "links",
         })
     }
 
@@ -177,6 +183,8 @@ pub struct StoreStats {
     pub batches: AtomicU64,
     pub checkpoints: AtomicU64,
     pub journal_syncs: AtomicU64,
+    /// Bytes written to the journal: what the committed changes cost on disk.
+    pub journal_bytes: AtomicU64,
 }
 
 struct Shared {
@@ -187,7 +195,8 @@ struct Shared {
     exec: Mutex<Executor>,
     /// Bounds the queue: a caller takes a slot before queueing ([`MdStoreConfig::queue_depth`]).
     slots: Semaphore,
-    failed: AtomicBool,
+    /// The target's storage health: once failed, nothing more is committed.
+    health: Arc<Health>,
     sync_journal: AtomicBool,
     stats: StoreStats,
     max_batch: usize,
@@ -515,16 +524,31 @@ pub struct ReadView {
     txn: redb::ReadTransaction,
 }
 
+/// A table as a read view sees it.
+type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 impl ReadView {
     pub(crate) fn new(txn: redb::ReadTransaction) -> ReadView {
         ReadView { txn }
     }
 
+    /// Table `t`, or `None` where it was never written (a new store, read before its first
+    /// change: nothing is created until something is written).
+    fn table(&self, t: Table) -> Result<Option<BytesTable>, Errno> {
+        match self.txn.open_table(t.def()) {
+            Ok(tab) => Ok(Some(tab)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => {
+                tracing::error!(target: "osd", "open table: {e}");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
     pub fn get(&self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(None);
+        };
         tab.get(key)
             .map(|v| v.map(|g| g.value().to_vec()))
             .map_err(|e| storage_errno(&e))
@@ -537,27 +561,40 @@ impl ReadView {
         end: &[u8],
         limit: usize,
     ) -> Result<KvPairs, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(Vec::new());
+        };
         collect_range(tab.range::<&[u8]>(start..end), limit)
     }
 
     pub fn count(&self, t: Table) -> Result<u64, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|_| Errno::EIO)?;
-        tab.len().map_err(|e| storage_errno(&e))
+        match self.table(t)? {
+            Some(tab) => tab.len().map_err(|e| storage_errno(&e)),
+            None => Ok(0),
+        }
     }
 }
 
 impl MdStore {
-    /// Opens (or creates) the store in `dir`, replaying the journal.
-    pub fn open(dir: &Path, cfg: MdStoreConfig) -> Result<MdStore, StoreError> {
+    /// Opens (or creates) the store in `dir`, replaying the journal. `dir` is made if it
+    /// is missing, but not its parent (the target directory). From then on `health`
+    /// watches the store's directory and files, and the store commits nothing once it
+    /// failed.
+    pub fn open(
+        dir: &Path,
+        cfg: MdStoreConfig,
+        health: Arc<Health>,
+    ) -> Result<MdStore, StoreError> {
         let open_err = |reason: String| StoreError::Open {
             path: dir.display().to_string(),
             reason,
         };
-        crate::create_private_dir(dir).map_err(|e| open_err(e.to_string()))?;
+        match crate::private_dir_builder().create(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(open_err(e.to_string()));
+            }
+            _ => {}
+        }
         let db_path = dir.join(DB_FILE);
         // Opened here rather than by redb, so a new file gets the private mode.
         let file = crate::private_file()
@@ -579,6 +616,9 @@ impl MdStore {
             path: journal_path.display().to_string(),
             reason,
         })?;
+        for p in [dir, &db_path, &journal_path] {
+            health.watch(p).map_err(|e| open_err(e.to_string()))?;
+        }
         let checkpointer = Arc::new(CheckpointSignal::default());
         let shared = Arc::new(Shared {
             db,
@@ -589,7 +629,7 @@ impl MdStore {
                 last_checkpoint: Instant::now(),
             }),
             slots: Semaphore::new(cfg.queue_depth.clamp(1, Semaphore::MAX_PERMITS)),
-            failed: AtomicBool::new(false),
+            health,
             sync_journal: AtomicBool::new(cfg.sync_journal),
             stats: StoreStats::default(),
             max_batch: cfg.max_batch.max(1),
@@ -654,9 +694,7 @@ impl MdStore {
         F: FnOnce(&mut Tx<'_, '_>) -> Result<R, Errno> + Send + 'static,
     {
         let s = &self.shared;
-        if s.failed.load(Ordering::Acquire) {
-            return Err(Errno::EROFS);
-        }
+        s.health.ensure()?;
         let _slot = s.slots.acquire().await.map_err(|_| Errno::ESHUTDOWN)?;
         let (reply, mut rx) = oneshot::channel();
         let f: TxFn = Box::new(move |tx| f(tx).map(|r| Box::new(r) as Box<dyn Any + Send>));
@@ -729,6 +767,10 @@ impl MdStore {
 
     pub fn stats(&self) -> &StoreStats {
         &self.shared.stats
+    }
+
+    pub fn health(&self) -> &Arc<Health> {
+        &self.shared.health
     }
 
     /// Commits what is queued, checkpoints and stops; later writes fail with ESHUTDOWN.
@@ -835,8 +877,8 @@ impl Executor {
                 let _ = p.reply.send(Err(e));
             }
         };
-        if s.failed.load(Ordering::Acquire) {
-            return fail_all(batch, Errno::EROFS);
+        if s.health.is_failed() {
+            return fail_all(batch, Errno::EIO);
         }
         let mut wtxn = match s.db.begin_write() {
             Ok(t) => t,
@@ -876,34 +918,46 @@ impl Executor {
                 answers.push((reply, res));
             }
         }
+        let refuse = |answers: Vec<(oneshot::Sender<Answer>, Answer)>, errno: Errno| {
+            for (reply, _) in answers {
+                let _ = reply.send(Err(errno));
+            }
+        };
+        let mark = self.journal.len();
         if !muts.is_empty() {
             let transno = self.transno + 1;
             if let Err(e) = self.journal.append(transno, &muts) {
                 tracing::error!(target: "osd", "journal write failed: {e}");
-                let errno = Errno::from(e);
+                let errno = s.health.io_error("the journal", e);
                 let _ = wtxn.abort();
-                for (reply, _) in answers {
-                    let _ = reply.send(Err(errno));
-                }
-                return;
+                return refuse(answers, errno);
             }
             self.transno = transno;
+            s.stats
+                .journal_bytes
+                .fetch_add(self.journal.len() - mark, Ordering::Relaxed);
         }
         if need_sync {
             s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.journal.sync() {
-                tracing::error!(target: "osd", "journal sync failed: {e}");
+            // Durable only in a journal that is still the target's: a removed one syncs too.
+            let synced = match self.journal.sync() {
+                Ok(()) => s.health.verify(),
+                Err(e) => Err(s.health.io_error("the journal", e)),
+            };
+            if let Err(errno) = synced {
+                // Nobody is told these changes happened: a restart must not replay them.
+                let _ = self.journal.truncate(mark);
+                let _ = wtxn.abort();
+                return refuse(answers, errno);
             }
         }
         if let Err(e) = wtxn.commit() {
             // The journal holds the batch but redb refused it: stop accepting changes rather
             // than diverge; a restart replays the journal.
-            tracing::error!(target: "osd", "commit failed, store is now read-only: {e}");
-            s.failed.store(true, Ordering::Release);
-            for (reply, _) in answers {
-                let _ = reply.send(Err(Errno::EIO));
-            }
-            return;
+            s.health.fail(format!(
+                "metadata store commit failed (the journal keeps it): {e}"
+            ));
+            return refuse(answers, Errno::EIO);
         }
         s.stats.batches.fetch_add(1, Ordering::Relaxed);
         s.stats
@@ -915,7 +969,8 @@ impl Executor {
     }
 
     fn checkpoint(&mut self, s: &Shared) {
-        if self.journal.is_empty() {
+        // A failed store keeps its journal for whoever repairs the target.
+        if self.journal.is_empty() || s.health.is_failed() {
             self.last_checkpoint = Instant::now();
             return;
         }
@@ -952,6 +1007,11 @@ pub fn store_dir(target_dir: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    fn open(dir: &Path) -> MdStore {
+        let health = Health::open("test-MDT0000", dir).expect("health");
+        MdStore::open(dir, cfg(), health).expect("open")
+    }
+
     fn cfg() -> MdStoreConfig {
         MdStoreConfig {
             checkpoint_interval: Duration::from_millis(50),
@@ -962,7 +1022,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_are_visible_and_failed_ones_leave_nothing() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
@@ -986,7 +1046,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writers_share_batches_and_see_each_other() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         let mut tasks = Vec::new();
         // The first transaction to run holds its batch up, so the others queue behind it.
         let first = Arc::new(AtomicBool::new(true));
@@ -1032,7 +1092,7 @@ mod tests {
     async fn journal_records_survive_a_crash_before_checkpoint() {
         let d = tempfile::tempdir().expect("tmp");
         {
-            let s = MdStore::open(d.path(), cfg()).expect("open");
+            let s = open(d.path());
             s.write(|tx| tx.put(Table::Inodes, b"kept", b"1"))
                 .await
                 .expect("put");
@@ -1057,7 +1117,7 @@ mod tests {
             )
             .expect("append");
         }
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         let v = s.read().expect("read");
         assert_eq!(
             v.get(Table::Inodes, b"late").expect("get"),
@@ -1071,7 +1131,7 @@ mod tests {
         assert!(s.shared.exec.lock().transno > 1_000);
         s.close().await;
         drop(s);
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         assert_eq!(
             s.read()
                 .expect("read")
@@ -1085,8 +1145,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn store_files_are_owner_only() {
         let d = tempfile::tempdir().expect("tmp");
-        let dir = store_dir(&d.path().join("mdt0"));
-        let s = MdStore::open(&dir, cfg()).expect("open");
+        let target = d.path().join("mdt0");
+        crate::create_private_dir(&target).expect("mkdir");
+        let dir = store_dir(&target);
+        let health = Health::open("test-MDT0000", &target).expect("health");
+        let s = MdStore::open(&dir, cfg(), health).expect("open");
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
@@ -1100,14 +1163,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reopening_a_cleanly_closed_store_writes_nothing() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
         s.close().await;
         drop(s);
         let journal_before = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         let journal_after = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
@@ -1120,9 +1183,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removed_store_acknowledges_no_sync_and_commits_nothing_more() {
+        let d = tempfile::tempdir().expect("tmp");
+        let target = d.path().join("mdt0");
+        std::fs::create_dir(&target).expect("mkdir");
+        let health = Health::open("test-MDT0000", &target).expect("health");
+        let s = MdStore::open(&store_dir(&target), cfg(), health.clone()).expect("open");
+        s.write_sync(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        std::fs::remove_dir_all(&target).expect("rm -rf");
+        // The journal file is still open and syncs, but it is no longer the target's.
+        let r = s.write_sync(|tx| tx.put(Table::Inodes, b"b", b"2")).await;
+        assert_eq!(r, Err(Errno::EIO));
+        assert!(health.is_failed());
+        let r = s.write(|tx| tx.put(Table::Inodes, b"c", b"3")).await;
+        assert_eq!(r, Err(Errno::EIO));
+        assert!(!target.exists(), "the target directory was recreated");
+        s.close().await;
+        assert!(!target.exists(), "closing recreated the target directory");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn checkpoint_empties_the_journal() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");

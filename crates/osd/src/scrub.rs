@@ -698,7 +698,9 @@ mod tests {
         use rand::SeedableRng;
         let d = tempfile::tempdir().expect("tmp");
         crate::objstore::check_xattr_support(d.path()).expect("xattrs");
-        let store = Arc::new(ObjStore::open(d.path(), ObjStoreConfig::default()).expect("open"));
+        let health = crate::Health::open("test-OST0000", d.path()).expect("health");
+        let store =
+            Arc::new(ObjStore::open(d.path(), ObjStoreConfig::default(), health).expect("open"));
         let seq = 0x240000400;
         store.precreate(seq, 200).expect("precreate");
         for i in 1..=100u32 {

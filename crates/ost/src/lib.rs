@@ -13,6 +13,10 @@
 //! carries, for the client to check. Scrub ([`nacre_osd::scrub`]) checks everything in
 //! the background. The OST's parameters, as `lctl` shows them under
 //! `obdfilter.<target>.`, are declared here ([`Ost::params`]).
+//!
+//! An OST whose storage failed (see [`nacre_osd::health`]: its directory removed, its
+//! device returning errors) answers every request with EIO until it is restarted, rather
+//! than serve from files that are gone.
 
 pub mod fid2path;
 
@@ -21,7 +25,7 @@ use nacre_core::cksum::ChecksumType;
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
-use nacre_osd::{ObjError, ObjStore};
+use nacre_osd::{Health, ObjError, ObjStore};
 use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
@@ -108,6 +112,7 @@ impl Ost {
                 self.bulk_checksum_errors().to_string(),
                 false,
             ),
+            p("health_check", self.health_check(), false),
             p("scrub_status", self.scrub.status(), false),
             p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
         ];
@@ -135,18 +140,34 @@ impl Ost {
         }
     }
 
-    /// Every second, streams that stopped give back the blocks reserved ahead of them
-    /// (see `ObjStore::release_idle`), until `shutdown`; scrub runs beside.
-    pub async fn housekeeping(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    /// The health of this OST's storage; its failure and reason, once failed.
+    pub fn health(&self) -> &Arc<Health> {
+        self.store.health()
+    }
+
+    /// `obdfilter.*.health_check`: `healthy` or `NOT HEALTHY: reason`.
+    pub fn health_check(&self) -> String {
+        self.health().status()
+    }
+
+    /// Until `shutdown`: every second, streams that stopped give back the blocks reserved
+    /// ahead of them (see `ObjStore::release_idle`), and the storage is checked (see
+    /// [`Health::monitor`]); scrub runs beside.
+    pub async fn housekeeping(self: Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
         tokio::spawn(self.scrub.clone().run(shutdown.clone()));
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                _ = shutdown.changed() => return,
+        let health = self.health().clone().monitor(shutdown.clone());
+        let release = async {
+            let mut shutdown = shutdown;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let store = self.store.clone();
+                let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
             }
-            let store = self.store.clone();
-            let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
-        }
+        };
+        tokio::join!(health, release);
     }
 
     async fn blocking<T: Send + 'static>(
@@ -200,6 +221,25 @@ impl Service for Ost {
     }
 
     async fn handle(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
+        self.health().ensure()?;
+        let r = self.clone().dispatch(ctx, req, bulk).await;
+        if let Err(e) = r {
+            // A storage error may mean the storage is going: check it now, not at the next
+            // periodic check.
+            let h = self.health().clone();
+            let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
+        }
+        r
+    }
+}
+
+impl Ost {
+    async fn dispatch(
         self: Arc<Self>,
         ctx: RequestCtx,
         req: Request,

@@ -98,11 +98,16 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
     // (dir, name) -> (child, kind), with the MDT holding it.
     let mut names: HashMap<Fid, Vec<(Vec<u8>, Fid, FileKind)>> = HashMap::new();
     let mut open_orphans: HashSet<Fid> = HashSet::new();
+    // Each inode's linkEA: (parent, name) of every link it records, first link first.
+    let mut links: HashMap<Fid, Vec<(Fid, Vec<u8>)>> = HashMap::new();
     for (mdt, v) in views.iter().enumerate() {
         let mut v = ViewRef(v);
         for (_, val) in v.0.range(Table::Inodes, &[], &[0xff; 17], usize::MAX)? {
             let ino = Inode::decode(&val)?;
             let fid = ino.fid();
+            if let Some(l) = &ino.link {
+                links.entry(fid).or_default().insert(0, l.clone());
+            }
             let so = stripe_of(&mut v, &fid)?;
             objs.insert(fid, Obj { ino, stripe_of: so });
         }
@@ -115,6 +120,13 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
                 .or_default()
                 .push((name.to_vec(), child, kind));
             *rep.entries_per_mdt.entry(mdt as u32).or_default() += 1;
+        }
+        for (k, _) in v.0.range(Table::Links, &[], &[0xff; 17], usize::MAX)? {
+            let (child, parent, name) = records::link_key_parts(&k).ok_or(Errno::EIO)?;
+            links
+                .entry(child)
+                .or_default()
+                .push((parent, name.to_vec()));
         }
         for (k, _) in v.0.range(Table::Orphans, &[], &[0xff; 17], usize::MAX)? {
             open_orphans.insert(Fid::from_bytes(&k).ok_or(Errno::EIO)?);
@@ -182,15 +194,23 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
         if o.stripe_of.is_some() {
             continue;
         }
-        for (p, n) in &o.ino.links {
+        let my_links = links.get(fid).map(Vec::as_slice).unwrap_or_default();
+        for (p, n) in my_links {
             if !my_names.iter().any(|(mp, mn)| mp == p && mn == n) {
                 rep.bad_links.push((*fid, *p, n.clone()));
             }
         }
         for (p, n) in &my_names {
-            if !o.ino.links.iter().any(|(lp, ln)| lp == p && ln == n) {
+            if !my_links.iter().any(|(lp, ln)| lp == p && ln == n) {
                 rep.bad_links.push((*fid, *p, n.clone()));
             }
+        }
+    }
+    // Links of inodes that exist nowhere.
+    for (fid, ls) in &links {
+        if !objs.contains_key(fid) {
+            rep.bad_links
+                .extend(ls.iter().map(|(p, n)| (*fid, *p, n.clone())));
         }
     }
     rep.dangling.sort();
@@ -200,9 +220,10 @@ pub fn check(views: &[ReadView]) -> Result<CheckReport, Errno> {
         .iter()
         .map(|f| {
             let o = &objs[f];
-            let links: Vec<String> = o
-                .ino
-                .links
+            let links: Vec<String> = links
+                .get(f)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
                 .iter()
                 .map(|(p, n)| format!("{p}/{}", String::from_utf8_lossy(n)))
                 .collect();
