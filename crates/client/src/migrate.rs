@@ -88,7 +88,7 @@ impl Client {
             .md_call(self.mdt_of(&fid), Request::CreateVolatile { fid, layout })
             .await?
         {
-            Reply::Opened { inode, handle } => (inode, handle),
+            Reply::Opened { inode, handle, .. } => (inode, handle),
             _ => return Err(Errno::EPROTO),
         };
         let wf = OpenFlags {

@@ -6,6 +6,7 @@
 //! about the wire: anything here can be unit-tested without a server.
 
 pub mod attr;
+pub mod cksum;
 pub mod errno;
 pub mod fid;
 pub mod fiemap;
