@@ -3,8 +3,11 @@
 //!
 //! Per open file, contiguous writes gather into one extent until it holds
 //! `max_pages_per_rpc`; the extent is then sent while the writer goes on. The client holds
-//! at most `osc.*.max_dirty_mb` of unsent or in-flight data; a writer beyond it waits. An
-//! error of a background write is returned by the next write, `fsync` or close of that file.
+//! at most `osc.*.max_dirty_mb` of unsent or in-flight data, gathered extents included: a
+//! writer beyond it sends the extents of every open file and waits for room (as Lustre's
+//! osc writes dirty pages back under cache pressure), so thousands of files each written a
+//! little hold no more than the budget. An error of a background write is returned by the
+//! next write, `fsync` or close of that file.
 //!
 //! Anything that must see the data first waits for it: a read of the file, a truncate, a
 //! `getattr` from this client (the size), `fsync`, close. So this client always sees its own
@@ -41,6 +44,29 @@ struct Extent {
     /// offset, see `nacre_core::cksum`), computed as the bytes are copied in, while they
     /// are in cache, and the crc32c of the piece not yet complete.
     sums: Option<(Vec<u32>, u32)>,
+    /// The data's bytes, counted in the client's gathered bytes while the extent lives.
+    charge: GatherCharge,
+}
+
+/// Bytes of one extent in [`DirtyCache::gathered`], counted out when the extent is sent
+/// (frozen) or dropped, whatever the path.
+struct GatherCharge {
+    gathered: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl GatherCharge {
+    fn add(&mut self, n: usize) {
+        self.gathered.fetch_add(n as u64, Ordering::AcqRel);
+        self.bytes += n as u64;
+    }
+}
+
+impl Drop for GatherCharge {
+    fn drop(&mut self) {
+        let before = self.gathered.fetch_sub(self.bytes, Ordering::AcqRel);
+        debug_assert!(before >= self.bytes, "gathered bytes counted out twice");
+    }
 }
 
 /// An extent ready to go: file offset, bytes, layout, and the checksums of its pieces if
@@ -51,22 +77,41 @@ pub(crate) type ReadyExtent = (u64, Bytes, Layout, Option<Vec<u32>>);
 /// to the disk with O_DIRECT instead of copying it into its page cache.
 const EXTENT_ALIGN: usize = 4096;
 
+/// Smallest capacity an extent starts with: a page, as the first write may be tiny.
+const EXTENT_MIN_CAPACITY: usize = 4096;
+
+/// An aligned buffer able to hold `cap` bytes of data after its padding.
+fn aligned_buffer(cap: usize) -> (BytesMut, usize) {
+    let mut buf = BytesMut::with_capacity(cap + EXTENT_ALIGN);
+    let pad = buf.as_ptr().align_offset(EXTENT_ALIGN).min(EXTENT_ALIGN);
+    buf.resize(pad, 0);
+    (buf, pad)
+}
+
 impl Extent {
-    fn new(off: u64, cap: usize, layout: Layout, summed: bool) -> Extent {
-        let mut buf = BytesMut::with_capacity(cap + EXTENT_ALIGN);
-        let pad = buf.as_ptr().align_offset(EXTENT_ALIGN).min(EXTENT_ALIGN);
-        buf.resize(pad, 0);
+    /// An empty extent at `off`. Its buffer grows with its data, up to an RPC: a client
+    /// writing a little to each of thousands of open files must not hold an RPC's worth of
+    /// memory per file (1,000 files of 2 MiB held 4 GiB of 4 MiB buffers).
+    fn new(off: u64, layout: Layout, summed: bool, gathered: &Arc<AtomicU64>) -> Extent {
+        let (buf, pad) = aligned_buffer(EXTENT_MIN_CAPACITY);
         Extent {
             off,
             buf,
             pad,
             layout,
             sums: summed.then(|| (Vec::new(), 0)),
+            charge: GatherCharge {
+                gathered: gathered.clone(),
+                bytes: 0,
+            },
         }
     }
 
-    /// Copies `data` in, a piece at a time, checksumming each piece just copied.
-    fn append(&mut self, data: &[u8]) {
+    /// Copies `data` in (at most `max` bytes in all, an RPC), a piece at a time,
+    /// checksumming each piece just copied.
+    fn append(&mut self, data: &[u8], max: usize) {
+        self.reserve(data.len(), max);
+        self.charge.add(data.len());
         let Some((done, partial)) = self.sums.as_mut() else {
             self.buf.extend_from_slice(data);
             return;
@@ -85,6 +130,22 @@ impl Extent {
             }
             rest = later;
         }
+    }
+
+    /// Makes room for `more` bytes by doubling, keeping the data page-aligned (`BytesMut`
+    /// growing itself would move it anywhere).
+    fn reserve(&mut self, more: usize, max: usize) {
+        if self.buf.capacity() - self.buf.len() >= more {
+            return;
+        }
+        let len = self.len();
+        debug_assert!(len + more <= max.max(more), "an extent past its RPC");
+        let cap = (len * 2).max(len + more).min(max.max(len + more));
+        let (mut grown, pad) = aligned_buffer(cap);
+        grown.extend_from_slice(&self.buf[self.pad..]);
+        self.buf = grown;
+        self.pad = pad;
+        debug_assert_eq!((self.buf.as_ptr() as usize + self.pad) % EXTENT_ALIGN, 0);
     }
 
     fn len(&self) -> usize {
@@ -148,14 +209,26 @@ impl Drop for InflightWrite<'_> {
 /// Client-wide state: dirty bytes and which files have data on the way.
 #[derive(Default)]
 pub struct DirtyCache {
+    /// Bytes of background writes in flight.
     bytes: AtomicU64,
+    /// Bytes in extents not yet sent (see [`GatherCharge`]).
+    gathered: Arc<AtomicU64>,
     freed: Notify,
     by_fid: Mutex<HashMap<Fid, Vec<Weak<WriteBack>>>>,
 }
 
 impl DirtyCache {
+    /// Unsent and in-flight bytes: what `max_dirty_mb` bounds.
     pub fn dirty_bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Acquire)
+        self.bytes.load(Ordering::Acquire) + self.gathered.load(Ordering::Acquire)
+    }
+
+    /// Every handle with data gathered or on the way.
+    fn all(&self) -> Vec<(Fid, Arc<WriteBack>)> {
+        let m = self.by_fid.lock();
+        m.iter()
+            .flat_map(|(fid, v)| v.iter().filter_map(Weak::upgrade).map(|wb| (*fid, wb)))
+            .collect()
     }
 
     fn register(&self, fid: Fid, wb: &Arc<WriteBack>) {
@@ -219,7 +292,7 @@ impl Client {
                         && e.len() + data.len() <= max_rpc
                         && e.sums.is_some() == summed =>
                 {
-                    e.append(data);
+                    e.append(data, max_rpc);
                     // This write may have instantiated components the extent now reaches.
                     e.layout = layout.clone();
                     true
@@ -237,9 +310,8 @@ impl Client {
                         ready.push((off, b.clone(), layout.clone(), None))
                     }
                     _ => {
-                        let mut e =
-                            Extent::new(off, max_rpc.max(data.len()), layout.clone(), summed);
-                        e.append(data);
+                        let mut e = Extent::new(off, layout.clone(), summed, &self.dirty.gathered);
+                        e.append(data, max_rpc);
                         *ext = Some(e);
                     }
                 }
@@ -255,10 +327,45 @@ impl Client {
     }
 
     /// Sends what [`gather`](Self::gather) returned, waiting while the client is over its
-    /// dirty budget.
+    /// dirty budget; a write that only gathered waits too when gathered extents fill it.
     pub(crate) async fn send_ready(&self, wb: &Arc<WriteBack>, fid: Fid, ready: Ready) {
+        if ready.0.is_empty() {
+            self.wait_for_room(0).await;
+        }
         for (start, bytes, l, sums) in ready.0 {
             self.submit(wb, fid, l, start, bytes, sums).await;
+        }
+    }
+
+    /// Waits until `n` more bytes fit in the dirty budget. While they do not, every open
+    /// file's gathered extent is sent, so memory held by idle extents becomes writes that
+    /// finish and free it. Never waits with nothing in flight: then waiting could not
+    /// help, and the writer goes on (over the budget by at most its own bytes).
+    async fn wait_for_room(&self, n: u64) {
+        let limit = self.tunables.max_dirty_bytes().max(n);
+        loop {
+            let waiter = self.dirty.freed.notified();
+            if self.dirty.dirty_bytes() + n <= limit {
+                return;
+            }
+            if self.dirty.gathered.load(Ordering::Acquire) > 0 {
+                self.send_gathered().await;
+            }
+            if self.dirty.bytes.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            waiter.await;
+        }
+    }
+
+    /// Sends the gathered extent of every open file (cache pressure).
+    async fn send_gathered(&self) {
+        for (fid, wb) in self.dirty.all() {
+            let pending = wb.extent.lock().take();
+            if let Some(e) = pending {
+                let (off, data, layout, sums) = e.freeze();
+                self.launch(&wb, fid, layout, off, data, sums).await;
+            }
         }
     }
 
@@ -273,24 +380,23 @@ impl Client {
         data: Bytes,
         sums: Option<Vec<u32>>,
     ) {
+        self.wait_for_room(data.len() as u64).await;
+        self.launch(wb, fid, layout, off, data, sums).await;
+    }
+
+    /// Sends an extent in the background without waiting for room: its bytes are counted
+    /// in flight until the write ends.
+    async fn launch(
+        &self,
+        wb: &Arc<WriteBack>,
+        fid: Fid,
+        layout: Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+    ) {
         let n = data.len() as u64;
-        let limit = self.tunables.max_dirty_bytes().max(n);
-        loop {
-            let waiter = self.dirty.freed.notified();
-            let cur = self.dirty.bytes.load(Ordering::Acquire);
-            if cur + n <= limit
-                && self
-                    .dirty
-                    .bytes
-                    .compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
-                break;
-            }
-            if cur + n > limit {
-                waiter.await;
-            }
-        }
+        self.dirty.bytes.fetch_add(n, Ordering::AcqRel);
         wb.inflight.fetch_add(1, Ordering::AcqRel);
         let Some(c) = self.arc() else {
             // Not mounted in an Arc (cannot happen once mounted): send it now.
@@ -389,16 +495,62 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         for _ in 0..200 {
             let off = rng.gen_range(0..20_000u64);
-            let mut e = Extent::new(off, 1 << 20, Layout::plain(1, 1 << 20, 0), true);
+            let gathered = Arc::default();
+            let mut e = Extent::new(off, Layout::plain(1, 1 << 20, 0), true, &gathered);
             let mut all = Vec::new();
             for _ in 0..rng.gen_range(1..10) {
                 let piece: Vec<u8> = (0..rng.gen_range(1..20_000)).map(|_| rng.r#gen()).collect();
-                e.append(&piece);
+                e.append(&piece, 1 << 20);
                 all.extend_from_slice(&piece);
             }
+            assert_eq!(gathered.load(Ordering::Acquire), all.len() as u64);
             let (at, bytes, _, sums) = e.freeze();
+            assert_eq!(gathered.load(Ordering::Acquire), 0);
             assert_eq!((at, &bytes[..]), (off, &all[..]));
             assert_eq!(sums, Some(nacre_core::cksum::bulk_sums(off, &all)));
         }
+    }
+
+    fn aligned(e: &Extent) -> bool {
+        (e.buf.as_ptr() as usize + e.pad) % EXTENT_ALIGN == 0
+    }
+
+    #[test]
+    fn an_extent_holds_memory_for_its_data_not_for_a_whole_rpc() {
+        const MAX_RPC: usize = 4 << 20;
+        let gathered = Arc::default();
+        let layout = Layout::plain(1, 1 << 20, 0);
+        let mut e = Extent::new(0, layout.clone(), false, &gathered);
+        e.append(&[7u8; 8192], MAX_RPC);
+        assert!(
+            e.buf.capacity() < 8192 + 2 * EXTENT_ALIGN,
+            "{}",
+            e.buf.capacity()
+        );
+        assert!(aligned(&e));
+        drop(e);
+        assert_eq!(
+            gathered.load(Ordering::Acquire),
+            0,
+            "a dropped extent counts out"
+        );
+        // Sequential 4 KiB writes up to a whole RPC: the buffer doubles, stays aligned, keeps
+        // every byte, and never holds more than twice its data plus the alignment.
+        let mut e = Extent::new(0, layout, false, &gathered);
+        for i in 0..MAX_RPC / 4096 {
+            e.append(&[i as u8; 4096], MAX_RPC);
+            assert!(aligned(&e));
+            assert!(e.buf.capacity() <= 2 * e.len() + 2 * EXTENT_ALIGN);
+        }
+        assert_eq!(e.len(), MAX_RPC);
+        assert!(e.buf.capacity() <= MAX_RPC + EXTENT_ALIGN);
+        let (off, bytes, _, _) = e.freeze();
+        assert_eq!((off, bytes.len()), (0, MAX_RPC));
+        assert!(
+            bytes
+                .chunks(4096)
+                .enumerate()
+                .all(|(i, c)| c.iter().all(|&b| b == i as u8))
+        );
     }
 }

@@ -489,3 +489,59 @@ async fn mdc_and_osc_rpc_bounds_are_separate() {
     assert_eq!(bounds(c.oscs()), vec![osc as usize; 2]);
     cluster.stop().await;
 }
+
+/// Thousands of open files each written a little (fio's nrfiles with small writes) hold
+/// no more memory than `osc.*.max_dirty_mb`: extents that are gathered but not sent count
+/// in the budget, and a writer over it sends every file's extent instead of waiting on
+/// memory that nothing would free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_open_files_written_a_little_stay_within_max_dirty() {
+    const FILES: usize = 64;
+    const EACH: usize = 256 << 10;
+    const MAX_DIRTY_MB: u64 = 4;
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "testfs", 1, 2).await;
+    let c = mount(&cluster).await;
+    c.tunables
+        .set("osc", "max_dirty_mb", MAX_DIRTY_MB)
+        .expect("max_dirty_mb");
+    let root = c.root();
+    let mut open = Vec::new();
+    for i in 0..FILES {
+        let f = create(&c, root, format!("f{i}").as_bytes(), FILE)
+            .await
+            .expect("create");
+        let (h, _) = c.open(f.attr.fid, rw()).await.expect("open");
+        open.push(h);
+    }
+    let before = nacre::memory::MemoryStats::read().allocated;
+    let mut peak_dirty = 0;
+    let mut peak_alloc = 0;
+    for (i, h) in open.iter().enumerate() {
+        let data = Bytes::from(pattern(EACH, i as u8));
+        assert_eq!(c.write(h, 0, data).await.expect("write"), EACH);
+        peak_dirty = peak_dirty.max(c.dirty_bytes());
+        peak_alloc = peak_alloc.max(nacre::memory::MemoryStats::read().allocated);
+    }
+    // Over the budget by at most one writer's own bytes.
+    assert!(
+        peak_dirty <= (MAX_DIRTY_MB << 20) + EACH as u64,
+        "dirty {peak_dirty}"
+    );
+    // 16 MiB written to 64 files: before, each held a 4 MiB extent buffer (256 MiB).
+    let grown = peak_alloc.saturating_sub(before);
+    assert!(
+        grown < 48 << 20,
+        "{} MiB allocated while writing",
+        grown >> 20
+    );
+    for (i, h) in open.iter().enumerate() {
+        c.release(h).await.expect("close");
+        let (r, _) = c.open(h.fid, rw()).await.expect("reopen");
+        let back = c.read(&r, 0, EACH as u64).await.expect("read");
+        assert!(back[..] == pattern(EACH, i as u8)[..], "file {i}");
+        c.release(&r).await.expect("close");
+    }
+    assert_eq!(c.dirty_bytes(), 0);
+    cluster.stop().await;
+}
