@@ -173,25 +173,34 @@ EOF
 sleep 1; lines=$(( $(grep -c 'refused' "$work/fs4/nacre.log") - before ))
 if [ $lines -le 5 ]; then pass 11 "100 garbage connections: $lines log lines"; else fail 11 "100 garbage connections: $lines log lines"; fi
 
-# 12. Hard links stay fast as a file gains links; Lustre's limit.
+# 12. Hard links stay fast as a file gains links; Lustre's limit. Batches of links to a
+# fresh file and to one with 20,000 links alternate, so load elsewhere on the machine
+# slows both alike; the median ratio is what counts.
 python3 - "$work/m-fs4" > "$work/12.out" 2>&1 <<'EOF'
-import os, sys, time
-d = sys.argv[1] + '/links'; os.mkdir(d); open(d + '/f', 'w').close()
-def rate(start, n):
+import os, sys, time, statistics
+d = sys.argv[1] + '/links'; os.mkdir(d)
+for f in ('few', 'many'): open(f'{d}/{f}', 'w').close()
+for i in range(20000): os.link(f'{d}/many', f'{d}/m{i}')
+def rate(target, tag, n=500):
     t = time.time()
-    for i in range(start, start + n): os.link(d + '/f', f'{d}/l{i}')
+    for i in range(n): os.link(f'{d}/{target}', f'{d}/{tag}{i}')
     return n / (time.time() - t)
-first = rate(0, 1000)
-for i in range(1000, 20000): os.link(d + '/f', f'{d}/l{i}')
-later = rate(20000, 1000)
-print(f'links/s at 1k: {first:.0f}, at 20k: {later:.0f}')
-sys.exit(0 if later > first / 2 else 1)
+few, many, ratios = [], [], []
+for r in range(5):
+    few.append(rate('few', f'a{r}_')); many.append(rate('many', f'b{r}_'))
+    ratios.append(many[-1] / few[-1])
+    for i in range(500): os.unlink(f'{d}/a{r}_{i}')  # the fresh file stays near one link
+ratio = statistics.median(ratios)
+print(f'links/s near 1 link: {statistics.median(few):.0f}, past 20k links: '
+      f'{statistics.median(many):.0f} (median ratio {ratio:.2f})')
+sys.exit(0 if ratio > 0.5 else 1)
 EOF
 if [ $? = 0 ]; then pass 12 "$(cat "$work/12.out")"; else fail 12 "$(cat "$work/12.out")"; fi
 
 # 13. A registry directory planted by another user is refused.
+chmod 711 "$work"  # another uid must reach tmp13 below
 mkdir -p "$work/tmp13/nacre-65534" && chmod 777 "$work/tmp13" "$work/tmp13/nacre-65534"
-out=$(cd / && env -u NACRE_RUN_DIR -u XDG_RUNTIME_DIR TMPDIR="$work/tmp13" setpriv --reuid=65534 --regid=65534 --clear-groups "$N" lctl list_param 2>&1)
+out=$(cd / && env -u NACRE_RUN_DIR -u XDG_RUNTIME_DIR TMPDIR="$work/tmp13" setpriv --reuid=65534 --regid=65534 --clear-groups "$N" lctl list_param '*' 2>&1)
 if grep -qi 'owned by' <<<"$out"; then pass 13 "$(head -1 <<<"$out" | cut -c1-120)"; else fail 13 "$out"; fi
 
 # 14. Output into a closed pipe.
