@@ -96,7 +96,7 @@ impl Key {
             path: path.display().to_string(),
             source,
         };
-        let mut f = std::fs::File::open(path).map_err(err)?;
+        let f = std::fs::File::open(path).map_err(err)?;
         // The mode of the file actually opened, not of whatever the path names later.
         let mode = f.metadata().map_err(err)?.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
