@@ -86,16 +86,58 @@ impl Client {
             .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
             .await?
         {
-            (Reply::Opened { inode, handle }, data) => {
+            (
+                Reply::Opened {
+                    inode,
+                    handle,
+                    data_cksum,
+                },
+                data,
+            ) => {
                 let f = OpenFile::new(fid, handle, flags, inode.layout.clone());
                 let inode = self.complete(inode).await?;
-                // Read-on-open: the MDT sent the whole (small, DoM-only) file.
-                if !dirty && !data.is_empty() && data.len() as u64 == inode.attr.size {
+                // Read-on-open: the MDT sent the whole (small, DoM-only) file. Damaged on
+                // the way, it is dropped: reads then ask for it, and are checked.
+                if !dirty
+                    && !data.is_empty()
+                    && data.len() as u64 == inode.attr.size
+                    && self.read_on_open_intact(fid, &data, data_cksum.as_ref())
+                {
                     *f.content.write() = Some((data, changes));
                 }
                 Ok((f, inode))
             }
             _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Whether read-on-open bytes match the checksums the MDT sent (with
+    /// `osc.*.checksums` on; a reply without them is not used then).
+    fn read_on_open_intact(
+        &self,
+        fid: Fid,
+        data: &Bytes,
+        cksum: Option<&nacre_rpc::msg::BulkCksum>,
+    ) -> bool {
+        let Some(kind) = self.tunables.checksums() else {
+            return true;
+        };
+        let Some(c) = cksum.filter(|c| c.kind == kind) else {
+            return false;
+        };
+        let got = if self.checksum_faults.take_receive() {
+            crate::cksum::damaged(data)
+        } else {
+            data.clone()
+        };
+        match nacre_core::cksum::verify_bulk(0, &got, &c.sums) {
+            Ok(()) => true,
+            Err(e) => {
+                let mdt = nacre_core::TargetName::mdt(self.mdt_of(&fid));
+                self.cksum_stats.damaged(mdt);
+                tracing::warn!(target: "client", "{mdt}: file {fid}'s data in the open reply arrived damaged ({e}): reading it again");
+                false
+            }
         }
     }
 

@@ -4,14 +4,55 @@
 //! The size of a file whose MDT size is not exact is the largest size its objects imply
 //! (a glimpse), and its modification time is the objects' if data changed after the last
 //! metadata change.
+//!
+//! Every bulk is checksummed both ways (see [`crate::cksum`]). A read whose target finds
+//! its stored copy bad fails with [`ChunkReadError::Corrupt`] from
+//! [`Client::read_chunk_checked`]. That is where redundancy hooks in: a reader of a layout
+//! with another copy of the range (an FLR mirror, EC parity) catches `Corrupt`, reads the
+//! range from the other copy, and rewrites this object's range with
+//! [`Client::write_objects`] (whole blocks need nothing of the old data, so the rewrite
+//! succeeds and stores fresh checksums). [`Client::read_objects`] has no other copy: it
+//! logs, counts and returns EIO, in [`Client::no_good_copy`].
 
+use crate::cksum::{ChunkReadError, damaged};
 use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
-use nacre_core::{Attr, Errno, Fid, Layout, StripeObject};
-use nacre_rpc::msg::{ObjAttr, Reply, Request};
+use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request};
+use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
+
+/// The checksums of the pieces of `[buf_off, buf_off + len)` of a bulk at file offset
+/// `off` (`total` bytes), taken from `sums` (those of the whole bulk's pieces, cut at every
+/// 4 KiB of file offset) when the range is cut the same way in its object: it starts and
+/// ends on piece boundaries, and its object offset sits as far into a block as its file
+/// offset. Otherwise (or without `sums`) `None`: they are computed as it is sent.
+fn reuse_sums(
+    sums: Option<&[u32]>,
+    off: u64,
+    total: u64,
+    buf_off: u64,
+    len: u64,
+    obj_off: u64,
+) -> Option<Vec<u32>> {
+    let sums = sums?;
+    let block = nacre_core::cksum::BLOCK as u64;
+    let start = off + buf_off;
+    let end = start + len;
+    let on_boundary = |at: u64, edge: bool| edge || at.is_multiple_of(block);
+    if start % block != obj_off % block
+        || !on_boundary(start, buf_off == 0)
+        || !on_boundary(end, buf_off + len == total)
+    {
+        return None;
+    }
+    let first = piece_count(off, buf_off as usize);
+    sums.get(first..first + piece_count(start, len as usize))
+        .map(<[u32]>::to_vec)
+}
 
 /// One piece of an I/O: a contiguous range of one object and where it sits in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +157,33 @@ impl Client {
         off: u64,
         data: Bytes,
     ) -> Result<(), Errno> {
+        self.write_objects_summed(fid, layout, off, data, None)
+            .await
+    }
+
+    /// [`write_objects`](Self::write_objects) with the checksums of the pieces of `data`
+    /// (cut at every 4 KiB of file offset) when they were computed already, as the bytes
+    /// were copied into the write-behind extent.
+    pub(crate) async fn write_objects_summed(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+    ) -> Result<(), Errno> {
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
+        let file_sums = sums.filter(|s| s.len() == piece_count(off, data.len()));
+        let sums_of = |buf_off: u64, len: u64, obj_off: u64| {
+            reuse_sums(
+                file_sums.as_deref(),
+                off,
+                data.len() as u64,
+                buf_off,
+                len,
+                obj_off,
+            )
+        };
         if !p.holes.is_empty() {
             return Err(Errno::EIO);
         }
@@ -125,28 +192,38 @@ impl Client {
             .into_iter()
             .map(|(buf_off, file_off, len)| {
                 let bulk = data.slice(buf_off as usize..(buf_off + len) as usize);
-                let req = Request::DomWrite {
-                    fid,
-                    offset: file_off,
-                };
+                let mdt = self.mdt_of(&fid);
+                // A DoM object's offsets are the file's.
+                let sums = sums_of(buf_off, len, file_off);
                 async move {
-                    self.md_call_bulk(self.mdt_of(&fid), req, bulk)
-                        .await
-                        .map(|_| ())
+                    let imp = self.mdc(mdt)?;
+                    self.send_checked(TargetName::mdt(mdt), &imp, file_off, bulk, sums, |cksum| {
+                        Request::DomWrite {
+                            fid,
+                            offset: file_off,
+                            cksum,
+                        }
+                    })
+                    .await
                 }
             });
         let calls = p.chunks.iter().map(|c| {
             let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
-            let req = Request::OstWrite {
-                obj: c.obj.fid,
-                parent: fid.with_ver(c.stripe),
-                offset: c.obj_off,
-            };
+            let (obj, parent, offset) = (c.obj.fid, fid.with_ver(c.stripe), c.obj_off);
             let ost = c.obj.ost_idx;
+            let sums = sums_of(c.buf_off, c.len, c.obj_off);
             async move {
                 let imp = self.osc(ost)?;
                 self.rpc_stats.record(ost, true, bulk.len() as u64);
-                imp.call(&req, bulk).await.map(|_| ()).map_err(rpc_errno)
+                self.send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
+                    Request::OstWrite {
+                        obj,
+                        parent,
+                        offset,
+                        cksum,
+                    }
+                })
+                .await
             }
         });
         let (a, b) = futures::join!(join_all(dom_calls), join_all(calls));
@@ -154,6 +231,120 @@ impl Client {
             r?;
         }
         Ok(())
+    }
+
+    /// Sends a write bulk at object offset `obj_off` with its checksums (when
+    /// `osc.*.checksums` is on: `sums` if computed already, else computed here); a bulk
+    /// the target finds damaged (EBADMSG) goes again, at most `osc.*.resend_count` times,
+    /// then the write fails with EIO.
+    async fn send_checked(
+        &self,
+        target: TargetName,
+        imp: &Import,
+        obj_off: u64,
+        bulk: Bytes,
+        sums: Option<Vec<u32>>,
+        req: impl FnOnce(Option<BulkCksum>) -> Request,
+    ) -> Result<(), Errno> {
+        let cksum = self.tunables.checksums().map(|kind| BulkCksum {
+            kind,
+            sums: sums.unwrap_or_else(|| bulk_sums(obj_off, &bulk)),
+        });
+        let checked = cksum.is_some();
+        let req = req(cksum);
+        let mut resends = 0;
+        loop {
+            let sent = if checked && self.checksum_faults.take_send() {
+                damaged(&bulk)
+            } else {
+                bulk.clone()
+            };
+            match imp.call(&req, sent).await {
+                Ok(_) => return Ok(()),
+                Err(RpcError::Errno(Errno::EBADMSG)) if checked => {
+                    self.cksum_stats.damaged(target);
+                    resends += 1;
+                    if resends > self.tunables.resend_count() {
+                        tracing::error!(target: "client", "{target}: write of {} bytes at {obj_off}: damaged on the way {resends} times, giving up", bulk.len());
+                        return Err(Errno::EIO);
+                    }
+                    tracing::warn!(target: "client", "{target}: write of {} bytes at {obj_off} arrived damaged: sending it again ({resends})", bulk.len());
+                }
+                Err(e) => return Err(rpc_errno(e)),
+            }
+        }
+    }
+
+    /// Sends a read and checks what comes back against the checksums the target sent
+    /// with it (when `osc.*.checksums` is on); a reply damaged on the way is asked for
+    /// again, at most `osc.*.resend_count` times. `obj_off` is where the read starts in
+    /// the object. ECKSUM (the target's copy is bad) is [`ChunkReadError::Corrupt`].
+    async fn fetch_checked(
+        &self,
+        target: TargetName,
+        imp: &Import,
+        req: &Request,
+        obj_off: u64,
+        kind: Option<ChecksumType>,
+    ) -> Result<Bytes, ChunkReadError> {
+        let mut resends = 0;
+        loop {
+            let (reply, bulk) = match imp.call(req, Bytes::new()).await {
+                Ok(r) => r,
+                Err(RpcError::Errno(Errno::ECKSUM)) => {
+                    let (obj, len) = match req {
+                        Request::OstRead { obj, len, .. } => (*obj, u64::from(*len)),
+                        Request::DomRead { fid, len, .. } => (*fid, u64::from(*len)),
+                        _ => (Fid::default(), 0),
+                    };
+                    return Err(ChunkReadError::Corrupt {
+                        target,
+                        obj,
+                        offset: obj_off,
+                        len,
+                    });
+                }
+                Err(e) => return Err(ChunkReadError::Failed(rpc_errno(e))),
+            };
+            let Some(kind) = kind else {
+                return Ok(bulk);
+            };
+            let sums = match reply {
+                Reply::Checksummed(c) if c.kind == kind => c.sums,
+                _ => return Err(ChunkReadError::Failed(Errno::EPROTO)),
+            };
+            let got = if self.checksum_faults.take_receive() {
+                damaged(&bulk)
+            } else {
+                bulk
+            };
+            match verify_bulk(obj_off, &got, &sums) {
+                Ok(()) => return Ok(got),
+                Err(e) => {
+                    self.cksum_stats.damaged(target);
+                    resends += 1;
+                    if resends > self.tunables.resend_count() {
+                        tracing::error!(target: "client", "{target}: read at {obj_off}: damaged on the way {resends} times, giving up: {e}");
+                        return Err(ChunkReadError::Failed(Errno::EIO));
+                    }
+                    tracing::warn!(target: "client", "{target}: read at {obj_off} arrived damaged ({e}): asking again ({resends})");
+                }
+            }
+        }
+    }
+
+    /// A range whose only copy failed its checksum: logged, counted, and EIO for the
+    /// application. (A layout with redundancy reads another copy instead; see the module
+    /// documentation.)
+    pub(crate) fn no_good_copy(&self, fid: Fid, e: ChunkReadError) -> Errno {
+        match e {
+            ChunkReadError::Corrupt { target, .. } => {
+                self.cksum_stats.corrupt(target);
+                tracing::error!(target: "client", "file {fid}: {e}: no other copy, EIO");
+                Errno::EIO
+            }
+            ChunkReadError::Failed(e) => e,
+        }
     }
 
     /// Data-on-MDT parts of a plan as (buffer offset, file offset, length), each no larger
@@ -238,6 +429,7 @@ impl Client {
         len: u64,
     ) -> Result<(Bytes, u64), Errno> {
         let p = plan(layout, off, len, self.max_rpc());
+        let kind = self.tunables.checksums();
         let dom_calls = self
             .dom_pieces(&p, off)
             .into_iter()
@@ -246,24 +438,30 @@ impl Client {
                     fid,
                     offset: file_off,
                     len: n as u32,
+                    cksum: kind,
                 };
+                let mdt = self.mdt_of(&fid);
                 async move {
-                    let r = self
-                        .md_call_bulk(self.mdt_of(&fid), req, Bytes::new())
-                        .await;
-                    (buf_off, r.map(|(_, data)| data))
+                    let r = match self.mdc(mdt) {
+                        Ok(imp) => self
+                            .fetch_checked(TargetName::mdt(mdt), &imp, &req, file_off, kind)
+                            .await
+                            .map_err(|e| self.no_good_copy(fid, e)),
+                        Err(e) => Err(e),
+                    };
+                    (buf_off, r)
                 }
             });
         if p.chunks.len() == 1 && p.holes.is_empty() && p.dom.is_empty() {
             let c = p.chunks[0];
-            let data = self.read_chunk(&c).await?;
+            let data = self.read_chunk(fid, &c).await?;
             let n = data.len() as u64;
             return Ok((data, n));
         }
         let calls = p
             .chunks
             .iter()
-            .map(|c| async move { (c.buf_off, self.read_chunk(c).await) });
+            .map(|c| async move { (c.buf_off, self.read_chunk(fid, c).await) });
         let (dom, ost) = futures::join!(join_all(dom_calls), join_all(calls));
         if dom.len() == 1 && ost.is_empty() && p.holes.is_empty() {
             // A read inside the DoM component: no copy.
@@ -295,19 +493,33 @@ impl Client {
         Ok((buf.freeze(), found))
     }
 
-    async fn read_chunk(&self, c: &Chunk) -> Result<Bytes, Errno> {
+    /// One object range of file `fid`; its only copy failing its checksum is EIO.
+    async fn read_chunk(&self, fid: Fid, c: &Chunk) -> Result<Bytes, Errno> {
+        self.read_chunk_checked(c)
+            .await
+            .map_err(|e| self.no_good_copy(fid, e))
+    }
+
+    /// Reads one object range, checked end to end. [`ChunkReadError::Corrupt`] means the
+    /// OST's copy failed its stored checksum: the place for a redundant layout to read
+    /// another copy and rewrite this one.
+    pub async fn read_chunk_checked(&self, c: &Chunk) -> Result<Bytes, ChunkReadError> {
         let imp = self.osc(c.obj.ost_idx)?;
         self.rpc_stats.record(c.obj.ost_idx, false, c.len);
+        let kind = self.tunables.checksums();
         let req = Request::OstRead {
             obj: c.obj.fid,
             offset: c.obj_off,
             len: c.len as u32,
+            cksum: kind,
         };
-        match imp.call(&req, Bytes::new()).await {
-            Ok((_, bulk)) => Ok(bulk),
+        match self
+            .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
+            .await
+        {
             // An object not created yet (lost precreate) reads as a hole.
-            Err(nacre_rpc::RpcError::Errno(Errno::ENOENT)) => Ok(Bytes::new()),
-            Err(e) => Err(rpc_errno(e)),
+            Err(ChunkReadError::Failed(Errno::ENOENT)) => Ok(Bytes::new()),
+            r => r,
         }
     }
 
@@ -525,6 +737,35 @@ mod tests {
                 ranges.sort();
                 assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
             }
+        }
+    }
+
+    #[test]
+    fn checksums_computed_on_the_way_in_match_those_of_each_rpc() {
+        // Every shape of chunk (striped, unaligned start and end, split by the RPC size)
+        // gets the checksums it would have had if computed from its own bytes.
+        for (count, stripe, off, len, rpc) in [
+            (3usize, 65536u32, 1000u64, 500_000u64, 1u64 << 20),
+            (1, 1 << 20, 4095, 5 << 20, 1 << 20),
+            (4, 65536, 0, 1 << 20, 65536),
+            (2, 65536, 123, 50, 1 << 20),
+        ] {
+            let l = layout(count, stripe);
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+            let sums = bulk_sums(off, &data);
+            let p = plan(&l, off, len, rpc);
+            let mut reused = 0;
+            for c in &p.chunks {
+                let bytes = &data[c.buf_off as usize..(c.buf_off + c.len) as usize];
+                if let Some(s) = reuse_sums(Some(&sums), off, len, c.buf_off, c.len, c.obj_off) {
+                    assert_eq!(s, bulk_sums(c.obj_off, bytes), "{c:?}");
+                    reused += 1;
+                }
+            }
+            assert!(
+                reused > 0,
+                "nothing reused for {count}x{stripe} at {off}+{len}"
+            );
         }
     }
 

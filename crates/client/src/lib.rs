@@ -12,6 +12,7 @@
 //! The FUSE mount and the benchmarks' native backend are both thin layers over [`Client`].
 
 pub mod callback;
+pub mod cksum;
 pub mod file;
 pub mod io;
 pub mod lmv;
@@ -100,6 +101,10 @@ pub struct Client {
     pub(crate) dirty: writeback::DirtyCache,
     /// Bulk RPCs per OST (`osc.*.rpc_stats`).
     pub rpc_stats: stats::RpcStats,
+    /// Checksum errors by target (`osc.*.checksum_errors`, `osc.*.corrupt_reads`).
+    pub cksum_stats: cksum::CksumStats,
+    /// Damage injected into bulks, for tests (Lustre's checksum fail_loc values).
+    pub checksum_faults: cksum::ChecksumFaults,
     /// `llite.*.stats`: the calls the mount (or any caller) made, by [`VfsOp`].
     pub llite_stats: nacre_rpc::stats::OpStats,
     /// This client itself, for background work that outlives a call.
@@ -143,6 +148,8 @@ impl Client {
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
             rpc_stats: stats::RpcStats::default(),
+            cksum_stats: cksum::CksumStats::default(),
+            checksum_faults: cksum::ChecksumFaults::default(),
             llite_stats: nacre_rpc::stats::OpStats::default(),
             me: std::sync::OnceLock::new(),
             lmvs: Default::default(),

@@ -205,7 +205,7 @@ impl Client {
                 self.remember_lmv(&inode);
                 Ok((inode, handle))
             }
-            Reply::Opened { inode, handle } => Ok((self.complete(inode).await?, Some(handle))),
+            Reply::Opened { inode, handle, .. } => Ok((self.complete(inode).await?, Some(handle))),
             // An existing name whose inode is on another MDT: open it there.
             Reply::RemoteFid(fid) => {
                 let req = Request::Open {
@@ -214,7 +214,7 @@ impl Client {
                     cred: cred.clone(),
                 };
                 match self.md_call(self.mdt_of(&fid), req).await? {
-                    Reply::Opened { inode, handle } => {
+                    Reply::Opened { inode, handle, .. } => {
                         Ok((self.complete(inode).await?, Some(handle)))
                     }
                     _ => Err(Errno::EPROTO),

@@ -108,7 +108,7 @@ impl Client {
             )
             .await?
         {
-            Reply::Opened { inode, handle } => (inode, handle),
+            Reply::Opened { inode, handle, .. } => (inode, handle),
             _ => return Err(Errno::EPROTO),
         };
         let wf = OpenFlags {

@@ -1,9 +1,11 @@
 //! Client tunables, named as Lustre names them (`osc.*.max_rpcs_in_flight`, ...).
 //!
 //! Each one changes behaviour: the in-flight bound of new RPCs, the dirty data a client
-//! may hold, the RPC size, the readahead window, attribute cache time and the recovery
-//! deadline. They are set with `lctl set_param` (local) or `-P` (through the MGS).
+//! may hold, the RPC size, the readahead window, attribute cache time, the recovery
+//! deadline and data checksums. They are set with `lctl set_param` (local) or `-P`
+//! (through the MGS).
 
+use nacre_core::cksum::ChecksumType;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -20,6 +22,11 @@ pub const DEFAULT_MAX_READ_AHEAD_PER_FILE_MB: u64 = 16;
 /// Seconds an import keeps trying a target before failing requests with EIO.
 pub const DEFAULT_RECOVERY_SECS: u64 = 30;
 pub const PAGE_SIZE: u64 = 4096;
+/// Default `osc.*.checksums`: on, as Lustre's.
+pub const DEFAULT_CHECKSUMS: u64 = 1;
+/// Default `osc.*.resend_count`: times a bulk damaged on the way is sent again (Lustre's
+/// `OSC_DEFAULT_RESENDS`).
+pub const DEFAULT_RESEND_COUNT: u64 = 10;
 
 #[derive(Debug)]
 pub struct Tunables {
@@ -31,6 +38,10 @@ pub struct Tunables {
     max_read_ahead_mb: AtomicU64,
     max_read_ahead_per_file_mb: AtomicU64,
     recovery_secs: AtomicU64,
+    checksums: AtomicU64,
+    /// Index in [`ChecksumType::ALL`].
+    checksum_type: AtomicU64,
+    resend_count: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -43,6 +54,9 @@ impl Default for Tunables {
             max_read_ahead_mb: AtomicU64::new(DEFAULT_MAX_READ_AHEAD_MB),
             max_read_ahead_per_file_mb: AtomicU64::new(DEFAULT_MAX_READ_AHEAD_PER_FILE_MB),
             recovery_secs: AtomicU64::new(DEFAULT_RECOVERY_SECS),
+            checksums: AtomicU64::new(DEFAULT_CHECKSUMS),
+            checksum_type: AtomicU64::new(0),
+            resend_count: AtomicU64::new(DEFAULT_RESEND_COUNT),
         }
     }
 }
@@ -98,6 +112,26 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 1,
         max: 3600,
     },
+    TunableDef {
+        class: "osc",
+        name: "checksums",
+        min: 0,
+        max: 1,
+    },
+    // Shown and set by name (`[crc32c] `, `crc32c`); the value is its index.
+    TunableDef {
+        class: "osc",
+        name: "checksum_type",
+        min: 0,
+        max: ChecksumType::ALL.len() as u64 - 1,
+    },
+    // Each resend costs an RPC; a link that damages more than 100 in a row is broken.
+    TunableDef {
+        class: "osc",
+        name: "resend_count",
+        min: 0,
+        max: 100,
+    },
 ];
 
 impl Tunables {
@@ -110,6 +144,9 @@ impl Tunables {
             ("llite", "max_read_ahead_mb") => &self.max_read_ahead_mb,
             ("llite", "max_read_ahead_per_file_mb") => &self.max_read_ahead_per_file_mb,
             ("llite", "recovery_timeout") => &self.recovery_secs,
+            ("osc", "checksums") => &self.checksums,
+            ("osc", "checksum_type") => &self.checksum_type,
+            ("osc", "resend_count") => &self.resend_count,
             _ => return None,
         })
     }
@@ -137,6 +174,36 @@ impl Tunables {
         Ok(())
     }
 
+    /// A tunable as `lctl get_param` shows it.
+    pub fn display(&self, class: &str, name: &str) -> Option<String> {
+        let v = self.get(class, name)?;
+        if (class, name) == ("osc", "checksum_type") {
+            return Some(self.checksum_type().list());
+        }
+        Some(v.to_string())
+    }
+
+    /// Sets a tunable from what `lctl set_param` was given: a number, or for
+    /// `checksum_type` an algorithm's name.
+    pub fn set_str(&self, class: &str, name: &str, value: &str) -> Result<(), String> {
+        let v = if (class, name) == ("osc", "checksum_type") {
+            let t = ChecksumType::parse(value).ok_or_else(|| {
+                format!(
+                    "{class}.{name}: '{}' is not one of: {}",
+                    value.trim(),
+                    ChecksumType::Crc32c.list().trim()
+                )
+            })?;
+            ChecksumType::ALL.iter().position(|x| *x == t).unwrap_or(0) as u64
+        } else {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{class}.{name}: '{}' is not a number", value.trim()))?
+        };
+        self.set(class, name, v)
+    }
+
     /// Applies a `set_param -P` record if it names a client tunable of this file system.
     pub fn apply_persistent(&self, pattern: &str, value: &str, fsname: &str) {
         let mut parts = pattern.splitn(3, '.');
@@ -150,9 +217,7 @@ impl Tunables {
         if dev != "*" && !dev.starts_with(fsname) {
             return;
         }
-        if let Ok(v) = value.trim().parse::<u64>() {
-            let _ = self.set(def.class, def.name, v);
-        }
+        let _ = self.set_str(def.class, def.name, value);
     }
 
     pub fn max_rpcs_in_flight(&self) -> usize {
@@ -183,6 +248,23 @@ impl Tunables {
     pub fn recovery_timeout(&self) -> Duration {
         Duration::from_secs(self.recovery_secs.load(Ordering::Relaxed))
     }
+
+    /// The algorithm bulks are checksummed with, or `None` with `osc.*.checksums=0`.
+    pub fn checksums(&self) -> Option<ChecksumType> {
+        (self.checksums.load(Ordering::Relaxed) != 0).then(|| self.checksum_type())
+    }
+
+    pub fn checksum_type(&self) -> ChecksumType {
+        let i = self.checksum_type.load(Ordering::Relaxed) as usize;
+        ChecksumType::ALL
+            .get(i)
+            .copied()
+            .unwrap_or(ChecksumType::Crc32c)
+    }
+
+    pub fn resend_count(&self) -> u32 {
+        self.resend_count.load(Ordering::Relaxed) as u32
+    }
 }
 
 #[cfg(test)]
@@ -212,5 +294,25 @@ mod tests {
         assert_eq!(t.max_dirty_bytes(), 64 << 20);
         t.apply_persistent("llite.*.max_read_ahead_mb", "bogus", "testfs");
         assert_eq!(t.read_ahead_bytes(), DEFAULT_MAX_READ_AHEAD_MB << 20);
+    }
+
+    #[test]
+    fn checksums_are_on_by_default_and_their_type_prints_as_lustre_does() {
+        let t = Tunables::default();
+        assert_eq!(t.checksums(), Some(ChecksumType::Crc32c));
+        assert_eq!(t.display("osc", "checksums").as_deref(), Some("1"));
+        assert_eq!(
+            t.display("osc", "checksum_type").as_deref(),
+            Some("[crc32c] ")
+        );
+        assert_eq!(t.resend_count(), 10);
+        t.set_str("osc", "checksum_type", "crc32c\n")
+            .expect("by name");
+        assert!(t.set_str("osc", "checksum_type", "adler").is_err());
+        assert!(t.set_str("osc", "checksums", "2").is_err());
+        t.apply_persistent("osc.*.checksums", "0", "testfs");
+        assert_eq!(t.checksums(), None);
+        t.set_str("osc", "resend_count", "3").expect("resends");
+        assert_eq!(t.resend_count(), 3);
     }
 }

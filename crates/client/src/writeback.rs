@@ -37,14 +37,22 @@ struct Extent {
     buf: BytesMut,
     pad: usize,
     layout: Layout,
+    /// With checksums on: those of the pieces of the data (cut at every 4 KiB of file
+    /// offset, see `nacre_core::cksum`), computed as the bytes are copied in, while they
+    /// are in cache, and the crc32c of the piece not yet complete.
+    sums: Option<(Vec<u32>, u32)>,
 }
+
+/// An extent ready to go: file offset, bytes, layout, and the checksums of its pieces if
+/// they were computed on the way in.
+pub(crate) type ReadyExtent = (u64, Bytes, Layout, Option<Vec<u32>>);
 
 /// Alignment of extent data in memory, so an OST in this process can hand a whole extent
 /// to the disk with O_DIRECT instead of copying it into its page cache.
 const EXTENT_ALIGN: usize = 4096;
 
 impl Extent {
-    fn new(off: u64, cap: usize, layout: Layout) -> Extent {
+    fn new(off: u64, cap: usize, layout: Layout, summed: bool) -> Extent {
         let mut buf = BytesMut::with_capacity(cap + EXTENT_ALIGN);
         let pad = buf.as_ptr().align_offset(EXTENT_ALIGN).min(EXTENT_ALIGN);
         buf.resize(pad, 0);
@@ -53,6 +61,29 @@ impl Extent {
             buf,
             pad,
             layout,
+            sums: summed.then(|| (Vec::new(), 0)),
+        }
+    }
+
+    /// Copies `data` in, a piece at a time, checksumming each piece just copied.
+    fn append(&mut self, data: &[u8]) {
+        let Some((done, partial)) = self.sums.as_mut() else {
+            self.buf.extend_from_slice(data);
+            return;
+        };
+        let block = nacre_core::cksum::BLOCK;
+        let mut pos = self.off + (self.buf.len() - self.pad) as u64;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = block - (pos % block as u64) as usize;
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            self.buf.extend_from_slice(now);
+            *partial = crc32c::crc32c_append(*partial, now);
+            pos += now.len() as u64;
+            if pos.is_multiple_of(block as u64) {
+                done.push(std::mem::take(partial));
+            }
+            rest = later;
         }
     }
 
@@ -64,13 +95,25 @@ impl Extent {
         self.off + self.len() as u64
     }
 
-    fn freeze(self) -> (u64, Bytes, Layout) {
-        (self.off, self.buf.freeze().slice(self.pad..), self.layout)
+    fn freeze(self) -> ReadyExtent {
+        let end = self.end();
+        let sums = self.sums.map(|(mut done, partial)| {
+            if !end.is_multiple_of(nacre_core::cksum::BLOCK as u64) {
+                done.push(partial);
+            }
+            done
+        });
+        (
+            self.off,
+            self.buf.freeze().slice(self.pad..),
+            self.layout,
+            sums,
+        )
     }
 }
 
-/// Extents ready to go to the OSTs: offset, bytes, layout.
-pub struct Ready(Vec<(u64, Bytes, Layout)>);
+/// Extents ready to go to the OSTs.
+pub struct Ready(Vec<ReadyExtent>);
 
 impl WriteBack {
     fn take_error(&self) -> Option<Errno> {
@@ -169,9 +212,14 @@ impl Client {
         let mut ready = Vec::new();
         {
             let mut ext = wb.extent.lock();
+            let summed = self.tunables.checksums().is_some();
             let appended = match ext.as_mut() {
-                Some(e) if e.end() == off && e.len() + data.len() <= max_rpc => {
-                    e.buf.extend_from_slice(data);
+                Some(e)
+                    if e.end() == off
+                        && e.len() + data.len() <= max_rpc
+                        && e.sums.is_some() == summed =>
+                {
+                    e.append(data);
                     // This write may have instantiated components the extent now reaches.
                     e.layout = layout.clone();
                     true
@@ -183,13 +231,15 @@ impl Client {
                     ready.push(old.freeze());
                 }
                 match owned {
-                    // Large writes go as they are, without a copy.
+                    // Large writes go as they are, without a copy (their checksums are
+                    // computed as they are sent).
                     Some(b) if data.len() >= max_rpc => {
-                        ready.push((off, b.clone(), layout.clone()))
+                        ready.push((off, b.clone(), layout.clone(), None))
                     }
                     _ => {
-                        let mut e = Extent::new(off, max_rpc.max(data.len()), layout.clone());
-                        e.buf.extend_from_slice(data);
+                        let mut e =
+                            Extent::new(off, max_rpc.max(data.len()), layout.clone(), summed);
+                        e.append(data);
                         *ext = Some(e);
                     }
                 }
@@ -207,14 +257,22 @@ impl Client {
     /// Sends what [`gather`](Self::gather) returned, waiting while the client is over its
     /// dirty budget.
     pub(crate) async fn send_ready(&self, wb: &Arc<WriteBack>, fid: Fid, ready: Ready) {
-        for (start, bytes, l) in ready.0 {
-            self.submit(wb, fid, l, start, bytes).await;
+        for (start, bytes, l, sums) in ready.0 {
+            self.submit(wb, fid, l, start, bytes, sums).await;
         }
     }
 
     /// Sends an extent in the background, waiting first while the client is over its
     /// dirty budget.
-    async fn submit(&self, wb: &Arc<WriteBack>, fid: Fid, layout: Layout, off: u64, data: Bytes) {
+    async fn submit(
+        &self,
+        wb: &Arc<WriteBack>,
+        fid: Fid,
+        layout: Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+    ) {
         let n = data.len() as u64;
         let limit = self.tunables.max_dirty_bytes().max(n);
         loop {
@@ -241,7 +299,10 @@ impl Client {
                 wb: wb.clone(),
                 bytes: n,
             };
-            if let Err(e) = self.write_objects(fid, &layout, off, data).await {
+            if let Err(e) = self
+                .write_objects_summed(fid, &layout, off, data, sums)
+                .await
+            {
                 wb.error.lock().get_or_insert(e);
             }
             return;
@@ -254,7 +315,7 @@ impl Client {
                 bytes: n,
             };
             let len = data.len();
-            if let Err(e) = c.write_objects(fid, &layout, off, data).await {
+            if let Err(e) = c.write_objects_summed(fid, &layout, off, data, sums).await {
                 tracing::warn!(target: "client", "background write of {len} bytes at {off} of {fid}: {e}");
                 wb.error.lock().get_or_insert(e);
             }
@@ -265,8 +326,8 @@ impl Client {
     async fn drain(&self, wb: &Arc<WriteBack>, fid: Fid) {
         let pending = wb.extent.lock().take();
         if let Some(e) = pending {
-            let (off, data, layout) = e.freeze();
-            self.submit(wb, fid, layout, off, data).await;
+            let (off, data, layout, sums) = e.freeze();
+            self.submit(wb, fid, layout, off, data, sums).await;
         }
         loop {
             let waiter = wb.done.notified();
@@ -315,5 +376,29 @@ impl Client {
             .of(fid)
             .iter()
             .any(|wb| wb.inflight.load(Ordering::Acquire) > 0 || wb.extent.lock().is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn checksums_computed_while_copying_in_are_those_of_the_extent() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for _ in 0..200 {
+            let off = rng.gen_range(0..20_000u64);
+            let mut e = Extent::new(off, 1 << 20, Layout::plain(1, 1 << 20, 0), true);
+            let mut all = Vec::new();
+            for _ in 0..rng.gen_range(1..10) {
+                let piece: Vec<u8> = (0..rng.gen_range(1..20_000)).map(|_| rng.r#gen()).collect();
+                e.append(&piece);
+                all.extend_from_slice(&piece);
+            }
+            let (at, bytes, _, sums) = e.freeze();
+            assert_eq!((at, &bytes[..]), (off, &all[..]));
+            assert_eq!(sums, Some(nacre_core::cksum::bulk_sums(off, &all)));
+        }
     }
 }

@@ -70,6 +70,10 @@ errnos!(
 );
 
 impl Errno {
+    /// Stored data failed its checksum (ZFS's ECKSUM, which is EBADE on Linux): a reader
+    /// with another copy reads that instead; without one the application gets EIO.
+    pub const ECKSUM: Errno = Errno(libc::EBADE);
+
     pub fn code(self) -> i32 {
         self.0
     }

@@ -7,6 +7,7 @@
 
 pub mod acl;
 pub mod attr;
+pub mod cksum;
 pub mod errno;
 pub mod fid;
 pub mod fiemap;

@@ -5,13 +5,21 @@
 //! them with the layout. Writes go straight to the object, as OST writes do: the same
 //! durability as OST data (in the kernel at once, on disk at `fsync`). A file that fits in
 //! its DoM component needs no OST request at all: its size and times come from the object.
+//!
+//! DoM data is checksummed as OST data is: the store keeps a crc32c per block and checks
+//! every read; writes with checksums are checked before they land (EBADMSG if damaged on
+//! the way), reads answer with checksums when asked, and a scrub walks the objects
+//! (`mdt.*.dom_scrub_*`).
 
 use crate::Mdt;
 use crate::mdd;
 use bytes::Bytes;
+use nacre_core::cksum::ChecksumType;
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
+use nacre_rpc::msg::{BulkCksum, Reply};
+use nacre_rpc::server::RequestCtx;
 
 /// DoM-only files up to this size travel in the reply to a read-only open (Lustre's
 /// read-on-open, `mdt.*.dom_read_open`): a small file is then read with one request.
@@ -28,6 +36,18 @@ pub fn check_read(len: u32) -> Result<(), Errno> {
         return Err(Errno::EINVAL);
     }
     Ok(())
+}
+
+/// The reply to a read past the data: nothing, with no checksums to check.
+fn empty_read(cksum: Option<ChecksumType>) -> (Reply, Bytes) {
+    let reply = match cksum {
+        Some(kind) => Reply::Checksummed(BulkCksum {
+            kind,
+            sums: Vec::new(),
+        }),
+        None => Reply::Ok,
+    };
+    (reply, Bytes::new())
 }
 
 /// Size, blocks and modification time of a DoM object (a missing one is empty).
@@ -57,7 +77,54 @@ pub fn merge_into(store: &ObjStore, layout: &Layout, attr: &mut Attr) -> bool {
     dom_only
 }
 
+/// One DoM parameter: its name after `mdt.<target>.`, value, and whether `lctl set_param`
+/// may change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DomParam {
+    pub name: String,
+    pub value: String,
+    pub writable: bool,
+}
+
 impl Mdt {
+    /// The DoM store's checksum parameters (`mdt.<target>.dom_*`), as an OST's are.
+    pub fn dom_params(&self) -> Vec<DomParam> {
+        let p = |name: &str, value: String, writable: bool| DomParam {
+            name: name.to_string(),
+            value,
+            writable,
+        };
+        let mut v = vec![
+            p("dom_checksum_type", ChecksumType::Crc32c.list(), false),
+            p(
+                "dom_checksum_errors",
+                self.dom_store().checksum_errors().to_string(),
+                false,
+            ),
+            p(
+                "dom_bulk_checksum_errors",
+                self.dom_bulk_checksum_errors().to_string(),
+                false,
+            ),
+            p("dom_scrub_status", self.dom_scrub().status(), false),
+            p("dom_scrub_bad_blocks", self.dom_scrub().bad_blocks(), false),
+        ];
+        for (name, value) in self.dom_scrub().params() {
+            v.push(p(&format!("dom_scrub_{name}"), value.to_string(), true));
+        }
+        v
+    }
+
+    /// Sets DoM parameter `name` (after `mdt.<target>.`).
+    pub fn set_dom_param(&self, name: &str, value: &str) -> Result<(), String> {
+        match name.strip_prefix("dom_scrub_") {
+            Some(s) if nacre_osd::scrub::PARAMS.iter().any(|p| p.name == s) => {
+                self.dom_scrub().set_param(s, value)
+            }
+            _ => Err(format!("{name}: read-only or unknown parameter")),
+        }
+    }
+
     /// The DoM component and object of `fid`, if its layout has an instantiated one.
     fn dom_of(&self, fid: &Fid) -> Result<(Fid, u64), Errno> {
         let mut v = self.store().read()?;
@@ -82,32 +149,79 @@ impl Mdt {
             .map_err(|_| Errno::EIO)?
     }
 
-    pub(crate) async fn dom_write(&self, fid: Fid, offset: u64, data: Bytes) -> Result<u64, Errno> {
+    pub(crate) async fn dom_write(
+        &self,
+        ctx: &RequestCtx,
+        fid: Fid,
+        offset: u64,
+        data: Bytes,
+        cksum: Option<BulkCksum>,
+    ) -> Result<u64, Errno> {
         let (obj, end) = self.dom_of(&fid)?;
         let stop = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         if stop > end {
             // The client splits writes at component ends; beyond is an OST's business.
             return Err(Errno::EINVAL);
         }
-        self.dom_blocking(move |s| {
-            s.ensure(&obj)?;
-            s.write(&obj, &fid, offset, &data)
-        })
-        .await
+        let len = data.len();
+        let r = self
+            .dom_blocking(move |s| {
+                s.ensure(&obj)?;
+                let sums = cksum.as_ref().map(|c| c.sums.as_slice());
+                Ok(s.write_summed(&obj, &fid, offset, &data, sums, sums.is_some()))
+            })
+            .await?;
+        match r {
+            Ok(n) => Ok(n),
+            Err(e @ nacre_osd::ObjError::Damaged { .. }) => {
+                self.dom_bulk_checksum_errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(
+                    target: "mdt",
+                    "MDT{:04x}: BAD WRITE CHECKSUM from {} ({}): file {fid} (DoM) extent [{offset}-{}] of {len} bytes: {e}",
+                    self.index,
+                    ctx.client,
+                    ctx.peer,
+                    stop.saturating_sub(1),
+                );
+                Err(Errno::EBADMSG)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
-    pub(crate) async fn dom_read(&self, fid: Fid, offset: u64, len: u32) -> Result<Bytes, Errno> {
+    /// A read of the DoM component: its bytes (checked against the stored checksums) and,
+    /// with `cksum`, the checksums of what the reply carries.
+    pub(crate) async fn dom_read(
+        &self,
+        fid: Fid,
+        offset: u64,
+        len: u32,
+        cksum: Option<ChecksumType>,
+    ) -> Result<(Reply, Bytes), Errno> {
         check_read(len)?;
         let (obj, end) = self.dom_of(&fid)?;
         if offset >= end {
-            return Ok(Bytes::new());
+            return Ok(empty_read(cksum));
         }
         let len = u64::from(len).min(end - offset) as usize;
-        self.dom_blocking(move |s| match s.read(&obj, offset, len) {
-            Ok(d) => Ok(Bytes::from(d)),
-            Err(Errno::ENOENT) => Ok(Bytes::new()),
-            Err(e) => Err(e),
-        })
+        self.dom_blocking(
+            move |s| match s.read_checked(&obj, offset, len, cksum.is_some()) {
+                Ok(out) => {
+                    let (start, n) = (out.start, out.len);
+                    let reply = match cksum {
+                        Some(kind) => Reply::Checksummed(BulkCksum {
+                            kind,
+                            sums: out.sums.unwrap_or_default(),
+                        }),
+                        None => Reply::Ok,
+                    };
+                    Ok((reply, Bytes::from(out.buf).slice(start..start + n)))
+                }
+                Err(nacre_osd::ObjError::Errno(Errno::ENOENT)) => Ok(empty_read(cksum)),
+                Err(e) => Err(e.into()),
+            },
+        )
         .await
     }
 
@@ -133,7 +247,7 @@ impl Mdt {
         }
         self.dom_blocking(move |s| {
             s.ensure(&obj)?;
-            s.fallocate(&obj, &fid, offset, len, mode)
+            Ok(s.fallocate(&obj, &fid, offset, len, mode)?)
         })
         .await
     }
@@ -146,34 +260,43 @@ impl Mdt {
         let part = size.min(layout.dom_size());
         self.dom_blocking(move |s| {
             s.ensure(&obj)?;
-            s.punch(&obj, part)
+            Ok(s.punch(&obj, part)?)
         })
         .await
     }
 
-    /// Small DoM files' bytes, sent with the open reply.
-    pub(crate) async fn dom_read_on_open(&self, layout: &Layout) -> Bytes {
+    /// Small DoM files' bytes, sent with the open reply, with their checksums (a file
+    /// whose data fails its stored checksums sends none: the client's read then gets the
+    /// error).
+    pub(crate) async fn dom_read_on_open(&self, layout: &Layout) -> (Bytes, Option<BulkCksum>) {
+        let none = (Bytes::new(), None);
         if !self
             .dom_read_open
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return Bytes::new();
+            return none;
         }
         let Some(obj) = layout.dom_object() else {
-            return Bytes::new();
+            return none;
         };
         if layout.has_ost_objects() {
-            return Bytes::new();
+            return none;
         }
         let r = self
             .dom_blocking(move |s| {
                 let (size, _, _) = object_attr(s, &obj);
                 if size == 0 || size > DOM_READ_ON_OPEN {
-                    return Ok(Bytes::new());
+                    return Ok((Bytes::new(), None));
                 }
-                match s.read(&obj, 0, size as usize) {
-                    Ok(d) => Ok(Bytes::from(d)),
-                    Err(_) => Ok(Bytes::new()),
+                match s.read_checked(&obj, 0, size as usize, true) {
+                    Ok(out) => {
+                        let sums = out.sums.clone().map(|sums| BulkCksum {
+                            kind: ChecksumType::Crc32c,
+                            sums,
+                        });
+                        Ok((Bytes::from(out.into_vec()), sums))
+                    }
+                    Err(_) => Ok((Bytes::new(), None)),
                 }
             })
             .await;

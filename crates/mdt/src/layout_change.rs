@@ -224,6 +224,7 @@ impl Mdt {
         Ok(Reply::Opened {
             inode: self.info_of(ino),
             handle,
+            data_cksum: None,
         })
     }
 

@@ -86,6 +86,10 @@ pub struct Mdt {
     store: MdStore,
     /// Data-on-MDT objects.
     dom: Arc<ObjStore>,
+    /// Checksum scrub of the Data-on-MDT objects.
+    dom_scrub: Arc<nacre_osd::scrub::Scrub>,
+    /// DoM write bulks refused because they arrived damaged.
+    pub(crate) dom_bulk_checksum_errors: std::sync::atomic::AtomicU64,
     /// `mdt.*.dom_read_open`: send small DoM files with read-only opens.
     pub dom_read_open: std::sync::atomic::AtomicBool,
     /// `mdt.*.root_squash` and `mdt.*.nosquash_nids`.
@@ -141,12 +145,16 @@ impl Mdt {
                 .map_err(|e| setup(format!("cannot create the root directory: {e}")))?;
         }
         let (shutdown, sd_rx) = watch::channel(false);
+        dom.set_name(&format!("{}-MDT{:04x}-dom", cfg.fsname, cfg.index));
+        let dom = Arc::new(dom);
         let mdt = Arc::new(Mdt {
             index: cfg.index,
             fsname: cfg.fsname.clone(),
             dir: cfg.dir.clone(),
             store,
-            dom: Arc::new(dom),
+            dom_scrub: nacre_osd::scrub::Scrub::new(dom.clone()),
+            dom_bulk_checksum_errors: std::sync::atomic::AtomicU64::new(0),
+            dom,
             dom_read_open: std::sync::atomic::AtomicBool::new(true),
             squash: squash::RootSquash::default(),
             lod: Lod::new(Vec::new()),
@@ -166,6 +174,22 @@ impl Mdt {
             .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
         tokio::spawn(cfg.health.clone().monitor(sd_rx.clone()));
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
+        // Scrub reports name files by path, which this MDT (or another) resolves.
+        let me = Arc::downgrade(&mdt);
+        mdt.dom_scrub.set_resolver(Arc::new(move |fid| {
+            let me = me.clone();
+            Box::pin(async move {
+                let m = me.upgrade()?;
+                let p = m.dne_fid2path(fid).await.ok()?;
+                let p = String::from_utf8_lossy(&p).into_owned();
+                Some(if p.starts_with('/') {
+                    p
+                } else {
+                    format!("/{p}")
+                })
+            })
+        }));
+        tokio::spawn(mdt.dom_scrub.clone().run(sd_rx.clone()));
         tokio::spawn(mdt.clone().follow_osts(config, cc, sd_rx));
         Ok(mdt)
     }
@@ -261,6 +285,16 @@ impl Mdt {
 
     pub fn dom_store(&self) -> &Arc<ObjStore> {
         &self.dom
+    }
+
+    pub fn dom_scrub(&self) -> &Arc<nacre_osd::scrub::Scrub> {
+        &self.dom_scrub
+    }
+
+    /// DoM write bulks refused because they arrived damaged.
+    pub fn dom_bulk_checksum_errors(&self) -> u64 {
+        self.dom_bulk_checksum_errors
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn info_of(&self, ino: Inode) -> InodeInfo {
@@ -635,6 +669,7 @@ impl Mdt {
         Ok(Reply::Opened {
             inode: self.info(ino),
             handle,
+            data_cksum: None,
         })
     }
 
@@ -959,19 +994,27 @@ impl Mdt {
             self.store.check_growth_space()?;
         }
         match req {
-            Request::DomWrite { fid, offset } => {
-                let n = self.dom_write(fid, offset, bulk).await?;
+            Request::DomWrite { fid, offset, cksum } => {
+                let n = self.dom_write(&ctx, fid, offset, bulk, cksum).await?;
                 Ok((Reply::Written(n), Bytes::new()))
             }
-            Request::DomRead { fid, offset, len } => {
-                let data = self.dom_read(fid, offset, len).await?;
-                Ok((Reply::Ok, data))
-            }
+            Request::DomRead {
+                fid,
+                offset,
+                len,
+                cksum,
+            } => self.dom_read(fid, offset, len, cksum).await,
             Request::Open { fid, flags, cred } => {
-                let r = self.open(&ctx, fid, flags, &cred).await?;
-                let data = match &r {
-                    Reply::Opened { inode, .. } => match &inode.layout {
-                        Some(l) if flags.read && !flags.write => self.dom_read_on_open(l).await,
+                let mut r = self.open(&ctx, fid, flags, &cred).await?;
+                let data = match &mut r {
+                    Reply::Opened {
+                        inode, data_cksum, ..
+                    } => match &inode.layout {
+                        Some(l) if flags.read && !flags.write => {
+                            let (data, sums) = self.dom_read_on_open(l).await;
+                            *data_cksum = sums;
+                            data
+                        }
                         _ => Bytes::new(),
                     },
                     _ => Bytes::new(),

@@ -49,6 +49,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         obj,
         parent: Fid::new(0x200000401, 3, 0),
         offset: 0,
+        cksum: None,
     };
     tokio::time::timeout(BOUND, ost.call(&w, data.clone()))
         .await
@@ -58,6 +59,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         obj,
         offset: 0,
         len: 1 << 20,
+        cksum: None,
     };
     let (_, got) = tokio::time::timeout(BOUND, ost.call(&r, Bytes::new()))
         .await
@@ -151,6 +153,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
         fid: Fid::ROOT,
         offset: 0,
         len: u32::MAX,
+        cksum: None,
     };
     let pending = {
         let a = attacker.clone();
@@ -175,6 +178,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
         fid: Fid::ROOT,
         offset: 0,
         len: MAX_DOM_READ + 1,
+        cksum: None,
     };
     let r = tokio::time::timeout(BOUND, attacker.call(&over, Bytes::new()))
         .await

@@ -12,6 +12,7 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod local;
 pub mod log;
+pub mod memory;
 pub mod native;
 pub mod node;
 pub mod params;

@@ -194,7 +194,16 @@ impl LocalCluster {
         let name = TargetName::ost(i);
         let d = self.checked_target_dir(name)?;
         let listener = node::bind("127.0.0.1:0").await?;
-        let s = node::serve_ost(&d, &self.fs.fsname, i, &self.key, listener, &self.tuning).await?;
+        let s = node::serve_ost(
+            &d,
+            &self.fs.fsname,
+            i,
+            &self.key,
+            listener,
+            self.mgs.subscribe(),
+            &self.tuning,
+        )
+        .await?;
         self.mgs
             .register(name, &s.addr.to_string())
             .map_err(|e| anyhow::anyhow!("cannot register {name}: {e}"))?;

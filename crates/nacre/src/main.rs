@@ -86,7 +86,7 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
@@ -126,6 +126,9 @@ enum BenchCmd {
     /// one shared striped directory and in unique per-task directories, 1k to 100k files,
     /// and the per-MDT distribution of the entries
     Dne(cmd::bench_dne::DneBenchArgs),
+    /// What checksums cost: streaming IOR write and read with checksums on and off,
+    /// through the mount and the native client, on a file system it brings up
+    Checksums(cmd::bench_checksums::ChecksumBenchArgs),
     /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
     #[command(
         long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
@@ -334,6 +337,12 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             init_logging(false);
             cmd::bench_dne::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Checksums(a),
+        } => {
+            init_logging(false);
+            cmd::bench_checksums::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);

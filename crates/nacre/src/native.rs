@@ -61,6 +61,11 @@ impl NativeFs {
         })
     }
 
+    /// The client this backend drives (to change its tunables).
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
     fn clean(path: &Path) -> PathBuf {
         path.components()
             .filter_map(|c| match c {

@@ -199,12 +199,15 @@ pub async fn serve_mdt(
     })
 }
 
+/// Serves OST `index` in `dir`; `config` (the file system's, from the MGS) lets it name
+/// the files of bad blocks its scrub finds by path, asking their MDTs.
 pub async fn serve_ost(
     dir: &Path,
     fsname: &str,
     index: u32,
     key: &Key,
     listener: TcpListener,
+    config: watch::Receiver<FsConfig>,
     tuning: &ServerTuning,
 ) -> Result<Served> {
     let name = TargetName::ost(index);
@@ -218,6 +221,17 @@ pub async fn serve_ost(
         )
     })?;
     let ost = Arc::new(Ost::new(index, store));
+    ost.store().set_name(&name.full(fsname));
+    ost.scrub().set_resolver(nacre_ost::fid2path::resolver(
+        config,
+        ConnConfig {
+            fsname: fsname.to_string(),
+            client: name.full(fsname),
+            key: key.clone(),
+            max_in_flight: 4,
+            timeout: nacre_rpc::conn::DEFAULT_TIMEOUT,
+        },
+    ));
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);

@@ -53,7 +53,14 @@ impl ClientParams {
         let fs = &self.client.fsname;
         let mut v = Vec::new();
         for i in 0..self.client.ost_count() {
-            for p in ["max_rpcs_in_flight", "max_dirty_mb", "max_pages_per_rpc"] {
+            for p in [
+                "max_rpcs_in_flight",
+                "max_dirty_mb",
+                "max_pages_per_rpc",
+                "checksums",
+                "checksum_type",
+                "resend_count",
+            ] {
                 v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), "osc", p));
             }
         }
@@ -82,12 +89,7 @@ impl ParamSource for ClientParams {
             .into_iter()
             .map(|(name, class, t)| ParamValue {
                 name,
-                value: self
-                    .client
-                    .tunables
-                    .get(class, t)
-                    .map(|v| v.to_string())
-                    .unwrap_or_default(),
+                value: self.client.tunables.display(class, t).unwrap_or_default(),
                 writable: true,
             })
             .collect();
@@ -97,6 +99,33 @@ impl ParamSource for ClientParams {
                 name: format!("osc.{fs}-OST{i:04x}-osc-{}.rpc_stats", self.sb),
                 value: self.client.rpc_stats.render(i as u32),
                 writable: true,
+            });
+        }
+        // Checksum errors each target's bulks met (see nacre_client::cksum).
+        let targets = (0..self.client.ost_count())
+            .map(|i| {
+                (
+                    format!("osc.{fs}-OST{i:04x}-osc-{}", self.sb),
+                    nacre_core::TargetName::ost(i as u32),
+                )
+            })
+            .chain((0..self.client.mdt_count()).map(|i| {
+                (
+                    format!("mdc.{fs}-MDT{i:04x}-mdc-{}", self.sb),
+                    nacre_core::TargetName::mdt(i as u32),
+                )
+            }));
+        for (dev, t) in targets {
+            let c = self.client.cksum_stats.get(t);
+            v.push(ParamValue {
+                name: format!("{dev}.checksum_errors"),
+                value: c.checksum_errors.to_string(),
+                writable: false,
+            });
+            v.push(ParamValue {
+                name: format!("{dev}.corrupt_reads"),
+                value: c.corrupt_reads.to_string(),
+                writable: false,
             });
         }
         for (i, imp) in self.client.oscs().iter().enumerate() {
@@ -168,7 +197,7 @@ impl ParamSource for ClientParams {
         let Some((_, class, t)) = self.names().into_iter().find(|(n, _, _)| n == name) else {
             return Err(format!("{name}: no such parameter"));
         };
-        self.client.tunables.set(class, t, num(name, value)?)?;
+        self.client.tunables.set_str(class, t, value)?;
         self.client.refresh_imports();
         Ok(())
     }
@@ -217,48 +246,40 @@ impl ParamSource for ServerStats {
     }
 }
 
-/// An OST's parameters.
+/// An OST's parameters, as the OST declares them ([`nacre_ost::Ost::params`]), under
+/// `obdfilter.<fs>-OSTxxxx.`.
 pub struct OstParams {
     pub fsname: String,
     pub ost: Arc<nacre_ost::Ost>,
 }
 
 impl OstParams {
-    fn writethrough(&self) -> String {
-        format!(
-            "obdfilter.{}-OST{:04x}.writethrough_cache_enable",
-            self.fsname, self.ost.index
-        )
+    fn prefix(&self) -> String {
+        format!("obdfilter.{}-OST{:04x}.", self.fsname, self.ost.index)
     }
 }
 
 impl ParamSource for OstParams {
     fn list(&self) -> Vec<ParamValue> {
-        vec![
-            ParamValue {
-                name: self.writethrough(),
-                // 1: written data goes through (and stays in) the page cache; 0: large
-                // aligned writes go straight to the disk.
-                value: u8::from(!self.ost.store().direct_io()).to_string(),
-                writable: true,
-            },
-            ParamValue {
-                name: format!(
-                    "obdfilter.{}-OST{:04x}.health_check",
-                    self.fsname, self.ost.index
-                ),
-                value: self.ost.health_check(),
-                writable: false,
-            },
-        ]
+        let pre = self.prefix();
+        self.ost
+            .params()
+            .into_iter()
+            .map(|p| ParamValue {
+                name: format!("{pre}{}", p.name),
+                value: p.value,
+                writable: p.writable,
+            })
+            .collect()
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), String> {
-        if name != self.writethrough() {
-            return Err(format!("{name}: no such parameter"));
-        }
-        self.ost.store().set_direct_io(num(name, value)? == 0);
-        Ok(())
+        let short = name
+            .strip_prefix(&self.prefix())
+            .ok_or_else(|| format!("{name}: no such parameter"))?;
+        self.ost
+            .set_param(short, value)
+            .map_err(|e| format!("{}{e}", self.prefix()))
     }
 }
 
@@ -355,6 +376,12 @@ impl ParamSource for MdtParams {
                 writable: false,
             },
         ];
+        let mdt = format!("mdt.{}-MDT{:04x}", self.fsname, self.mdt.index);
+        v.extend(self.mdt.dom_params().into_iter().map(|p| ParamValue {
+            name: format!("{mdt}.{}", p.name),
+            value: p.value,
+            writable: p.writable,
+        }));
         for osp in self.mdt.lod().osps() {
             let (next, last) = osp.prealloc();
             let base = format!(
@@ -381,6 +408,12 @@ impl ParamSource for MdtParams {
             if name == format!("{}.sync_journal", self.osd()) {
                 self.mdt.store().set_sync_journal(num(name, value)? != 0);
                 return Ok(());
+            }
+            let mdt = format!("mdt.{}-MDT{:04x}.", self.fsname, self.mdt.index);
+            if let Some(short) = name.strip_prefix(&mdt)
+                && short.starts_with("dom_scrub_")
+            {
+                return self.mdt.set_dom_param(short, value);
             }
             if name
                 == format!(

@@ -4,23 +4,28 @@
 //!   changes makes every committed transaction survive a killed process, and group commit
 //!   lets concurrent requests share one journal write.
 //! - [`objstore`]: the OST's store. Each object is a file under `O/<seq>/d<oid % 32>/<oid>`
-//!   (ldiskfs's O/ tree), with its filter fid (parent FID and stripe index) in an xattr.
-//!
+//!   (ldiskfs's O/ tree), with its filter fid (parent FID and stripe index) in an xattr and
+//!   a crc32c per 4 KiB block beside it ([`cksum`]), checked on every read.
+//! - [`inject`]: damage on purpose (bit flips in object files), for tests and fault drills.
 //! - [`health`]: whether a target's storage is still there and working, checked at start,
 //!   periodically and after errors; both stores report to it.
 //!
 //! Nothing here knows about the namespace or the wire: the MDT and OST crates give meaning to
 //! keys and objects.
 
+pub mod cksum;
 pub mod health;
+pub mod inject;
 pub mod journal;
 pub mod mdstore;
 pub mod objstore;
+pub mod rangelock;
+pub mod scrub;
 pub mod snapshot;
 
 pub use health::Health;
 pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
-pub use objstore::{ObjStore, ObjStoreConfig};
+pub use objstore::{BadBlock, Corruption, ObjError, ObjStore, ObjStoreConfig, RangeCheck, ReadOut};
 pub use snapshot::StoreSnapshot;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -4,17 +4,32 @@
 //! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
 //! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
 //!
+//! Checksums (Lustre's `tgt_brw_write` checks): a write that carries checksums has each
+//! piece checked before it is written; a bulk damaged on the way is refused with EBADMSG
+//! and counted (`bulk_checksum_errors`), and the client sends it again. The store keeps each
+//! block's checksum and checks every read against it; data that fails is ECKSUM on the
+//! wire (EIO to applications), logged with the object, file and offset, and counted
+//! (`checksum_errors`). A read that asks for checksums gets those of the bytes it
+//! carries, for the client to check. Scrub ([`nacre_osd::scrub`]) checks everything in
+//! the background. The OST's parameters, as `lctl` shows them under
+//! `obdfilter.<target>.`, are declared here ([`Ost::params`]).
+//!
 //! An OST whose storage failed (see [`nacre_osd::health`]: its directory removed, its
 //! device returning errors) answers every request with EIO until it is restarted, rather
 //! than serve from files that are gone.
 
+pub mod fid2path;
+
 use bytes::Bytes;
-use nacre_core::Errno;
+use nacre_core::cksum::ChecksumType;
 use nacre_core::fid::DATA_SEQ_WIDTH;
-use nacre_osd::{Health, ObjStore};
-use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
+use nacre_core::{Errno, Fid};
+use nacre_osd::scrub::Scrub;
+use nacre_osd::{Health, ObjError, ObjStore};
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest read one request may ask for (matches the frame bulk limit with room to spare).
 pub const MAX_READ: u32 = 32 << 20;
@@ -32,18 +47,97 @@ fn check_read(len: u32) -> Result<(), Errno> {
 pub struct Ost {
     pub index: u32,
     store: Arc<ObjStore>,
+    scrub: Arc<Scrub>,
+    /// Write bulks refused because they arrived damaged.
+    bulk_checksum_errors: AtomicU64,
+}
+
+/// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
+/// set_param` may change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OstParam {
+    pub name: String,
+    pub value: String,
+    pub writable: bool,
 }
 
 impl Ost {
     pub fn new(index: u32, store: ObjStore) -> Ost {
+        let store = Arc::new(store);
         Ost {
             index,
-            store: Arc::new(store),
+            scrub: Scrub::new(store.clone()),
+            store,
+            bulk_checksum_errors: AtomicU64::new(0),
         }
     }
 
     pub fn store(&self) -> &Arc<ObjStore> {
         &self.store
+    }
+
+    pub fn scrub(&self) -> &Arc<Scrub> {
+        &self.scrub
+    }
+
+    /// Write bulks refused because they arrived damaged.
+    pub fn bulk_checksum_errors(&self) -> u64 {
+        self.bulk_checksum_errors.load(Ordering::Relaxed)
+    }
+
+    /// The OST's parameters (`obdfilter.<target>.NAME`).
+    pub fn params(&self) -> Vec<OstParam> {
+        let p = |name: &str, value: String, writable: bool| OstParam {
+            name: name.to_string(),
+            value,
+            writable,
+        };
+        let mut v = vec![
+            // 1: written data goes through (and stays in) the page cache; 0: large
+            // aligned writes go straight to the disk.
+            p(
+                "writethrough_cache_enable",
+                u8::from(!self.store.direct_io()).to_string(),
+                true,
+            ),
+            p("checksum_type", ChecksumType::Crc32c.list(), false),
+            // Bad blocks found at rest by reads and changes (scrub counts its own).
+            p(
+                "checksum_errors",
+                self.store.checksum_errors().to_string(),
+                false,
+            ),
+            p(
+                "bulk_checksum_errors",
+                self.bulk_checksum_errors().to_string(),
+                false,
+            ),
+            p("health_check", self.health_check(), false),
+            p("scrub_status", self.scrub.status(), false),
+            p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
+        ];
+        for (name, value) in self.scrub.params() {
+            v.push(p(&format!("scrub_{name}"), value.to_string(), true));
+        }
+        v
+    }
+
+    /// Sets parameter `name` (after `obdfilter.<target>.`).
+    pub fn set_param(&self, name: &str, value: &str) -> Result<(), String> {
+        if name == "writethrough_cache_enable" {
+            let v: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("{name}: '{}' is not a number", value.trim()))?;
+            self.store.set_direct_io(v == 0);
+            return Ok(());
+        }
+        match name.strip_prefix("scrub_") {
+            Some(s) if nacre_osd::scrub::PARAMS.iter().any(|p| p.name == s) => {
+                self.scrub.set_param(s, value)
+            }
+            _ => Err(format!("{name}: read-only or unknown parameter")),
+        }
     }
 
     /// The health of this OST's storage; its failure and reason, once failed.
@@ -58,8 +152,9 @@ impl Ost {
 
     /// Until `shutdown`: every second, streams that stopped give back the blocks reserved
     /// ahead of them (see `ObjStore::release_idle`), and the storage is checked (see
-    /// [`Health::monitor`]).
+    /// [`Health::monitor`]); scrub runs beside.
     pub async fn housekeeping(self: Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
+        tokio::spawn(self.scrub.clone().run(shutdown.clone()));
         let health = self.health().clone().monitor(shutdown.clone());
         let release = async {
             let mut shutdown = shutdown;
@@ -102,6 +197,20 @@ impl Ost {
     }
 }
 
+/// A read's reply: its bytes without a copy, and their checksums if asked for.
+pub fn read_reply(out: nacre_osd::ReadOut, cksum: Option<ChecksumType>) -> (Reply, Bytes) {
+    let (start, len) = (out.start, out.len);
+    let reply = match cksum {
+        // Nothing read (past the end, an object never written) has no pieces.
+        Some(kind) => Reply::Checksummed(BulkCksum {
+            kind,
+            sums: out.sums.unwrap_or_default(),
+        }),
+        None => Reply::Ok,
+    };
+    (reply, Bytes::from(out.buf).slice(start..start + len))
+}
+
 impl Service for Ost {
     /// A read over [`MAX_READ`] is refused before the server reserves its reply.
     fn admit(&self, req: &Request) -> Result<(), Errno> {
@@ -113,12 +222,12 @@ impl Service for Ost {
 
     async fn handle(
         self: Arc<Self>,
-        _ctx: RequestCtx,
+        ctx: RequestCtx,
         req: Request,
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
         self.health().ensure()?;
-        let r = self.clone().dispatch(req, bulk).await;
+        let r = self.clone().dispatch(ctx, req, bulk).await;
         if let Err(e) = r {
             // A storage error may mean the storage is going: check it now, not at the next
             // periodic check.
@@ -130,7 +239,12 @@ impl Service for Ost {
 }
 
 impl Ost {
-    async fn dispatch(self: Arc<Self>, req: Request, bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+    async fn dispatch(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
         let none = Bytes::new();
         match req {
             Request::Ping => Ok((
@@ -143,19 +257,48 @@ impl Ost {
                 obj,
                 parent,
                 offset,
+                cksum,
             } => {
-                offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
-                let n = self
-                    .blocking(move |s| s.write(&obj, &parent, offset, &bulk))
+                let end = offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
+                let len = bulk.len();
+                let r = self
+                    .blocking(move |s| {
+                        let sums = cksum.as_ref().map(|c| c.sums.as_slice());
+                        Ok(s.write_summed(&obj, &parent, offset, &bulk, sums, sums.is_some()))
+                    })
                     .await?;
-                Ok((Reply::Written(n), none))
+                match r {
+                    Ok(n) => Ok((Reply::Written(n), none)),
+                    Err(e @ ObjError::Damaged { .. }) => {
+                        // Lustre's "BAD WRITE CHECKSUM"; the client sends it again.
+                        self.bulk_checksum_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(
+                            target: "ost",
+                            "OST{:04x}: BAD WRITE CHECKSUM from {} ({}): file {} object {obj} extent [{offset}-{}] of {len} bytes: {e}",
+                            self.index,
+                            ctx.client,
+                            ctx.peer,
+                            Fid::new(parent.seq, parent.oid, 0),
+                            end.saturating_sub(1),
+                        );
+                        Err(Errno::EBADMSG)
+                    }
+                    Err(e) => Err(e.into()),
+                }
             }
-            Request::OstRead { obj, offset, len } => {
+            Request::OstRead {
+                obj,
+                offset,
+                len,
+                cksum,
+            } => {
                 check_read(len)?;
-                let data = self
-                    .blocking(move |s| s.read(&obj, offset, len as usize))
+                let out = self
+                    .blocking(move |s| {
+                        Ok(s.read_checked(&obj, offset, len as usize, cksum.is_some())?)
+                    })
                     .await?;
-                Ok((Reply::Ok, Bytes::from(data)))
+                Ok(read_reply(out, cksum))
             }
             Request::OstGetattr { objs } => {
                 let attrs = self
@@ -179,7 +322,7 @@ impl Ost {
                 Ok((Reply::ObjExtents(ext), none))
             }
             Request::OstPunch { obj, size } => {
-                self.blocking(move |s| s.punch(&obj, size)).await?;
+                self.blocking(move |s| Ok(s.punch(&obj, size)?)).await?;
                 Ok((Reply::Ok, none))
             }
             Request::OstFallocate {
@@ -189,7 +332,7 @@ impl Ost {
                 len,
                 mode,
             } => {
-                self.blocking(move |s| s.fallocate(&obj, &parent, offset, len, mode))
+                self.blocking(move |s| Ok(s.fallocate(&obj, &parent, offset, len, mode)?))
                     .await?;
                 Ok((Reply::Ok, none))
             }

@@ -37,6 +37,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         obj,
         parent: Fid::new(0x200000401, 3, 0),
         offset: 0,
+        cksum: None,
     };
     tokio::time::timeout(BOUND, c.call(&w, data.clone()))
         .await
@@ -46,6 +47,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         obj,
         offset: 0,
         len: 1 << 20,
+        cksum: None,
     };
     let (_, got) = tokio::time::timeout(BOUND, c.call(&r, Bytes::new()))
         .await
@@ -88,6 +90,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         obj: Fid::new(SEQ, 2, 0),
         offset: 0,
         len: u32::MAX,
+        cksum: None,
     };
     let pending = {
         let a = attacker.clone();
@@ -112,6 +115,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         obj: Fid::new(SEQ, 2, 0),
         offset: 0,
         len: MAX_READ + 1,
+        cksum: None,
     };
     let r = tokio::time::timeout(BOUND, attacker.call(&over, Bytes::new()))
         .await

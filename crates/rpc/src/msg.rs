@@ -9,6 +9,15 @@ use nacre_core::lmv::{Lmv, LmvTemplate};
 use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, TargetName, Timespec};
 use serde::{Deserialize, Serialize};
 
+/// Checksums of a bulk's pieces ([`nacre_core::cksum`]): each crc32c covers the bytes of
+/// one 4 KiB block of the object the bulk was cut from, so the receiver can name the block
+/// that arrived damaged, and the OST stores a whole block's checksum as it came.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkCksum {
+    pub kind: nacre_core::cksum::ChecksumType,
+    pub sums: Vec<u32>,
+}
+
 /// Who is asking: the caller's identity, for ownership of new files and the MDT's
 /// permission checks (Lustre's `mdt_body` fsuid, fsgid, suppgids and `cr_cap`). The MDT
 /// trusts it as Lustre's does a client's, except that it squashes root (`root_squash`).
@@ -295,16 +304,22 @@ pub enum Request {
 
     // --- OST: objects ---
     /// Write the bulk at `offset` of object `obj`; `parent` is the file FID with the stripe
-    /// index in `ver` (the object's filter fid, set on first write).
+    /// index in `ver` (the object's filter fid, set on first write). With `cksum`, the OST
+    /// checks the bulk before writing it: a damaged one is refused with EBADMSG, and the
+    /// client sends it again.
     OstWrite {
         obj: Fid,
         parent: Fid,
         offset: u64,
+        cksum: Option<BulkCksum>,
     },
+    /// Read; with `cksum`, the reply is [`Reply::Checksummed`] with the bulk's checksums.
+    /// Data that fails its stored checksum on the OST is ECKSUM (EBADE).
     OstRead {
         obj: Fid,
         offset: u64,
         len: u32,
+        cksum: Option<nacre_core::cksum::ChecksumType>,
     },
     /// Sizes and blocks of objects (Lustre's glimpse).
     OstGetattr {
@@ -343,16 +358,20 @@ pub enum Request {
     },
 
     // --- MDT: Data-on-MDT and layout changes ---
-    /// Write the bulk at `offset` of file `fid`'s Data-on-MDT component.
+    /// Write the bulk at `offset` of file `fid`'s Data-on-MDT component (`cksum` as for
+    /// [`Request::OstWrite`]).
     DomWrite {
         fid: Fid,
         offset: u64,
+        cksum: Option<BulkCksum>,
     },
-    /// Read from file `fid`'s Data-on-MDT component (short at its end).
+    /// Read from file `fid`'s Data-on-MDT component (short at its end; `cksum` as for
+    /// [`Request::OstRead`]).
     DomRead {
         fid: Fid,
         offset: u64,
         len: u32,
+        cksum: Option<nacre_core::cksum::ChecksumType>,
     },
     DomSync {
         fid: Fid,
@@ -621,9 +640,12 @@ pub enum Reply {
         inode: InodeInfo,
         handle: Option<u64>,
     },
+    /// An open handle; a small Data-on-MDT file's bytes may follow as bulk (read-on-open),
+    /// with their checksums in `data_cksum`.
     Opened {
         inode: InodeInfo,
         handle: u64,
+        data_cksum: Option<BulkCksum>,
     },
     Dirents {
         entries: Vec<Dirent>,
@@ -670,6 +692,8 @@ pub enum Reply {
         fids: Vec<Fid>,
         all: bool,
     },
+    /// A read's bulk follows, with the checksums of its pieces.
+    Checksummed(BulkCksum),
 }
 
 /// The variants that carry the caller's credentials.
@@ -935,6 +959,10 @@ mod tests {
                 obj: Fid::new(0x240000400, 5, 0),
                 parent: Fid::ROOT,
                 offset: 1 << 40,
+                cksum: Some(BulkCksum {
+                    kind: nacre_core::cksum::ChecksumType::Crc32c,
+                    sums: vec![1, u32::MAX],
+                }),
             },
             Request::OstFallocate {
                 obj: Fid::new(0x240000400, 5, 0),

@@ -451,6 +451,7 @@ mod tests {
                     obj: nacre_core::Fid::ROOT,
                     offset: 0,
                     len: 4 << 20,
+                    cksum: None,
                 },
                 Bytes::new(),
             )
@@ -472,6 +473,7 @@ mod tests {
                         obj: nacre_core::Fid::ROOT,
                         offset: 0,
                         len: 1,
+                        cksum: None,
                     },
                     Bytes::new(),
                 )
@@ -516,6 +518,7 @@ mod tests {
                         obj: nacre_core::Fid::ROOT,
                         offset: 0,
                         len: 16 << 20,
+                        cksum: None,
                     };
                     conn.call(&req, Bytes::new()).await.map(|(_, b)| b.len())
                 })
@@ -542,6 +545,7 @@ mod tests {
                     obj: nacre_core::Fid::ROOT,
                     offset: 0,
                     len: 1,
+                    cksum: None,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -562,6 +566,7 @@ mod tests {
                     obj: nacre_core::Fid::ROOT,
                     offset: 0,
                     len: 1,
+                    cksum: None,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -610,6 +615,7 @@ mod tests {
                         obj: nacre_core::Fid::ROOT,
                         offset: 0,
                         len: 1,
+                        cksum: None,
                     },
                     Bytes::new(),
                 )
@@ -698,6 +704,7 @@ mod tests {
             obj: nacre_core::Fid::ROOT,
             offset: 0,
             len: 20 << 20,
+            cksum: None,
         };
         let mut body = msg::encode(&read);
         body.resize(15 << 20, 0);

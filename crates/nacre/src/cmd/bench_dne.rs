@@ -352,7 +352,7 @@ pub fn run(a: DneBenchArgs) -> Result<()> {
     let (work, tmp) = match &a.workdir {
         Some(w) => (w.clone(), None),
         None => {
-            let t = tempfile_dir()?;
+            let t = tempfile_dir("dne")?;
             (t.clone(), Some(t))
         }
     };
@@ -435,10 +435,11 @@ fn print_scaling(rows: &[DneRow]) {
     }
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
+/// A new work directory `nacre-bench-NAME.PID.N` in the temporary directory.
+pub(super) fn tempfile_dir(name: &str) -> Result<PathBuf> {
     let base = std::env::temp_dir();
     for i in 0..1000u32 {
-        let p = base.join(format!("nacre-bench-dne.{}.{i}", std::process::id()));
+        let p = base.join(format!("nacre-bench-{name}.{}.{i}", std::process::id()));
         if std::fs::create_dir(&p).is_ok() {
             return Ok(p);
         }

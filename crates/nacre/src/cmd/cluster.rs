@@ -119,7 +119,8 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     node::serve_mdt(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning)
                         .await?
                 } else {
-                    node::serve_ost(&a.dir, &id.fsname, id.index, &key, l, &tuning).await?
+                    node::serve_ost(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning)
+                        .await?
                 };
                 // Advertise an address peers can reach: the listener's, with the host
                 // the MGS connection used when listening on every interface.

@@ -1,5 +1,6 @@
 //! The commands of the `nacre` binary.
 
+pub mod bench_checksums;
 pub mod bench_dne;
 pub mod bench_dom;
 pub mod cluster;

@@ -67,7 +67,10 @@ pub fn mount_client(
         let _g = rt.enter();
         crate::ctl_server::bind(&entry)?
     };
-    let mut sources: Vec<Arc<dyn ParamSource>> = vec![Arc::new(ClientParams::new(client.clone()))];
+    let mut sources: Vec<Arc<dyn ParamSource>> = vec![
+        Arc::new(ClientParams::new(client.clone())),
+        Arc::new(crate::memory::MemoryParams),
+    ];
     sources.extend(servers.iter().cloned());
     let params = Arc::new(NodeParams { sources });
     let server = Arc::new(CtlServer {
