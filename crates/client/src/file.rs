@@ -5,7 +5,7 @@
 use crate::Client;
 use bytes::Bytes;
 use nacre_core::{Errno, Fid, Layout};
-use nacre_rpc::msg::{InodeInfo, OpenFlags, Reply, Request};
+use nacre_rpc::msg::{Cred, InodeInfo, OpenFlags, Reply, Request};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,11 +68,16 @@ impl OpenFile {
 }
 
 impl Client {
-    pub async fn open(&self, fid: Fid, flags: OpenFlags) -> Result<(OpenFile, InodeInfo), Errno> {
+    pub async fn open(
+        &self,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: &Cred,
+    ) -> Result<(OpenFile, InodeInfo), Errno> {
         let req = Request::Open {
             fid,
             flags,
-            cred: Default::default(),
+            cred: cred.clone(),
         };
         let changes = self.local_changes.of(&fid);
         // Writes of this client still on their way are not in what the MDT sends back.

@@ -144,12 +144,16 @@ impl Client {
         lmv: &Lmv,
         cookie: u64,
         max: u32,
+        cred: &Cred,
     ) -> Result<(Vec<Dirent>, bool), Errno> {
         let asks = lmv.stripes.iter().map(|&(mdt, fid)| async move {
-            match self
-                .md_call(mdt, Request::Readdir { fid, cookie, max })
-                .await?
-            {
+            let req = Request::Readdir {
+                fid,
+                cookie,
+                max,
+                cred: cred.clone(),
+            };
+            match self.md_call(mdt, req).await? {
                 Reply::Dirents { entries, eof } => Ok((entries, eof)),
                 _ => Err(Errno::EPROTO),
             }
@@ -227,13 +231,19 @@ impl Client {
     }
 
     /// `lfs setdirstripe -D` (`None`: `-d`).
-    pub async fn set_default_lmv(&self, dir: Fid, lmv: Option<LmvTemplate>) -> Result<(), Errno> {
+    pub async fn set_default_lmv(
+        &self,
+        dir: Fid,
+        lmv: Option<LmvTemplate>,
+        cred: &Cred,
+    ) -> Result<(), Errno> {
         for (mdt, fid) in self.dir_objects(dir).await? {
             self.md_call(
                 mdt,
                 Request::SetDefaultLmv {
                     fid,
                     lmv: lmv.clone(),
+                    cred: cred.clone(),
                 },
             )
             .await?;

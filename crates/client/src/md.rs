@@ -67,12 +67,33 @@ impl Client {
         Ok(info)
     }
 
-    pub async fn lookup(&self, parent: Fid, name: &[u8]) -> Result<InodeInfo, Errno> {
+    /// Whether `cred` has `mask` (r 4, w 2, x 1) on `fid`, as its MDT decides.
+    pub async fn access(&self, fid: Fid, cred: &Cred, mask: u32) -> Result<(), Errno> {
+        let req = Request::Access {
+            fid,
+            cred: cred.clone(),
+            mask,
+        };
+        self.md_call(self.mdt_of(&fid), req).await.map(|_| ())
+    }
+
+    /// A truncate through no writable handle needs write permission: asked first, so a
+    /// refused one changes no object.
+    async fn may_truncate(&self, fid: Fid, cred: &Cred, handle: Option<u64>) -> Result<(), Errno> {
+        if handle.is_some() {
+            // The MDT checks the handle with the size change.
+            return Ok(());
+        }
+        self.access(fid, cred, 2).await
+    }
+
+    pub async fn lookup(&self, parent: Fid, name: &[u8], cred: &Cred) -> Result<InodeInfo, Errno> {
         let r = self
             .at_name(parent, name, |mdt, dir| {
                 let req = Request::Lookup {
                     parent: dir,
                     name: name.to_vec(),
+                    cred: cred.clone(),
                 };
                 async move { self.md_call(mdt, req).await }
             })
@@ -98,8 +119,18 @@ impl Client {
     }
 
     /// Changes attributes; a size change truncates or extends the OST objects first.
-    pub async fn setattr(&self, fid: Fid, attr: SetAttr, cred: &Cred) -> Result<InodeInfo, Errno> {
+    /// `handle`: the change goes through this open handle (`ftruncate`), which is
+    /// enough to truncate when it is open for writing.
+    pub async fn setattr(
+        &self,
+        fid: Fid,
+        attr: SetAttr,
+        cred: &Cred,
+        handle: Option<u64>,
+    ) -> Result<InodeInfo, Errno> {
         if let Some(size) = attr.size {
+            // The MDT decides who may truncate: ask it before touching the objects.
+            self.may_truncate(fid, cred, handle).await?;
             self.local_changes.bump(&fid);
             // getattr first lets this client's writes still on the way land, so none of
             // them lands after the truncate.
@@ -121,6 +152,7 @@ impl Client {
                     fid,
                     attr: attr.clone(),
                     cred: cred.clone(),
+                    handle,
                 },
             )
             .await?;
@@ -130,6 +162,7 @@ impl Client {
                 fid: s,
                 attr: attr.clone(),
                 cred: cred.clone(),
+                handle: None,
             })
             .await?;
             return self.getattr(fid).await;
@@ -280,20 +313,24 @@ impl Client {
         fid: Fid,
         cookie: u64,
         max: u32,
+        cred: &Cred,
     ) -> Result<(Vec<Dirent>, bool), Errno> {
         if let Some(l) = self.cached_lmv(&fid) {
-            return self.readdir_striped(&l, cookie, max).await;
+            return self.readdir_striped(&l, cookie, max, cred).await;
         }
-        match self
-            .md_call(self.mdt_of(&fid), Request::Readdir { fid, cookie, max })
-            .await
-        {
+        let req = Request::Readdir {
+            fid,
+            cookie,
+            max,
+            cred: cred.clone(),
+        };
+        match self.md_call(self.mdt_of(&fid), req).await {
             Ok(Reply::Dirents { entries, eof }) => Ok((entries, eof)),
             Ok(_) => Err(Errno::EPROTO),
             Err(crate::lmv::STRIPED) => {
                 self.getattr(fid).await?;
                 match self.cached_lmv(&fid) {
-                    Some(l) => self.readdir_striped(&l, cookie, max).await,
+                    Some(l) => self.readdir_striped(&l, cookie, max, cred).await,
                     None => Err(Errno::EIO),
                 }
             }
@@ -311,13 +348,14 @@ impl Client {
         }
     }
 
-    pub async fn getxattr(&self, fid: Fid, name: &[u8]) -> Result<Vec<u8>, Errno> {
+    pub async fn getxattr(&self, fid: Fid, name: &[u8], cred: &Cred) -> Result<Vec<u8>, Errno> {
         match self
             .md_call(
                 self.mdt_of(&fid),
                 Request::GetXattr {
                     fid,
                     name: name.to_vec(),
+                    cred: cred.clone(),
                 },
             )
             .await?
@@ -327,11 +365,12 @@ impl Client {
         }
     }
 
-    pub async fn listxattr(&self, fid: Fid) -> Result<Vec<Vec<u8>>, Errno> {
-        match self
-            .md_call(self.mdt_of(&fid), Request::ListXattr { fid })
-            .await?
-        {
+    pub async fn listxattr(&self, fid: Fid, cred: &Cred) -> Result<Vec<Vec<u8>>, Errno> {
+        let req = Request::ListXattr {
+            fid,
+            cred: cred.clone(),
+        };
+        match self.md_call(self.mdt_of(&fid), req).await? {
             Reply::Names(n) => Ok(n),
             _ => Err(Errno::EPROTO),
         }
@@ -355,8 +394,19 @@ impl Client {
                 cred: cred.clone(),
             },
         )
-        .await
-        .map(|_| ())
+        .await?;
+        if name.starts_with(b"system.posix_acl_") && self.cached_lmv(&fid).is_some() {
+            // Names are checked in a striped directory's stripes: they carry its ACLs.
+            self.to_stripes(fid, |s| Request::SetXattr {
+                fid: s,
+                name: name.to_vec(),
+                value: value.to_vec(),
+                flags: 0,
+                cred: cred.clone(),
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     pub async fn removexattr(&self, fid: Fid, name: &[u8], cred: &Cred) -> Result<(), Errno> {
@@ -368,17 +418,36 @@ impl Client {
                 cred: cred.clone(),
             },
         )
-        .await
-        .map(|_| ())
+        .await?;
+        if name.starts_with(b"system.posix_acl_") && self.cached_lmv(&fid).is_some() {
+            let r = self
+                .to_stripes(fid, |s| Request::RemoveXattr {
+                    fid: s,
+                    name: name.to_vec(),
+                    cred: cred.clone(),
+                })
+                .await;
+            match r {
+                Ok(()) | Err(Errno::ENODATA) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Sets a directory's default layout (`None` removes it).
-    pub async fn set_default_layout(&self, dir: Fid, layout: Option<Layout>) -> Result<(), Errno> {
+    pub async fn set_default_layout(
+        &self,
+        dir: Fid,
+        layout: Option<Layout>,
+        cred: &Cred,
+    ) -> Result<(), Errno> {
         self.md_call(
             self.mdt_of(&dir),
             Request::SetLayout {
                 fid: dir,
                 layout: layout.clone(),
+                cred: cred.clone(),
             },
         )
         .await?;
@@ -386,6 +455,7 @@ impl Client {
         self.to_stripes(dir, |s| Request::SetLayout {
             fid: s,
             layout: layout.clone(),
+            cred: cred.clone(),
         })
         .await
     }

@@ -21,11 +21,16 @@ impl Client {
         &self,
         fid: Fid,
         components: Vec<Component>,
+        cred: &Cred,
     ) -> Result<InodeInfo, Errno> {
         match self
             .md_call(
                 self.mdt_of(&fid),
-                Request::AddComponents { fid, components },
+                Request::AddComponents {
+                    fid,
+                    components,
+                    cred: cred.clone(),
+                },
             )
             .await?
         {
@@ -40,6 +45,7 @@ impl Client {
         id: Option<u32>,
         flags: u32,
         neg: u32,
+        cred: &Cred,
     ) -> Result<InodeInfo, Errno> {
         match self
             .md_call(
@@ -49,6 +55,7 @@ impl Client {
                     id,
                     flags,
                     neg,
+                    cred: cred.clone(),
                 },
             )
             .await?
@@ -59,13 +66,18 @@ impl Client {
     }
 
     /// Rewrites `fid`'s data into `layout`, keeping its FID, bytes and attributes.
-    pub async fn migrate(self: &Arc<Self>, fid: Fid, layout: Layout) -> Result<InodeInfo, Errno> {
+    pub async fn migrate(
+        self: &Arc<Self>,
+        fid: Fid,
+        layout: Layout,
+        cred: &Cred,
+    ) -> Result<InodeInfo, Errno> {
         let ro = OpenFlags {
             read: true,
             ..OpenFlags::default()
         };
-        let (src, info) = self.open(fid, ro).await?;
-        let res = self.migrate_open(&src, &info, layout).await;
+        let (src, info) = self.open(fid, ro, cred).await?;
+        let res = self.migrate_open(&src, &info, layout, cred).await;
         let closed = self.release(&src).await;
         let out = res?;
         closed?;
@@ -77,6 +89,7 @@ impl Client {
         src: &OpenFile,
         info: &InodeInfo,
         layout: Layout,
+        cred: &Cred,
     ) -> Result<InodeInfo, Errno> {
         if !info.attr.is_reg() {
             return Err(Errno::EINVAL);
@@ -85,7 +98,14 @@ impl Client {
         let generation = info.layout.as_ref().map_or(0, |l| l.layout_gen);
         let size = info.attr.size;
         let (vinfo, handle) = match self
-            .md_call(self.mdt_of(&fid), Request::CreateVolatile { fid, layout })
+            .md_call(
+                self.mdt_of(&fid),
+                Request::CreateVolatile {
+                    fid,
+                    layout,
+                    cred: cred.clone(),
+                },
+            )
             .await?
         {
             Reply::Opened { inode, handle, .. } => (inode, handle),
@@ -96,13 +116,14 @@ impl Client {
             ..OpenFlags::default()
         };
         let vol = OpenFile::new(vinfo.attr.fid, handle, wf, vinfo.layout.clone());
-        let copied = self.copy_into(src, &vol, size).await;
+        let copied = self.copy_into(src, &vol, size, cred).await;
         let swapped = match copied {
             Ok(()) => {
                 let req = Request::SwapLayouts {
                     fid,
                     volatile: vol.fid,
                     layout_gen: generation,
+                    cred: cred.clone(),
                 };
                 match self.md_call(self.mdt_of(&fid), req).await {
                     Ok(Reply::Inode(i)) => Ok(i),
@@ -123,6 +144,7 @@ impl Client {
         src: &OpenFile,
         dst: &OpenFile,
         size: u64,
+        cred: &Cred,
     ) -> Result<(), Errno> {
         let mut off = 0;
         while off < size {
@@ -142,7 +164,7 @@ impl Client {
             size: Some(size),
             ..SetAttr::default()
         };
-        self.setattr(dst.fid, attr, &Cred::root()).await?;
+        self.setattr(dst.fid, attr, cred, Some(dst.handle)).await?;
         self.fsync(dst).await
     }
 }

@@ -1,10 +1,11 @@
 //! nacre's data model, shared by every other crate: FIDs and sequences, file layouts (plain and
 //! composite, with Data-on-MDT), directory stripe layouts (LMV) and their name hashes, inode
-//! attributes, errno values and the size syntax Lustre's tools accept.
+//! attributes, POSIX ACLs, errno values and the size syntax Lustre's tools accept.
 //!
 //! This crate owns pure data and the algorithms over it. It must not do I/O, spawn tasks or know
 //! about the wire: anything here can be unit-tested without a server.
 
+pub mod acl;
 pub mod attr;
 pub mod cksum;
 pub mod errno;

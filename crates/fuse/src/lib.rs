@@ -2,8 +2,9 @@
 //!
 //! Each request is polled once on the thread that read it from `/dev/fuse` and, if it has
 //! to wait, continues as a task on the client's runtime, so a slow target never blocks
-//! those threads and a request that need not wait costs no thread switch. The kernel checks permissions
-//! (`default_permissions`) and caches entries and attributes for a short, tunable time;
+//! those threads and a request that need not wait costs no thread switch. The kernel checks
+//! permissions (`default_permissions`, POSIX ACLs included) and so does the MDT, with the
+//! caller's credentials from [`cred`]; the kernel caches entries and attributes for a short, tunable time;
 //! opening a file fetches fresh attributes and, when the file changed since the kernel last
 //! saw it, drops its cached pages and attributes: close-to-open coherence between clients.
 
@@ -28,6 +29,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+
+mod cred;
+pub use cred::caller_cred;
 
 /// The kernel's inode number of the root.
 const ROOT_INO: u64 = 1;
@@ -84,6 +88,7 @@ struct Llite {
     files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     next_fh: AtomicU64,
     notifier: Mutex<Option<fuser::Notifier>>,
+    creds: cred::Creds,
 }
 
 fn errno(e: Errno) -> FErrno {
@@ -148,14 +153,6 @@ fn seen(a: &Attr) -> Seen {
     }
 }
 
-fn cred(req: &Request) -> Cred {
-    Cred {
-        uid: req.uid(),
-        gid: req.gid(),
-        groups: Vec::new(),
-    }
-}
-
 fn set_time(t: TimeOrNow) -> SetTime {
     match t {
         TimeOrNow::Now => SetTime::Now,
@@ -174,6 +171,11 @@ fn open_flags(flags: i32) -> OpenFlags {
 }
 
 impl Llite {
+    /// The caller's credentials, for the MDT to check.
+    fn cred(&self, req: &Request) -> Cred {
+        self.creds.of(req.pid(), req.uid(), req.gid())
+    }
+
     fn fid(&self, ino: INodeNo) -> Result<Fid, Errno> {
         if ino.0 == ROOT_INO {
             return Ok(Fid::ROOT);
@@ -293,19 +295,24 @@ impl fuser::Filesystem for Fs {
         let _ = config.set_max_write(MAX_WRITE);
         let _ = config.set_max_readahead(MAX_WRITE);
         let _ = config.set_max_background(64);
+        // POSIX ACLs: the kernel checks with them too and leaves the umask to the MDT,
+        // which applies it only where no default ACL replaces it.
         let want = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ASYNC_READ
-            | InitFlags::FUSE_BIG_WRITES;
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_DONT_MASK;
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Lookup, async move {
-            match me.0.client.lookup(pfid, &name).await {
+            match me.0.client.lookup(pfid, &name, &cred).await {
                 Ok(info) => me.entry_reply(&info, reply),
                 Err(e) => reply.error(errno(e)),
             }
@@ -347,7 +354,7 @@ impl fuser::Filesystem for Fs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -364,10 +371,12 @@ impl fuser::Filesystem for Fs {
             mtime: mtime.map(set_time),
             ctime: ctime.map(Timespec::from_system_time),
         };
-        let cred = cred(req);
+        let cred = self.0.cred(req);
+        // ftruncate: the handle's MDT handle, which is enough to truncate if writable.
+        let handle = fh.and_then(|h| self.0.files.lock().get(&h.0).map(|f| f.handle));
         let me = self.clone();
         self.0.spawn(VfsOp::Setattr, async move {
-            match me.0.client.setattr(fid, attr, &cred).await {
+            match me.0.client.setattr(fid, attr, &cred, handle).await {
                 Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
                 Err(e) => reply.error(errno(e)),
             }
@@ -391,11 +400,11 @@ impl fuser::Filesystem for Fs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.make(req, parent, name, mode, rdev, None, reply);
+        self.make(req, parent, name, (mode, umask), rdev, None, reply);
     }
 
     fn mkdir(
@@ -404,14 +413,14 @@ impl fuser::Filesystem for Fs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.make(
             req,
             parent,
             name,
-            libc::S_IFDIR | (mode & 0o7777),
+            (libc::S_IFDIR | (mode & 0o7777), umask),
             0,
             None,
             reply,
@@ -431,7 +440,7 @@ impl fuser::Filesystem for Fs {
             req,
             parent,
             link_name,
-            libc::S_IFLNK | 0o777,
+            (libc::S_IFLNK | 0o777, 0),
             0,
             Some(t),
             reply,
@@ -463,7 +472,7 @@ impl fuser::Filesystem for Fs {
             return;
         }
         let (sn, dn) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
-        let cred = cred(req);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Rename, async move {
             match me
@@ -489,7 +498,7 @@ impl fuser::Filesystem for Fs {
         let fid = try_reply!(reply, self.0.fid(ino));
         let pfid = try_reply!(reply, self.0.fid(newparent));
         let name = newname.as_bytes().to_vec();
-        let cred = cred(req);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Link, async move {
             match me.0.client.link(fid, pfid, &name, &cred).await {
@@ -499,12 +508,13 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: FOpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: FOpenFlags, reply: ReplyOpen) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let flags = open_flags(flags.0);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Open, async move {
-            match me.0.client.open(fid, flags).await {
+            match me.0.client.open(fid, flags, &cred).await {
                 Ok((f, info)) => {
                     let keep = me.refresh_kernel_view(&info).await;
                     let fh = me.0.add_file(f);
@@ -530,13 +540,14 @@ impl fuser::Filesystem for Fs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
-        let cred = cred(req);
+        let mut cred = self.0.cred(req);
+        cred.umask = umask;
         let of = open_flags(flags);
         let excl = flags & libc::O_EXCL != 0;
         let me = self.clone();
@@ -733,13 +744,14 @@ impl fuser::Filesystem for Fs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         let fid = try_reply!(reply, self.0.fid(ino));
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Readdir, async move {
             let mut cookie = offset;
@@ -758,7 +770,7 @@ impl fuser::Filesystem for Fs {
                 cookie = 2;
             }
             let start = if cookie <= 2 { 0 } else { cookie };
-            match me.0.client.readdir(fid, start, READDIR_BATCH).await {
+            match me.0.client.readdir(fid, start, READDIR_BATCH, &cred).await {
                 Ok((entries, _eof)) => {
                     for e in entries {
                         if reply.add(
@@ -832,7 +844,7 @@ impl fuser::Filesystem for Fs {
     ) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
-        let cred = cred(req);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Setxattr, async move {
             match me.0.client.setxattr(fid, &name, &value, flags, &cred).await {
@@ -842,23 +854,25 @@ impl fuser::Filesystem for Fs {
         });
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let name = name.as_bytes().to_vec();
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Getxattr, async move {
-            match me.0.client.getxattr(fid, &name).await {
+            match me.0.client.getxattr(fid, &name, &cred).await {
                 Ok(v) => xattr_reply(reply, size, &v),
                 Err(e) => reply.error(errno(e)),
             }
         });
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let fid = try_reply!(reply, self.0.fid(ino));
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Listxattr, async move {
-            match me.0.client.listxattr(fid).await {
+            match me.0.client.listxattr(fid, &cred).await {
                 Ok(names) => {
                     let mut buf = Vec::new();
                     for n in names {
@@ -875,7 +889,7 @@ impl fuser::Filesystem for Fs {
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let name = name.as_bytes().to_vec();
-        let cred = cred(req);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Removexattr, async move {
             match me.0.client.removexattr(fid, &name, &cred).await {
@@ -908,14 +922,15 @@ impl Fs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         rdev: u32,
         symlink: Option<Vec<u8>>,
         reply: ReplyEntry,
     ) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
-        let cred = cred(req);
+        let mut cred = self.0.cred(req);
+        cred.umask = umask;
         let me = self.clone();
         let op = if symlink.is_some() {
             VfsOp::Symlink
@@ -949,7 +964,7 @@ impl Fs {
     fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
         let pfid = try_reply!(reply, self.0.fid(parent));
         let name = name.as_bytes().to_vec();
-        let cred = cred(req);
+        let cred = self.0.cred(req);
         let me = self.clone();
         self.0
             .spawn(if dir { VfsOp::Rmdir } else { VfsOp::Unlink }, async move {
@@ -1032,6 +1047,7 @@ pub fn mount(
         files: Mutex::new(HashMap::new()),
         next_fh: AtomicU64::new(1),
         notifier: Mutex::new(None),
+        creds: cred::Creds::default(),
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

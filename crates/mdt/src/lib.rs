@@ -2,6 +2,8 @@
 //! policy) and osp (OST proxies), over the store in [`nacre_osd::MdStore`].
 //!
 //! - [`mdd`]: every namespace change as one transaction;
+//! - [`perm`]: whether the caller may (mdd's permission room), checked by every operation;
+//! - [`squash`]: root squash (`root_squash`, `nosquash_nids`);
 //! - [`lod`]: which layout and which OST objects a new file gets;
 //! - [`osp`]: precreated object pools and object destruction on each OST;
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
@@ -24,7 +26,9 @@ pub mod lod;
 pub mod mdd;
 pub mod open;
 pub mod osp;
+pub mod perm;
 pub mod records;
+pub mod squash;
 
 use bytes::Bytes;
 use lod::Lod;
@@ -35,7 +39,7 @@ use nacre_osd::{Health, MdStore, MdStoreConfig, ObjStore, ObjStoreConfig, ReadVi
 use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::msg::{
-    Dirent, FsConfig, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs,
+    Cred, Dirent, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, OpenFlags, Reply, Request, StatFs,
 };
 use nacre_rpc::server::{RequestCtx, Service};
 use open::{OpenHandle, OpenTable};
@@ -88,6 +92,8 @@ pub struct Mdt {
     pub(crate) dom_bulk_checksum_errors: std::sync::atomic::AtomicU64,
     /// `mdt.*.dom_read_open`: send small DoM files with read-only opens.
     pub dom_read_open: std::sync::atomic::AtomicBool,
+    /// `mdt.*.root_squash` and `mdt.*.nosquash_nids`.
+    pub squash: squash::RootSquash,
     lod: Lod,
     opens: OpenTable,
     pub callbacks: callback::Callbacks,
@@ -150,6 +156,7 @@ impl Mdt {
             dom_bulk_checksum_errors: std::sync::atomic::AtomicU64::new(0),
             dom,
             dom_read_open: std::sync::atomic::AtomicBool::new(true),
+            squash: squash::RootSquash::default(),
             lod: Lod::new(Vec::new()),
             opens: OpenTable::new(),
             callbacks: callback::Callbacks::default(),
@@ -501,13 +508,14 @@ impl Mdt {
         if !pino.attr.is_dir() {
             return Err(Errno::ENOTDIR);
         }
+        perm::may_lookup(&mut v, &cred, &pino.attr)?;
         // Opening an existing file needs no new layout.
         if open.is_some()
             && !exclusive
             && let Some((fid, _)) = mdd::lookup(&mut v, &parent, &name)?
         {
             drop(v);
-            return self.open(ctx, fid, open.unwrap_or_default()).await;
+            return self.open(ctx, fid, open.unwrap_or_default(), &cred).await;
         }
         let mut file_layout = None;
         if kind == FileKind::Regular {
@@ -540,13 +548,13 @@ impl Mdt {
             .collect();
         let want_write = open.is_some_and(|o| o.write);
         let held = (self.dne.reserved.clone(), parent, name.clone());
+        let opener = cred.clone();
         let args = CreateArgs {
             parent,
             name,
             mode,
             rdev,
-            uid: cred.uid,
-            gid: cred.gid,
+            cred,
             symlink,
             layout: file_layout,
             fid: None,
@@ -576,7 +584,8 @@ impl Mdt {
         match created {
             Created::Existing(ino) => {
                 self.lod.give_back(&objs);
-                self.open(ctx, ino.fid(), open.unwrap_or_default()).await
+                self.open(ctx, ino.fid(), open.unwrap_or_default(), &opener)
+                    .await
             }
             Created::New(ino) => {
                 let handle = match open {
@@ -599,7 +608,13 @@ impl Mdt {
         }
     }
 
-    async fn open(&self, ctx: &RequestCtx, fid: Fid, flags: OpenFlags) -> Result<Reply, Errno> {
+    async fn open(
+        &self,
+        ctx: &RequestCtx,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: &Cred,
+    ) -> Result<Reply, Errno> {
         // Register first, then look: an unlink that commits after this sees the file open.
         let handle = self
             .opens
@@ -609,7 +624,11 @@ impl Mdt {
                 write: flags.write,
             })
             .ok_or(Errno::ENFILE)?;
-        let ino = match self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) {
+        let ino = match self.view().and_then(|mut v| {
+            let i = mdd::get_inode(&mut v, &fid)?;
+            perm::may_open(&mut v, cred, &i.attr, &flags)?;
+            Ok(i)
+        }) {
             Ok(i) => i,
             Err(e) => {
                 self.opens.close(handle);
@@ -882,12 +901,14 @@ impl Mdt {
         }
     }
 
-    fn readdir(&self, fid: Fid, cookie: u64, max: u32) -> Result<Reply, Errno> {
+    fn readdir(&self, fid: Fid, cookie: u64, max: u32, cred: &Cred) -> Result<Reply, Errno> {
         let mut v = self.view()?;
         let ino = mdd::get_inode(&mut v, &fid)?;
         if !ino.attr.is_dir() {
             return Err(Errno::ENOTDIR);
         }
+        // What opendir checks (an open for reading); Lustre checks it at open.
+        perm::check(&mut v, cred, &ino.attr, perm::MAY_READ)?;
         if ino.lmv.is_some() {
             return Err(mdd::STRIPED);
         }
@@ -964,6 +985,10 @@ impl Mdt {
         req: Request,
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
+        let mut req = req;
+        if let Some(c) = req.cred_mut() {
+            self.squash.apply(c, ctx.peer.ip());
+        }
         if grows_namespace(&req) {
             // What frees space (unlink, rmdir) always has room; what takes it stops short.
             self.store.check_growth_space()?;
@@ -979,8 +1004,8 @@ impl Mdt {
                 len,
                 cksum,
             } => self.dom_read(fid, offset, len, cksum).await,
-            Request::Open { fid, flags, .. } => {
-                let mut r = self.open(&ctx, fid, flags).await?;
+            Request::Open { fid, flags, cred } => {
+                let mut r = self.open(&ctx, fid, flags, &cred).await?;
                 let data = match &mut r {
                     Reply::Opened {
                         inode, data_cksum, ..
@@ -1010,8 +1035,12 @@ impl Mdt {
                 target: self.target().full(&self.fsname),
             }),
             Request::Statfs => Ok(Reply::Statfs(self.statfs()?)),
-            Request::Lookup { parent, name } => {
+            Request::Lookup { parent, name, cred } => {
                 let mut v = self.view()?;
+                let dir = mdd::get_inode(&mut v, &parent)?;
+                if dir.attr.is_dir() {
+                    perm::may_lookup(&mut v, &cred, &dir.attr)?;
+                }
                 let fid = mdd::lookup_name(&mut v, &parent, &name)?;
                 if !self.is_local(&fid) {
                     return Ok(Reply::RemoteFid(fid));
@@ -1026,8 +1055,14 @@ impl Mdt {
                     Err(e) => Err(e),
                 }
             }
-            Request::Setattr { fid, attr, .. } => {
+            Request::Setattr {
+                fid,
+                attr,
+                cred,
+                handle,
+            } => {
                 let t = now();
+                let writable = handle.is_some_and(|h| self.opens.is_writer(h, &fid, ctx.conn_id));
                 let sized = attr.size.is_some();
                 if let Some(size) = attr.size {
                     // The client truncates OST objects; the DoM part is the MDT's own.
@@ -1046,7 +1081,8 @@ impl Mdt {
                 let ino = self
                     .store
                     .write(move |tx| {
-                        mdd::setattr(tx, &fid, &attr, t, &|f: &Fid| me.opens.writers(f) > 0)
+                        let writers = |f: &Fid| me.opens.writers(f) > 0;
+                        mdd::setattr(tx, &fid, &attr, t, &writers, &cred, writable)
                     })
                     .await?;
                 if sized {
@@ -1083,7 +1119,12 @@ impl Mdt {
                 self.dom_fallocate(fid, offset, len, mode).await?;
                 Ok(Reply::Ok)
             }
-            Request::AddComponents { fid, components } => {
+            Request::AddComponents {
+                fid,
+                components,
+                cred,
+            } => {
+                self.may_change_layout(&fid, &cred)?;
                 self.add_components(fid, components).await
             }
             Request::DelComponents {
@@ -1091,16 +1132,26 @@ impl Mdt {
                 id,
                 flags,
                 neg,
-            } => self.del_components(fid, id, flags, neg).await,
-            Request::CreateVolatile { fid, layout } => {
+                cred,
+            } => {
+                self.may_change_layout(&fid, &cred)?;
+                self.del_components(fid, id, flags, neg).await
+            }
+            Request::CreateVolatile { fid, layout, cred } => {
+                self.may(&fid, &cred, perm::MAY_WRITE)?;
                 self.create_volatile(&ctx, fid, layout).await
             }
             Request::SwapLayouts {
                 fid,
                 volatile,
                 layout_gen,
-            } => self.swap_layouts(fid, volatile, layout_gen).await,
-            Request::Open { fid, flags, .. } => self.open(&ctx, fid, flags).await,
+                cred,
+            } => {
+                self.may(&fid, &cred, perm::MAY_WRITE)?;
+                self.may(&volatile, &cred, perm::MAY_WRITE)?;
+                self.swap_layouts(fid, volatile, layout_gen).await
+            }
+            Request::Open { fid, flags, cred } => self.open(&ctx, fid, flags, &cred).await,
             Request::Close { handle, wrote } => {
                 self.close(handle, wrote, false).await?;
                 Ok(Reply::Ok)
@@ -1129,17 +1180,24 @@ impl Mdt {
                 Ok(Reply::Ok)
             }
             Request::Unlink {
-                parent, name, dir, ..
+                parent,
+                name,
+                dir,
+                cred,
             } => {
                 let t = now();
                 let n = name.clone();
+                let c = cred.clone();
                 let r: Removed = match self
                     .store
-                    .write(move |tx| mdd::unlink(tx, &parent, &n, dir, t, &is_open))
+                    .write(move |tx| mdd::unlink(tx, &parent, &n, dir, t, &is_open, &c))
                     .await
                 {
                     Err(mdd::REMOTE) => {
-                        return self.dne_unlink(parent, name, dir).await.map(|_| Reply::Ok);
+                        return self
+                            .dne_unlink(parent, name, dir, &cred)
+                            .await
+                            .map(|_| Reply::Ok);
                     }
                     r => r?,
                 };
@@ -1154,11 +1212,11 @@ impl Mdt {
                 dst_parent,
                 dst_name,
                 flags,
-                ..
+                cred,
             } => {
                 if !self.is_local(&src_parent) {
                     return self
-                        .dne_rename(src_parent, src_name, dst_parent, dst_name, flags)
+                        .dne_rename(src_parent, src_name, dst_parent, dst_name, flags, &cred)
                         .await
                         .map(|_| Reply::Ok);
                 }
@@ -1168,6 +1226,7 @@ impl Mdt {
                 let r = match dne::reserve::retry_held(|| {
                     let (sn, dn) = (src_name.clone(), dst_name.clone());
                     let (held, is_open) = (held.clone(), is_open.clone());
+                    let cred = cred.clone();
                     self.store.write(move |tx| {
                         held.check(&dst_parent, &dn)?;
                         if several_mdts
@@ -1175,14 +1234,24 @@ impl Mdt {
                         {
                             return Err(mdd::REMOTE);
                         }
-                        mdd::rename(tx, &src_parent, &sn, &dst_parent, &dn, flags, t, &is_open)
+                        mdd::rename(
+                            tx,
+                            &src_parent,
+                            &sn,
+                            &dst_parent,
+                            &dn,
+                            flags,
+                            t,
+                            &is_open,
+                            &cred,
+                        )
                     })
                 })
                 .await
                 {
                     Err(mdd::REMOTE) => {
                         return self
-                            .dne_rename(src_parent, src_name, dst_parent, dst_name, flags)
+                            .dne_rename(src_parent, src_name, dst_parent, dst_name, flags, &cred)
                             .await
                             .map(|_| Reply::Ok);
                     }
@@ -1194,38 +1263,49 @@ impl Mdt {
                 Ok(Reply::Ok)
             }
             Request::Link {
-                fid, parent, name, ..
+                fid,
+                parent,
+                name,
+                cred,
             } => {
                 let t = now();
                 let held = self.dne.reserved.clone();
                 let r = dne::reserve::retry_held(|| {
-                    let (n, held) = (name.clone(), held.clone());
+                    let (n, held, cred) = (name.clone(), held.clone(), cred.clone());
                     self.store.write(move |tx| {
                         held.check(&parent, &n)?;
-                        mdd::link(tx, &fid, &parent, &n, t)
+                        mdd::link(tx, &fid, &parent, &n, t, &cred)
                     })
                 })
                 .await;
                 match r {
-                    Err(mdd::REMOTE) => Ok(Reply::Inode(self.dne_link(fid, parent, name).await?)),
+                    Err(mdd::REMOTE) => {
+                        Ok(Reply::Inode(self.dne_link(fid, parent, name, &cred).await?))
+                    }
                     r => Ok(Reply::Inode(self.info(r?))),
                 }
             }
-            Request::Readdir { fid, cookie, max } => self.readdir(fid, cookie, max),
+            Request::Readdir {
+                fid,
+                cookie,
+                max,
+                cred,
+            } => self.readdir(fid, cookie, max, &cred),
             Request::Readlink { fid } => {
                 let mut v = self.view()?;
                 let ino = mdd::get_inode(&mut v, &fid)?;
                 ino.symlink.map(Reply::Data).ok_or(Errno::EINVAL)
             }
-            Request::GetXattr { fid, name } => {
+            Request::GetXattr { fid, name, cred } => {
                 mdd::check_xattr_name(&name)?;
                 let mut v = self.view()?;
-                mdd::get_inode(&mut v, &fid)?;
+                let ino = mdd::get_inode(&mut v, &fid)?;
+                perm::may_xattr(&mut v, &cred, &ino.attr, &name, false)?;
                 v.get(Table::Xattrs, &records::xattr_key(&fid, &name))?
                     .map(Reply::Data)
                     .ok_or(Errno::ENODATA)
             }
-            Request::ListXattr { fid } => {
+            Request::ListXattr { fid, cred } => {
                 let mut v = self.view()?;
                 mdd::get_inode(&mut v, &fid)?;
                 let rows = v.range(
@@ -1235,7 +1315,11 @@ impl Mdt {
                     65536,
                 )?;
                 Ok(Reply::Names(
-                    rows.into_iter().map(|(k, _)| k[16..].to_vec()).collect(),
+                    rows.into_iter()
+                        .map(|(k, _)| k[16..].to_vec())
+                        // Names of the MDT's own (a NUL first) are not the client's.
+                        .filter(|n| n.first() != Some(&0) && perm::lists_xattr(&cred, n))
+                        .collect(),
                 ))
             }
             Request::SetXattr {
@@ -1243,22 +1327,29 @@ impl Mdt {
                 name,
                 value,
                 flags,
-                ..
+                cred,
             } => {
                 let t = now();
                 self.store
-                    .write(move |tx| mdd::set_xattr(tx, &fid, &name, &value, flags, t))
+                    .write(move |tx| mdd::set_xattr(tx, &fid, &name, &value, flags, t, &cred))
                     .await?;
                 Ok(Reply::Ok)
             }
-            Request::RemoveXattr { fid, name, .. } => {
+            Request::RemoveXattr { fid, name, cred } => {
                 let t = now();
                 self.store
-                    .write(move |tx| mdd::remove_xattr(tx, &fid, &name, t))
+                    .write(move |tx| mdd::remove_xattr(tx, &fid, &name, t, &cred))
                     .await?;
                 Ok(Reply::Ok)
             }
-            Request::SetLayout { fid, layout } => self.set_layout(fid, layout).await,
+            Request::Access { fid, cred, mask } => {
+                self.may(&fid, &cred, mask)?;
+                Ok(Reply::Ok)
+            }
+            Request::SetLayout { fid, layout, cred } => {
+                self.may_change_layout(&fid, &cred)?;
+                self.set_layout(fid, layout).await
+            }
             Request::GetDefaultLayout { fid } => {
                 let mut v = self.view()?;
                 let ino = mdd::get_inode(&mut v, &fid)?;
@@ -1268,6 +1359,26 @@ impl Mdt {
             Request::Fid2Path { fid } => Ok(Reply::Path(self.dne_fid2path(fid).await?)),
             r => self.dne_dispatch(&ctx, r).await,
         }
+    }
+}
+
+impl Mdt {
+    /// Whether `cred` has `mask` on local object `fid` (see [`perm::check`]).
+    pub(crate) fn may(&self, fid: &Fid, cred: &Cred, mask: u32) -> Result<(), Errno> {
+        let mut v = self.view()?;
+        let ino = mdd::get_inode(&mut v, fid)?;
+        perm::check(&mut v, cred, &ino.attr, mask)
+    }
+
+    /// A layout (a file's, or a directory's default) is changed by the owner or
+    /// CAP_FOWNER (Lustre's `mdd_xattr_sanity_check` for `lustre.lov`).
+    pub(crate) fn may_change_layout(&self, fid: &Fid, cred: &Cred) -> Result<(), Errno> {
+        let mut v = self.view()?;
+        let ino = mdd::get_inode(&mut v, fid)?;
+        if !perm::owner_or_capable(cred, &ino.attr) {
+            return Err(Errno::EPERM);
+        }
+        Ok(())
     }
 }
 
@@ -1289,7 +1400,10 @@ impl Service for Mdt {
     fn admit(&self, req: &Request) -> Result<(), Errno> {
         match req {
             Request::DomRead { len, .. } => dom::check_read(*len),
-            _ => Ok(()),
+            r => match r.cred() {
+                Some(c) if c.groups.len() > MAX_GROUPS => Err(Errno::EINVAL),
+                _ => Ok(()),
+            },
         }
     }
 

@@ -6,11 +6,14 @@
 //! is in its linkEA (one key per link in the links table) and its nlink, a directory's nlink
 //! is 2 plus its subdirectories, a directory never moves below itself.
 
+use crate::perm;
 use crate::records::{self, Decoded, Inode, dirent_key, parse_dirent_value};
+use nacre_core::acl::{self, Acl};
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::fid::{METADATA_SEQ_WIDTH, SUPER_SEQ_WIDTH, super_seq_start};
 use nacre_core::{Attr, Errno, Fid, FileKind, Layout, StripeObject, Timespec};
 use nacre_osd::{KvRead, Table, Tx};
+use nacre_rpc::msg::{Cred, cap};
 
 /// `NAME_MAX`.
 pub const NAME_MAX: usize = 255;
@@ -361,8 +364,8 @@ pub struct CreateArgs {
     pub name: Vec<u8>,
     pub mode: u32,
     pub rdev: u32,
-    pub uid: u32,
-    pub gid: u32,
+    /// The creator: the new inode's owner, and whose permissions are checked.
+    pub cred: Cred,
     pub symlink: Option<Vec<u8>>,
     /// Instantiated layout for regular files.
     pub layout: Option<Layout>,
@@ -377,6 +380,37 @@ pub struct CreateArgs {
 pub enum Created {
     New(Inode),
     Existing(Inode),
+}
+
+/// An extended attribute's name and value.
+pub type NamedXattr = (Vec<u8>, Vec<u8>);
+
+/// A new entry's mode and ACLs from its directory (`posix_acl_create`): with a default
+/// ACL, the entry's access ACL is the default masked by the requested mode (stored only
+/// when it says more than the mode), a directory inherits the default itself, and the
+/// umask does not apply; without one, the umask does. Symlinks have neither.
+pub fn inherit_acls<R: KvRead>(
+    r: &mut R,
+    dir: &Fid,
+    mode: u32,
+    umask: u32,
+) -> Result<(u32, Vec<NamedXattr>), Errno> {
+    if mode & libc::S_IFMT == libc::S_IFLNK {
+        return Ok((mode, Vec::new()));
+    }
+    let Some(default) = perm::stored_acl(r, dir, acl::XATTR_DEFAULT)? else {
+        return Ok((mode & !(umask & 0o777), Vec::new()));
+    };
+    let mut xattrs = Vec::new();
+    if mode & libc::S_IFMT == libc::S_IFDIR {
+        xattrs.push((acl::XATTR_DEFAULT.to_vec(), default.encode()));
+    }
+    let mut access = default;
+    let (mode, extended) = access.create_masq(mode);
+    if extended {
+        xattrs.push((acl::XATTR_ACCESS.to_vec(), access.encode()));
+    }
+    Ok((mode, xattrs))
 }
 
 /// Creates a name and its inode. With `open_existing`, an existing regular file under that
@@ -398,6 +432,7 @@ pub fn create(
         return Err(Errno::ENOENT);
     }
     plain_dir(&parent)?;
+    perm::may_lookup(tx, &a.cred, &parent.attr)?;
     if let Some((fid, _)) = lookup(tx, &a.parent, &a.name)? {
         if !open_existing {
             return Err(Errno::EEXIST);
@@ -407,6 +442,10 @@ pub fn create(
             return Err(Errno::EISDIR);
         }
         return Ok(Created::Existing(existing));
+    }
+    perm::may_create(tx, &a.cred, &parent.attr)?;
+    if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) && !a.cred.capable(cap::MKNOD) {
+        return Err(Errno::EPERM);
     }
     if let Some(t) = &a.symlink {
         if t.is_empty() {
@@ -420,8 +459,9 @@ pub fn create(
         Some(f) => f,
         None => alloc_fid(tx, mdt_idx)?,
     };
-    let mut mode = a.mode;
-    let mut gid = a.gid;
+    let (mode, xattrs) = inherit_acls(tx, &a.parent, a.mode, a.cred.umask)?;
+    let mut mode = perm::strip_sgid_on_create(&a.cred, &parent.attr, mode);
+    let mut gid = a.cred.gid;
     if parent.attr.mode & libc::S_ISGID != 0 {
         // BSD group semantics on set-group-ID directories.
         gid = parent.attr.gid;
@@ -436,7 +476,7 @@ pub fn create(
             fid,
             mode,
             nlink: if is_dir { 2 } else { 1 },
-            uid: a.uid,
+            uid: a.cred.uid,
             gid,
             size,
             blocks: 0,
@@ -474,6 +514,9 @@ pub fn create(
         lsom_valid: !a.open_for_write,
     };
     put_inode(tx, &ino)?;
+    for (name, value) in &xattrs {
+        tx.put(Table::Xattrs, &records::xattr_key(&fid, name), value)?;
+    }
     tx.put(
         Table::Dirents,
         &dirent_key(&a.parent, &a.name),
@@ -637,6 +680,7 @@ pub fn dir_has_entries(tx: &mut Tx, dir: &Fid) -> Result<bool, Errno> {
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn unlink(
     tx: &mut Tx,
     parent_fid: &Fid,
@@ -644,6 +688,7 @@ pub fn unlink(
     want_dir: bool,
     now: Timespec,
     is_open: &dyn Fn(&Fid) -> bool,
+    cred: &Cred,
 ) -> Result<Removed, Errno> {
     if name == b"." {
         return Err(Errno::EINVAL);
@@ -657,8 +702,13 @@ pub fn unlink(
         return Err(Errno::ENOTDIR);
     }
     plain_dir(&parent)?;
+    perm::may_lookup(tx, cred, &parent.attr)?;
     let (child_fid, _) = lookup(tx, parent_fid, name)?.ok_or(Errno::ENOENT)?;
+    perm::may_create(tx, cred, &parent.attr)?;
     let mut child = get_child(tx, &child_fid)?;
+    if perm::sticky_denies(cred, &parent.attr, child.attr.uid) {
+        return Err(Errno::EPERM);
+    }
     let is_dir = child.attr.is_dir();
     if want_dir && !is_dir {
         return Err(Errno::ENOTDIR);
@@ -689,8 +739,21 @@ pub fn link(
     parent_fid: &Fid,
     name: &[u8],
     now: Timespec,
+    cred: &Cred,
 ) -> Result<Inode, Errno> {
     check_name(name)?;
+    {
+        // The directory's permissions first, as the VFS checks them (EEXIST before
+        // EACCES for write, which creating needs).
+        let parent = get_inode(tx, parent_fid)?;
+        if parent.attr.is_dir() {
+            perm::may_lookup(tx, cred, &parent.attr)?;
+            if lookup(tx, parent_fid, name)?.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            perm::may_create(tx, cred, &parent.attr)?;
+        }
+    }
     let mut ino = get_child(tx, fid)?;
     if ino.attr.is_dir() {
         return Err(Errno::EPERM);
@@ -778,6 +841,7 @@ pub fn rename(
     flags: u32,
     now: Timespec,
     is_open: &dyn Fn(&Fid) -> bool,
+    cred: &Cred,
 ) -> Result<Removed, Errno> {
     if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
         || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
@@ -805,6 +869,8 @@ pub fn rename(
     if dparent.attr.nlink == 0 {
         return Err(Errno::ENOENT);
     }
+    perm::may_lookup(tx, cred, &sparent.attr)?;
+    perm::may_lookup(tx, cred, &dparent.attr)?;
     let (sfid, skind) = lookup(tx, sp, sn)?.ok_or(Errno::ENOENT)?;
     let target = lookup(tx, dp, dn)?;
     if target.map(|t| t.0) == Some(sfid) {
@@ -816,6 +882,7 @@ pub fn rename(
         return Err(Errno::EINVAL);
     }
     let mut sino = get_child(tx, &sfid)?;
+    rename_permission(tx, cred, (&sparent, &sino), &dparent, target, flags)?;
     let mut removed = Removed::default();
     // nlink changes of the two parents, applied at the end (they may be one directory).
     let mut s_delta: i64 = 0;
@@ -904,6 +971,35 @@ pub fn rename(
     Ok(removed)
 }
 
+/// `vfs_rename`'s checks: the source may be deleted from its directory, the target
+/// deleted from (or a name created in) the other, and a directory that changes parent
+/// must be writable (its `..` changes).
+fn rename_permission(
+    tx: &mut Tx,
+    cred: &Cred,
+    (sparent, sino): (&Inode, &Inode),
+    dparent: &Inode,
+    target: Option<(Fid, FileKind)>,
+    flags: u32,
+) -> Result<(), Errno> {
+    perm::may_delete(tx, cred, &sparent.attr, sino.attr.uid)?;
+    let moves = sparent.fid() != dparent.fid();
+    match target {
+        None => perm::may_create(tx, cred, &dparent.attr)?,
+        Some((tfid, _)) => {
+            let t = get_child(tx, &tfid)?;
+            perm::may_delete(tx, cred, &dparent.attr, t.attr.uid)?;
+            if moves && flags & RENAME_EXCHANGE != 0 && t.attr.is_dir() {
+                perm::check(tx, cred, &t.attr, perm::MAY_WRITE)?;
+            }
+        }
+    }
+    if moves && sino.attr.is_dir() {
+        perm::check(tx, cred, &sino.attr, perm::MAY_WRITE)?;
+    }
+    Ok(())
+}
+
 fn resolve_time(t: SetTime, now: Timespec) -> Timespec {
     match t {
         SetTime::Now => now,
@@ -915,16 +1011,32 @@ fn resolve_time(t: SetTime, now: Timespec) -> Timespec {
 /// them); here the MDT records the new size, which is then exact.
 /// Applies attribute changes. A size change records the new size, exact unless
 /// `writers_open` says a writer still holds the file (its writes bypass the MDT).
+/// `cred` is checked (and the change adjusted) by [`perm::fix_setattr`]; with
+/// `writable_handle` the caller truncates through a handle open for writing.
 pub fn setattr(
     tx: &mut Tx,
     fid: &Fid,
     a: &SetAttr,
     now: Timespec,
     writers_open: &dyn Fn(&Fid) -> bool,
+    cred: &Cred,
+    writable_handle: bool,
 ) -> Result<Inode, Errno> {
     let mut ino = get_inode(tx, fid)?;
+    let mut a = a.clone();
+    perm::fix_setattr(tx, cred, &ino.attr, &mut a, writable_handle)?;
+    let a = &a;
     if let Some(mode) = a.mode {
         ino.attr.mode = (ino.attr.mode & libc::S_IFMT) | (mode & 0o7777);
+        // An access ACL follows the mode (its mask or owning group is the group bits).
+        if let Some(mut access) = perm::stored_acl(tx, fid, acl::XATTR_ACCESS)? {
+            access.chmod(ino.attr.mode);
+            tx.put(
+                Table::Xattrs,
+                &records::xattr_key(fid, acl::XATTR_ACCESS),
+                &access.encode(),
+            )?;
+        }
     }
     if let Some(uid) = a.uid {
         ino.attr.uid = uid;
@@ -961,6 +1073,7 @@ pub fn setattr(
     Ok(ino)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn set_xattr(
     tx: &mut Tx,
     fid: &Fid,
@@ -968,12 +1081,14 @@ pub fn set_xattr(
     value: &[u8],
     flags: i32,
     now: Timespec,
+    cred: &Cred,
 ) -> Result<(), Errno> {
     check_xattr_name(name)?;
     if value.len() > XATTR_SIZE_MAX {
         return Err(Errno::E2BIG);
     }
     let mut ino = get_inode(tx, fid)?;
+    perm::may_xattr(tx, cred, &ino.attr, name, true)?;
     let key = records::xattr_key(fid, name);
     let exists = tx.exists(Table::Xattrs, &key)?;
     if flags & libc::XATTR_CREATE != 0 && exists {
@@ -982,14 +1097,65 @@ pub fn set_xattr(
     if flags & libc::XATTR_REPLACE != 0 && !exists {
         return Err(Errno::ENODATA);
     }
-    tx.put(Table::Xattrs, &key, value)?;
+    let mut value = Some(value.to_vec());
+    if name == acl::XATTR_ACCESS || name == acl::XATTR_DEFAULT {
+        value = set_acl(cred, &mut ino, name, value.as_deref().unwrap_or_default())?;
+    }
+    match value {
+        Some(v) => tx.put(Table::Xattrs, &key, &v)?,
+        None => {
+            tx.delete(Table::Xattrs, &key)?;
+        }
+    }
     ino.attr.ctime = now;
     put_inode(tx, &ino)
 }
 
-pub fn remove_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], now: Timespec) -> Result<(), Errno> {
+/// Setting an ACL (`set_posix_acl`, `posix_acl_update_mode`): a default ACL on
+/// directories only, none on symlinks; an access ACL sets the mode's permission bits
+/// (and loses set-group-ID for a non-member without CAP_FSETID) and is stored only when
+/// it says more than the mode. Returns the value to store (`None`: none).
+fn set_acl(
+    cred: &Cred,
+    ino: &mut Inode,
+    name: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>, Errno> {
+    if ino.attr.mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(Errno::ENOTSUP);
+    }
+    let a = Acl::decode(value)?;
+    if name == acl::XATTR_DEFAULT {
+        if !ino.attr.is_dir() {
+            return Err(if a.entries.is_empty() {
+                Errno::ENODATA
+            } else {
+                Errno::EACCES
+            });
+        }
+        return Ok((!a.entries.is_empty()).then(|| a.encode()));
+    }
+    if a.entries.is_empty() {
+        return Err(Errno::EINVAL);
+    }
+    let (mut mode, extended) = a.equiv_mode(ino.attr.mode);
+    if !cred.in_group(ino.attr.gid) && !cred.capable(cap::FSETID) {
+        mode &= !libc::S_ISGID;
+    }
+    ino.attr.mode = mode;
+    Ok(extended.then(|| a.encode()))
+}
+
+pub fn remove_xattr(
+    tx: &mut Tx,
+    fid: &Fid,
+    name: &[u8],
+    now: Timespec,
+    cred: &Cred,
+) -> Result<(), Errno> {
     check_xattr_name(name)?;
     let mut ino = get_inode(tx, fid)?;
+    perm::may_xattr(tx, cred, &ino.attr, name, true)?;
     if !tx.delete(Table::Xattrs, &records::xattr_key(fid, name))? {
         return Err(Errno::ENODATA);
     }
@@ -997,8 +1163,9 @@ pub fn remove_xattr(tx: &mut Tx, fid: &Fid, name: &[u8], now: Timespec) -> Resul
     put_inode(tx, &ino)
 }
 
-/// Names the MDT keeps: user, trusted and security namespaces. POSIX ACLs (`system.*`) are
-/// refused rather than stored and ignored.
+/// Names the MDT keeps: user, trusted, security and Lustre's namespaces, and the two POSIX
+/// ACLs of `system.*` (checked by [`crate::perm`]); other `system.*` names are refused
+/// rather than stored and ignored.
 pub fn check_xattr_name(name: &[u8]) -> Result<(), Errno> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
         return Err(if name.is_empty() {
@@ -1009,7 +1176,9 @@ pub fn check_xattr_name(name: &[u8]) -> Result<(), Errno> {
     }
     let ok = [&b"user."[..], b"trusted.", b"security.", b"lustre."]
         .iter()
-        .any(|p| name.starts_with(p) && name.len() > p.len());
+        .any(|p| name.starts_with(p) && name.len() > p.len())
+        || name == acl::XATTR_ACCESS
+        || name == acl::XATTR_DEFAULT;
     if !ok {
         return Err(Errno::ENOTSUP);
     }
@@ -1027,8 +1196,7 @@ mod tests {
             name: name.to_vec(),
             mode,
             rdev: 0,
-            uid: 0,
-            gid: 0,
+            cred: Cred::root(),
             symlink: None,
             layout: None,
             fid: None,
@@ -1087,7 +1255,14 @@ mod tests {
             .expect("create");
         let name = |i: u32| format!("link{i:06}").into_bytes();
         let first = journaled(&store, move |tx| {
-            link(tx, &file, &dir, &name(0), Timespec::default())
+            link(
+                tx,
+                &file,
+                &dir,
+                &name(0),
+                Timespec::default(),
+                &Cred::root(),
+            )
         })
         .await;
         const MANY: u32 = 3000;
@@ -1095,7 +1270,14 @@ mod tests {
             store
                 .write(move |tx| {
                     for i in 1 + batch * 500..=(batch + 1) * 500 {
-                        link(tx, &file, &dir, &name(i), Timespec::default())?;
+                        link(
+                            tx,
+                            &file,
+                            &dir,
+                            &name(i),
+                            Timespec::default(),
+                            &Cred::root(),
+                        )?;
                     }
                     Ok(())
                 })
@@ -1103,7 +1285,14 @@ mod tests {
                 .expect("links");
         }
         let later = journaled(&store, move |tx| {
-            link(tx, &file, &dir, &name(MANY + 1), Timespec::default())
+            link(
+                tx,
+                &file,
+                &dir,
+                &name(MANY + 1),
+                Timespec::default(),
+                &Cred::root(),
+            )
         })
         .await;
         assert!(
@@ -1171,7 +1360,17 @@ mod tests {
         assert_eq!(upgrade_records(&store).await, Ok(0));
         let t = Timespec::default();
         store
-            .write(move |tx| unlink(tx, &Fid::ROOT, b"a", false, t, &|_: &Fid| false))
+            .write(move |tx| {
+                unlink(
+                    tx,
+                    &Fid::ROOT,
+                    b"a",
+                    false,
+                    t,
+                    &|_: &Fid| false,
+                    &Cred::root(),
+                )
+            })
             .await
             .expect("unlink");
         // The next link took the first one's place.

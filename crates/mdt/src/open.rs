@@ -189,6 +189,15 @@ impl OpenTable {
         writers == 0 && !g.dirty.contains_key(fid) && (lsom_valid || g.clean.contains(fid))
     }
 
+    /// Whether handle `id` is open for writing on `fid` by connection `conn_id`.
+    pub fn is_writer(&self, id: u64, fid: &Fid, conn_id: u64) -> bool {
+        self.inner
+            .lock()
+            .handles
+            .get(&id)
+            .is_some_and(|h| h.write && h.fid == *fid && h.conn_id == conn_id)
+    }
+
     pub fn is_open(&self, fid: &Fid) -> bool {
         self.inner.lock().counts.contains_key(fid)
     }

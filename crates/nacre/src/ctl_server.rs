@@ -175,13 +175,22 @@ pub async fn resolve(client: &Client, rel: &Path) -> Result<InodeInfo, Errno> {
         match comp {
             Component::Normal(name) => {
                 use std::os::unix::ffi::OsStrExt;
-                cur = client.lookup(cur.attr.fid, name.as_bytes()).await?;
+                cur = client
+                    .lookup(cur.attr.fid, name.as_bytes(), &Cred::root())
+                    .await?;
             }
             Component::CurDir | Component::RootDir => {}
             Component::ParentDir | Component::Prefix(_) => return Err(Errno::EINVAL),
         }
     }
     Ok(cur)
+}
+
+/// Who a file or directory made through the control socket belongs to: the mount's
+/// control socket is root's, so requests through it act as root, except that new entries
+/// belong to the `uid`:`gid` asked for (with root's rights while made).
+fn ctl_cred(uid: u32, gid: u32) -> Cred {
+    Cred::user(uid, gid, Vec::new(), nacre_rpc::msg::cap::ALL)
 }
 
 /// The directory that would hold `rel`, and the name `rel` has in it.
@@ -216,7 +225,7 @@ impl CtlServer {
                 let mut out = Vec::new();
                 let mut cookie = 0;
                 loop {
-                    let (ents, eof) = c.readdir(dir.attr.fid, cookie, 1024).await?;
+                    let (ents, eof) = c.readdir(dir.attr.fid, cookie, 1024, &Cred::root()).await?;
                     if let Some(last) = ents.last() {
                         cookie = last.cookie;
                     }
@@ -229,7 +238,9 @@ impl CtlServer {
             }
             CtlRequest::ListStat { path, cookie } => {
                 let dir = resolve(c, &path).await?;
-                let (ents, mut eof) = c.readdir(dir.attr.fid, cookie, LIST_STAT_PAGE).await?;
+                let (ents, mut eof) = c
+                    .readdir(dir.attr.fid, cookie, LIST_STAT_PAGE, &Cred::root())
+                    .await?;
                 let mut next = ents.last().map_or(cookie, |e| e.cookie);
                 let mut children = Vec::with_capacity(ents.len());
                 let (mut bytes, mut last_cookie) = (0usize, cookie);
@@ -282,7 +293,8 @@ impl CtlServer {
                 if !dir.attr.is_dir() {
                     return Err(Errno::ENOTDIR);
                 }
-                c.set_default_layout(dir.attr.fid, layout).await?;
+                c.set_default_layout(dir.attr.fid, layout, &Cred::root())
+                    .await?;
                 CtlReply::Ok
             }
             CtlRequest::CreateFile {
@@ -293,11 +305,7 @@ impl CtlServer {
                 gid,
             } => {
                 let (p, name) = resolve_parent(c, &path).await?;
-                let cred = Cred {
-                    uid,
-                    gid,
-                    groups: Vec::new(),
-                };
+                let cred = ctl_cred(uid, gid);
                 let (info, _) = c
                     .create(
                         p.attr.fid,
@@ -337,7 +345,9 @@ impl CtlServer {
             }
             CtlRequest::AddComponents { path, components } => {
                 let f = resolve(c, &path).await?;
-                let info = c.add_components(f.attr.fid, components).await?;
+                let info = c
+                    .add_components(f.attr.fid, components, &Cred::root())
+                    .await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
             }
@@ -348,13 +358,15 @@ impl CtlServer {
                 neg,
             } => {
                 let f = resolve(c, &path).await?;
-                let info = c.del_components(f.attr.fid, id, flags, neg).await?;
+                let info = c
+                    .del_components(f.attr.fid, id, flags, neg, &Cred::root())
+                    .await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
             }
             CtlRequest::Migrate { path, layout } => {
                 let f = resolve(c, &path).await?;
-                let info = c.migrate(f.attr.fid, layout).await?;
+                let info = c.migrate(f.attr.fid, layout, &Cred::root()).await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
             }
@@ -366,11 +378,7 @@ impl CtlServer {
                 gid,
             } => {
                 let (p, name) = resolve_parent(c, &path).await?;
-                let cred = Cred {
-                    uid,
-                    gid,
-                    groups: Vec::new(),
-                };
+                let cred = ctl_cred(uid, gid);
                 let info = c
                     .mkdir_with_layout(p.attr.fid, name, mode, &cred, layout)
                     .await?;
@@ -382,7 +390,7 @@ impl CtlServer {
                 if !dir.attr.is_dir() {
                     return Err(Errno::ENOTDIR);
                 }
-                c.set_default_lmv(dir.attr.fid, lmv).await?;
+                c.set_default_lmv(dir.attr.fid, lmv, &Cred::root()).await?;
                 CtlReply::Ok
             }
             CtlRequest::GetDefaultLmv { path } => {

@@ -47,13 +47,9 @@ impl NativeFs {
             .map_err(anyhow::Error::msg)?;
         let client = rt.block_on(Client::mount(mspec))?;
         // SAFETY: these calls cannot fail.
-        let cred = unsafe {
-            Cred {
-                uid: libc::geteuid(),
-                gid: libc::getegid(),
-                groups: Vec::new(),
-            }
-        };
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        // The MDT checks this process's permissions: its groups and capabilities too.
+        let cred = nacre_fuse::caller_cred(std::process::id(), uid, gid);
         Ok(NativeFs {
             client,
             rt,
@@ -103,7 +99,10 @@ impl NativeFs {
         }
         let mut info = None;
         for c in &comps[start..] {
-            let i = self.client.lookup(cur, c.as_os_str().as_bytes()).await?;
+            let i = self
+                .client
+                .lookup(cur, c.as_os_str().as_bytes(), &self.cred)
+                .await?;
             walked.push(c);
             cur = i.attr.fid;
             if i.attr.is_dir() {
@@ -210,7 +209,9 @@ impl FileSystem for NativeFs {
                         size: Some(0),
                         ..Default::default()
                     };
-                    self.client.setattr(info.attr.fid, attr, &self.cred).await?;
+                    self.client
+                        .setattr(info.attr.fid, attr, &self.cred, Some(h))
+                        .await?;
                 }
                 Ok(self.add(OpenFile::new(info.attr.fid, h, flags(&opts), info.layout)))
             })
@@ -221,13 +222,18 @@ impl FileSystem for NativeFs {
         self.rt
             .block_on(async {
                 let i = self.resolve(path).await?;
-                let (f, _) = self.client.open(i.attr.fid, flags(&opts)).await?;
+                let (f, _) = self
+                    .client
+                    .open(i.attr.fid, flags(&opts), &self.cred)
+                    .await?;
                 if opts.truncate {
                     let attr = nacre_core::attr::SetAttr {
                         size: Some(0),
                         ..Default::default()
                     };
-                    self.client.setattr(i.attr.fid, attr, &self.cred).await?;
+                    self.client
+                        .setattr(i.attr.fid, attr, &self.cred, Some(f.handle))
+                        .await?;
                 }
                 Ok(self.add(f))
             })
@@ -354,7 +360,7 @@ impl FileSystem for NativeFs {
         loop {
             let (ents, eof) = self
                 .rt
-                .block_on(self.client.readdir(dir.attr.fid, cookie, 1024))
+                .block_on(self.client.readdir(dir.attr.fid, cookie, 1024, &self.cred))
                 .map_err(ioerr)?;
             for e in ents {
                 cookie = e.cookie;

@@ -336,6 +336,19 @@ impl ParamSource for MdtParams {
                 writable: true,
             },
             ParamValue {
+                name: format!("mdt.{}-MDT{:04x}.root_squash", self.fsname, self.mdt.index),
+                value: self.mdt.squash.show(),
+                writable: true,
+            },
+            ParamValue {
+                name: format!(
+                    "mdt.{}-MDT{:04x}.nosquash_nids",
+                    self.fsname, self.mdt.index
+                ),
+                value: self.mdt.squash.nosquash_nids(),
+                writable: true,
+            },
+            ParamValue {
                 name: format!("mdt.{}-MDT{:04x}.health_check", self.fsname, self.mdt.index),
                 value: self.mdt.health_check(),
                 writable: false,
@@ -412,6 +425,24 @@ impl ParamSource for MdtParams {
                     .dom_read_open
                     .store(num(name, value)? != 0, std::sync::atomic::Ordering::Relaxed);
                 return Ok(());
+            }
+            let mdt = format!("mdt.{}-MDT{:04x}.", self.fsname, self.mdt.index);
+            match name.strip_prefix(&mdt) {
+                Some("root_squash") => {
+                    return self
+                        .mdt
+                        .squash
+                        .set(value)
+                        .map_err(|e| format!("{name}: {e}"));
+                }
+                Some("nosquash_nids") => {
+                    return self
+                        .mdt
+                        .squash
+                        .set_nosquash_nids(value)
+                        .map_err(|e| format!("{name}: {e}"));
+                }
+                _ => {}
             }
             return Err(format!("{name}: no such parameter"));
         };

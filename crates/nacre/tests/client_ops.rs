@@ -92,14 +92,20 @@ async fn namespace_io_and_restart() {
     c.release(&f).await.expect("close");
     // Until the MDT has settled the size from the objects, clients glimpse; either way the
     // size is right, and the MDT's own becomes exact shortly after the last writer left.
-    let mut st = c.lookup(d.attr.fid, b"striped").await.expect("lookup");
+    let mut st = c
+        .lookup(d.attr.fid, b"striped", &Cred::root())
+        .await
+        .expect("lookup");
     assert_eq!(st.attr.size, (5 << 30) + 4);
     for _ in 0..100 {
         if st.size_authoritative {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        st = c.lookup(d.attr.fid, b"striped").await.expect("lookup");
+        st = c
+            .lookup(d.attr.fid, b"striped", &Cred::root())
+            .await
+            .expect("lookup");
     }
     assert!(
         st.size_authoritative,
@@ -115,10 +121,14 @@ async fn namespace_io_and_restart() {
             ..SetAttr::default()
         },
         &cred,
+        None,
     )
     .await
     .expect("truncate");
-    let (f2, info) = c.open(fi.attr.fid, rw()).await.expect("open");
+    let (f2, info) = c
+        .open(fi.attr.fid, rw(), &Cred::root())
+        .await
+        .expect("open");
     assert_eq!(info.attr.size, 100);
     assert!(
         c.read(&f2, 0, 1000).await.expect("read")[..] == data[..100],
@@ -132,6 +142,7 @@ async fn namespace_io_and_restart() {
             ..SetAttr::default()
         },
         &cred,
+        None,
     )
     .await
     .expect("extend");
@@ -139,7 +150,10 @@ async fn namespace_io_and_restart() {
         c.getattr(fi.attr.fid).await.expect("stat").attr.size,
         300_000
     );
-    let (f3, _) = c.open(fi.attr.fid, rw()).await.expect("open");
+    let (f3, _) = c
+        .open(fi.attr.fid, rw(), &Cred::root())
+        .await
+        .expect("open");
     let ext = c.read(&f3, 0, 400_000).await.expect("read");
     assert_eq!(ext.len(), 300_000);
     assert!(ext[100..].iter().all(|b| *b == 0));
@@ -163,7 +177,7 @@ async fn namespace_io_and_restart() {
     )
     .await
     .expect("symlink");
-    let s = c.lookup(root, b"sym").await.expect("lookup");
+    let s = c.lookup(root, b"sym", &Cred::root()).await.expect("lookup");
     assert_eq!(
         c.readlink(s.attr.fid).await.expect("readlink"),
         b"dir/striped"
@@ -175,14 +189,21 @@ async fn namespace_io_and_restart() {
         .await
         .expect("setxattr");
     assert_eq!(
-        c.getxattr(fi.attr.fid, b"user.colour").await.expect("get"),
+        c.getxattr(fi.attr.fid, b"user.colour", &Cred::root())
+            .await
+            .expect("get"),
         b"blue"
     );
     assert_eq!(
-        c.getxattr(fi.attr.fid, b"user.none").await.err(),
+        c.getxattr(fi.attr.fid, b"user.none", &Cred::root())
+            .await
+            .err(),
         Some(Errno::ENODATA)
     );
-    let (ents, eof) = c.readdir(d.attr.fid, 0, 100).await.expect("readdir");
+    let (ents, eof) = c
+        .readdir(d.attr.fid, 0, 100, &Cred::root())
+        .await
+        .expect("readdir");
     assert!(eof);
     let mut names: Vec<_> = ents
         .iter()
@@ -225,7 +246,10 @@ async fn namespace_io_and_restart() {
     let mut cookie = 0;
     let mut seen = std::collections::HashSet::new();
     loop {
-        let (ents, eof) = c.readdir(d.attr.fid, cookie, 64).await.expect("readdir");
+        let (ents, eof) = c
+            .readdir(d.attr.fid, cookie, 64, &Cred::root())
+            .await
+            .expect("readdir");
         for e in &ents {
             assert!(seen.insert(e.name.clone()), "duplicate {:?}", e.name);
             cookie = e.cookie;
@@ -247,7 +271,7 @@ async fn namespace_io_and_restart() {
     let st = c.getattr(fid).await.expect("stat after restart");
     assert_eq!(st.attr.size, 300_000);
     assert_eq!(st.attr.nlink, 2);
-    let (f4, _) = c.open(fid, rw()).await.expect("open");
+    let (f4, _) = c.open(fid, rw(), &Cred::root()).await.expect("open");
     assert!(
         c.read(&f4, 0, 100).await.expect("read")[..] == data[..100],
         "contents differ"
@@ -423,7 +447,10 @@ async fn a_full_ost_gives_enospc_and_loses_nothing() {
     let closed = c.release(&fill).await;
     assert!(matches!(closed, Ok(()) | Err(Errno::ENOSPC)), "{closed:?}");
     // The other file is intact, and new files still go to the OST with space.
-    let (k2, _) = c.open(ki.attr.fid, rw()).await.expect("reopen");
+    let (k2, _) = c
+        .open(ki.attr.fid, rw(), &Cred::root())
+        .await
+        .expect("reopen");
     assert!(
         c.read(&k2, 0, kdata.len() as u64).await.expect("read")[..] == kdata[..],
         "contents differ"

@@ -41,7 +41,10 @@ async fn list(c: &Client, dir: Fid, batch: u32) -> Vec<String> {
     let mut out = Vec::new();
     let mut cookie = 0;
     loop {
-        let (ents, eof) = c.readdir(dir, cookie, batch).await.expect("readdir");
+        let (ents, eof) = c
+            .readdir(dir, cookie, batch, &Cred::root())
+            .await
+            .expect("readdir");
         if let Some(l) = ents.last() {
             cookie = l.cookie;
         }
@@ -76,7 +79,10 @@ async fn remote_and_striped_directories() {
     assert!(r2.lmv.is_none());
     let f = touch(&c, r2.attr.fid, "in-r2").await;
     assert_eq!(c.mdt_of(&f), 2);
-    let looked = c.lookup(root, b"r2").await.expect("lookup r2");
+    let looked = c
+        .lookup(root, b"r2", &Cred::root())
+        .await
+        .expect("lookup r2");
     assert_eq!(looked.attr.fid, r2.attr.fid);
     assert_eq!(looked.attr.nlink, 2);
 
@@ -117,23 +123,33 @@ async fn remote_and_striped_directories() {
     let st = c.getattr(sfid).await.expect("stat s");
     assert_eq!(st.attr.nlink, 2 + 5);
     let (d0, _) = c
-        .lookup(sfid, b"d0")
+        .lookup(sfid, b"d0", &Cred::root())
         .await
         .map(|i| (i.attr.fid, ()))
         .expect("d0");
-    assert!(c.lookup(sfid, b"f.17").await.is_ok());
+    assert!(c.lookup(sfid, b"f.17", &Cred::root()).await.is_ok());
 
     // Rename across MDTs (file from a stripe into the remote dir), and back.
     c.rename(sfid, b"f.1", r2.attr.fid, b"moved", 0, &cred)
         .await
         .expect("rename across MDTs");
-    assert_eq!(c.lookup(sfid, b"f.1").await.err(), Some(Errno::ENOENT));
-    let moved = c.lookup(r2.attr.fid, b"moved").await.expect("moved");
+    assert_eq!(
+        c.lookup(sfid, b"f.1", &Cred::root()).await.err(),
+        Some(Errno::ENOENT)
+    );
+    let moved = c
+        .lookup(r2.attr.fid, b"moved", &Cred::root())
+        .await
+        .expect("moved");
     c.rename(r2.attr.fid, b"moved", sfid, b"f.1", 0, &cred)
         .await
         .expect("rename back");
     assert_eq!(
-        c.lookup(sfid, b"f.1").await.expect("back").attr.fid,
+        c.lookup(sfid, b"f.1", &Cred::root())
+            .await
+            .expect("back")
+            .attr
+            .fid,
         moved.attr.fid
     );
     // A directory across MDTs, and a loop refused.
@@ -148,19 +164,24 @@ async fn remote_and_striped_directories() {
     );
     // Replacing a file on another MDT drops its link there.
     let victim = touch(&c, r2.attr.fid, "victim").await;
-    let f2 = c.lookup(sfid, b"f.2").await.expect("f.2").attr.fid;
+    let f2 = c
+        .lookup(sfid, b"f.2", &Cred::root())
+        .await
+        .expect("f.2")
+        .attr
+        .fid;
     c.rename(sfid, b"f.2", r2.attr.fid, b"victim", 0, &cred)
         .await
         .expect("rename over a file");
     assert_eq!(
-        c.lookup(r2.attr.fid, b"victim")
+        c.lookup(r2.attr.fid, b"victim", &Cred::root())
             .await
             .expect("victim")
             .attr
             .fid,
         f2
     );
-    assert!(c.lookup(sfid, b"f.2").await.is_err());
+    assert!(c.lookup(sfid, b"f.2", &Cred::root()).await.is_err());
     assert!(
         c.getattr(victim).await.is_err(),
         "the replaced file lives on"
@@ -169,10 +190,17 @@ async fn remote_and_striped_directories() {
     c.rename(sfid, b"f.3", r2.attr.fid, b"in-r2", 2, &cred)
         .await
         .expect("exchange");
-    assert_eq!(c.lookup(sfid, b"f.3").await.expect("x").attr.fid, f);
+    assert_eq!(
+        c.lookup(sfid, b"f.3", &Cred::root())
+            .await
+            .expect("x")
+            .attr
+            .fid,
+        f
+    );
 
     // Hard links across MDTs count, and survive the other name.
-    let target = c.lookup(sfid, b"f.4").await.expect("f.4");
+    let target = c.lookup(sfid, b"f.4", &Cred::root()).await.expect("f.4");
     let linked = c
         .link(target.attr.fid, r2.attr.fid, b"hard", &cred)
         .await
@@ -181,7 +209,10 @@ async fn remote_and_striped_directories() {
     c.unlink(sfid, b"f.4", &cred)
         .await
         .expect("unlink one name");
-    let left = c.lookup(r2.attr.fid, b"hard").await.expect("other name");
+    let left = c
+        .lookup(r2.attr.fid, b"hard", &Cred::root())
+        .await
+        .expect("other name");
     assert_eq!(left.attr.nlink, 1);
     c.unlink(r2.attr.fid, b"hard", &cred)
         .await
@@ -231,7 +262,10 @@ async fn remote_and_striped_directories() {
             "{what}"
         );
     }
-    assert_eq!(c.lookup(root, b"bad").await.err(), Some(Errno::ENOENT));
+    assert_eq!(
+        c.lookup(root, b"bad", &Cred::root()).await.err(),
+        Some(Errno::ENOENT)
+    );
 
     // rmdir: a non-empty striped directory stays; an empty one goes everywhere.
     assert_eq!(
@@ -263,6 +297,7 @@ async fn remote_and_striped_directories() {
             max_inherit: 2,
             max_inherit_rr: 0,
         }),
+        &Cred::root(),
     )
     .await
     .expect("setdirstripe -D");
@@ -427,7 +462,7 @@ async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
                         c.rename(d1, n1.as_bytes(), d2, n2.as_bytes(), 0, &cred)
                             .await
                     }
-                    4 => match c.lookup(d1, n1.as_bytes()).await {
+                    4 => match c.lookup(d1, n1.as_bytes(), &Cred::root()).await {
                         Ok(i) => c
                             .link(i.attr.fid, d2, n2.as_bytes(), &cred)
                             .await

@@ -243,7 +243,7 @@ async fn create(c: &Client, parent: Fid, name: &str, dir: bool) -> Fid {
 }
 
 async fn exists(c: &Client, parent: Fid, name: &str) -> Option<Fid> {
-    match c.lookup(parent, name.as_bytes()).await {
+    match c.lookup(parent, name.as_bytes(), &Cred::root()).await {
         Ok(i) => Some(i.attr.fid),
         Err(Errno::ENOENT) => None,
         Err(e) => panic!("lookup {name}: {e}"),
@@ -347,7 +347,7 @@ impl Op {
                 for i in 0..6 {
                     create(c, d, &format!("probe{i}"), false).await;
                 }
-                let (ents, _) = c.readdir(d, 0, 100).await.expect("readdir");
+                let (ents, _) = c.readdir(d, 0, 100, &Cred::root()).await.expect("readdir");
                 assert_eq!(ents.len(), 6);
                 true
             }

@@ -101,13 +101,17 @@ async fn link_limit_is_lustres_and_every_link_stays_recorded() {
         let p = String::from_utf8(p).expect("utf8");
         let (d, n) = p.rsplit_once('/').expect("a path with a directory");
         let d = c
-            .lookup(c.root(), d.as_bytes())
+            .lookup(c.root(), d.as_bytes(), &Cred::root())
             .await
             .expect("dir")
             .attr
             .fid;
         assert_eq!(
-            c.lookup(d, n.as_bytes()).await.expect("name").attr.fid,
+            c.lookup(d, n.as_bytes(), &Cred::root())
+                .await
+                .expect("name")
+                .attr
+                .fid,
             f,
             "{p}"
         );

@@ -34,11 +34,13 @@ async fn lookup_of_an_overlong_name_is_enametoolong() {
         .expect("mkdir");
     let long = vec![b'x'; 256];
     assert_eq!(
-        c.lookup(d.attr.fid, &long).await.err(),
+        c.lookup(d.attr.fid, &long, &Cred::root()).await.err(),
         Some(Errno::ENAMETOOLONG)
     );
     assert_eq!(
-        c.lookup(d.attr.fid, &long[..255]).await.err(),
+        c.lookup(d.attr.fid, &long[..255], &Cred::root())
+            .await
+            .err(),
         Some(Errno::ENOENT)
     );
     let made = c
@@ -56,7 +58,11 @@ async fn lookup_of_an_overlong_name_is_enametoolong() {
         .await;
     assert_eq!(made.err(), Some(Errno::ENAMETOOLONG));
     assert_eq!(
-        c.lookup(d.attr.fid, b"..").await.expect("dotdot").attr.fid,
+        c.lookup(d.attr.fid, b"..", &Cred::root())
+            .await
+            .expect("dotdot")
+            .attr
+            .fid,
         c.root()
     );
     cluster.stop().await;
@@ -166,7 +172,10 @@ async fn fallocate_modes_on_a_striped_file() {
         read: true,
         ..OpenFlags::default()
     };
-    let (fr, _) = c.open(fid, ro).await.expect("open read-only");
+    let (fr, _) = c
+        .open(fid, ro, &Cred::root())
+        .await
+        .expect("open read-only");
     assert_eq!(c.fallocate(&fr, 0, 10, 0).await.err(), Some(Errno::EBADF));
     c.release(&fr).await.expect("close");
     cluster.stop().await;

@@ -18,21 +18,62 @@ pub struct BulkCksum {
     pub sums: Vec<u32>,
 }
 
-/// Who is asking: the caller's identity, for ownership of new files and permission checks.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Who is asking: the caller's identity, for ownership of new files and the MDT's
+/// permission checks (Lustre's `mdt_body` fsuid, fsgid, suppgids and `cr_cap`). The MDT
+/// trusts it as Lustre's does a client's, except that it squashes root (`root_squash`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cred {
+    /// File-system user id (`fsuid`).
     pub uid: u32,
+    /// File-system group id (`fsgid`).
     pub gid: u32,
+    /// Supplementary groups, at most [`MAX_GROUPS`].
     pub groups: Vec<u32>,
+    /// Effective capabilities: bit N is Linux capability N (see [`cap`]).
+    pub cap: u64,
+    /// The creator's umask: applied to a new entry's mode unless its directory has a
+    /// default ACL, which replaces it (POSIX.1e). 0 for callers that pass final modes.
+    pub umask: u32,
+}
+
+/// Supplementary groups a [`Cred`] may carry (Linux's `NGROUPS_MAX`).
+pub const MAX_GROUPS: usize = 65536;
+
+/// Linux capability numbers the MDT honours (`linux/capability.h`).
+pub mod cap {
+    pub const CHOWN: u32 = 0;
+    pub const DAC_OVERRIDE: u32 = 1;
+    pub const DAC_READ_SEARCH: u32 = 2;
+    pub const FOWNER: u32 = 3;
+    pub const FSETID: u32 = 4;
+    pub const SYS_ADMIN: u32 = 21;
+    pub const MKNOD: u32 = 27;
+    /// Every capability (`CAP_LAST_CAP` is 40): what root holds.
+    pub const ALL: u64 = (1 << 41) - 1;
 }
 
 impl Cred {
+    /// uid 0 with every capability.
     pub fn root() -> Cred {
-        Cred::default()
+        Cred::user(0, 0, Vec::new(), cap::ALL)
+    }
+
+    pub fn user(uid: u32, gid: u32, groups: Vec<u32>, caps: u64) -> Cred {
+        Cred {
+            uid,
+            gid,
+            groups,
+            cap: caps,
+            umask: 0,
+        }
     }
 
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
+    }
+
+    pub fn capable(&self, c: u32) -> bool {
+        c < 64 && self.cap & (1 << c) != 0
     }
 }
 
@@ -147,6 +188,7 @@ pub enum Request {
     Lookup {
         parent: Fid,
         name: Vec<u8>,
+        cred: Cred,
     },
     Getattr {
         fid: Fid,
@@ -155,6 +197,9 @@ pub enum Request {
         fid: Fid,
         attr: SetAttr,
         cred: Cred,
+        /// A size change through this open handle (`ftruncate`, `O_TRUNC`): a handle
+        /// open for writing needs no write permission now (POSIX).
+        handle: Option<u64>,
     },
     Create {
         parent: Fid,
@@ -206,6 +251,7 @@ pub enum Request {
         fid: Fid,
         cookie: u64,
         max: u32,
+        cred: Cred,
     },
     Readlink {
         fid: Fid,
@@ -213,9 +259,11 @@ pub enum Request {
     GetXattr {
         fid: Fid,
         name: Vec<u8>,
+        cred: Cred,
     },
     ListXattr {
         fid: Fid,
+        cred: Cred,
     },
     SetXattr {
         fid: Fid,
@@ -233,6 +281,7 @@ pub enum Request {
     SetLayout {
         fid: Fid,
         layout: Option<Layout>,
+        cred: Cred,
     },
     /// A directory's default layout.
     GetDefaultLayout {
@@ -250,6 +299,7 @@ pub enum Request {
     SetDefaultLmv {
         fid: Fid,
         lmv: Option<LmvTemplate>,
+        cred: Cred,
     },
 
     // --- OST: objects ---
@@ -336,6 +386,7 @@ pub enum Request {
     AddComponents {
         fid: Fid,
         components: Vec<Component>,
+        cred: Cred,
     },
     /// `lfs setstripe --component-del`: by id, or every component with `flags` set
     /// (`neg`: clear) — only `^init` (uninstantiated components) is accepted by flags.
@@ -344,12 +395,14 @@ pub enum Request {
         id: Option<u32>,
         flags: u32,
         neg: u32,
+        cred: Cred,
     },
     /// An unnamed file on `fid`'s MDT with `layout`, opened for writing (the copy target of
     /// `lfs migrate`); it disappears at close unless swapped in.
     CreateVolatile {
         fid: Fid,
         layout: Layout,
+        cred: Cred,
     },
     /// Gives `fid` the layout (and data) of `volatile`, if `fid`'s layout generation is still
     /// `layout_gen`; the old layout goes with the volatile file.
@@ -357,6 +410,7 @@ pub enum Request {
         fid: Fid,
         volatile: Fid,
         layout_gen: u32,
+        cred: Cred,
     },
     // --- DNE (appended: postcard numbers variants by position) ---
     /// `lfs mkdir -i/-c/-H`: a directory with an explicit stripe layout (remote when its
@@ -439,6 +493,22 @@ pub enum Request {
         fid: Option<Fid>,
         changed: bool,
     },
+
+    // --- Permissions (appended) ---
+    /// MDT to MDT: whether `cred` (squashed already) has `mask` (MAY_READ 4, MAY_WRITE
+    /// 2, MAY_EXEC 1) on `fid`, checked by the MDT that holds it, ACL included.
+    DnePermission {
+        fid: Fid,
+        cred: Cred,
+        mask: u32,
+    },
+    /// Client to MDT: whether the caller has `mask` on `fid` (`access(2)`; asked before
+    /// a truncate by path changes the OST objects).
+    Access {
+        fid: Fid,
+        cred: Cred,
+        mask: u32,
+    },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -465,6 +535,8 @@ pub struct DneObject {
     pub links: Vec<(Fid, Vec<u8>)>,
     /// A stripe object: its master directory and stripe index.
     pub stripe_of: Option<(Fid, u32)>,
+    /// Extended attributes it starts with (ACLs inherited from its parent's default).
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// One step of a distributed operation, run on the MDT that holds its object: names on
@@ -624,6 +696,36 @@ pub enum Reply {
     Checksummed(BulkCksum),
 }
 
+/// The variants that carry the caller's credentials.
+macro_rules! with_cred {
+    ($req:expr, $cred:ident => $e:expr) => {
+        match $req {
+            Request::Lookup { $cred, .. }
+            | Request::Setattr { $cred, .. }
+            | Request::Create { $cred, .. }
+            | Request::Open { $cred, .. }
+            | Request::Unlink { $cred, .. }
+            | Request::Rename { $cred, .. }
+            | Request::Link { $cred, .. }
+            | Request::Readdir { $cred, .. }
+            | Request::GetXattr { $cred, .. }
+            | Request::ListXattr { $cred, .. }
+            | Request::SetXattr { $cred, .. }
+            | Request::RemoveXattr { $cred, .. }
+            | Request::SetLayout { $cred, .. }
+            | Request::SetDefaultLmv { $cred, .. }
+            | Request::AddComponents { $cred, .. }
+            | Request::DelComponents { $cred, .. }
+            | Request::CreateVolatile { $cred, .. }
+            | Request::SwapLayouts { $cred, .. }
+            | Request::Mkdir { $cred, .. }
+            | Request::Access { $cred, .. }
+            | Request::DnePermission { $cred, .. } => Some($e),
+            _ => None,
+        }
+    };
+}
+
 impl Request {
     pub fn opcode(&self) -> u16 {
         match self {
@@ -684,6 +786,8 @@ impl Request {
             Request::OstFiemap { .. } => 58,
             Request::WaitCallbacks { .. } => 70,
             Request::Sync { .. } => 71,
+            Request::DnePermission { .. } => 72,
+            Request::Access { .. } => 73,
         }
     }
 
@@ -747,6 +851,8 @@ impl Request {
             69 => "dne_rename_lock",
             70 => "wait_callbacks",
             71 => "sync",
+            72 => "dne_permission",
+            73 => "access",
             _ => "other",
         }
     }
@@ -759,11 +865,27 @@ impl Request {
             Request::Ping
                 | Request::Lookup { .. }
                 | Request::Getattr { .. }
+                | Request::DnePermission { .. }
+                | Request::Access { .. }
                 | Request::Readlink { .. }
                 | Request::GetXattr { .. }
                 | Request::ListXattr { .. }
                 | Request::OstGetattr { .. }
         )
+    }
+
+    /// The caller's credentials, for the MDT to check.
+    pub fn cred(&self) -> Option<&Cred> {
+        with_cred!(self, cred => cred)
+    }
+
+    /// The caller's credentials, for the MDT to squash. MDT-to-MDT requests carry the
+    /// credentials the coordinating MDT squashed already: they are not for squashing.
+    pub fn cred_mut(&mut self) -> Option<&mut Cred> {
+        if matches!(self, Request::DnePermission { .. }) {
+            return None;
+        }
+        with_cred!(self, cred => cred)
     }
 
     /// Bytes of bulk data the reply to this request may carry (for memory accounting).
@@ -820,17 +942,14 @@ mod tests {
             Request::Lookup {
                 parent: Fid::ROOT,
                 name: b"hello".to_vec(),
+                cred: Cred::root(),
             },
             Request::Create {
                 parent: Fid::ROOT,
                 name: b"f".to_vec(),
                 mode: 0o100644,
                 rdev: 0,
-                cred: Cred {
-                    uid: 1,
-                    gid: 2,
-                    groups: vec![3],
-                },
+                cred: Cred::user(1, 2, vec![3], 1 << cap::FOWNER),
                 symlink: None,
                 layout: LayoutRequest::Explicit(Layout::plain(2, 1 << 20, -1)),
                 open: Some(OpenFlags::default()),

@@ -112,6 +112,10 @@ pub fn prepare(
                 let v = postcard::to_allocvec(s).map_err(|_| Errno::EIO)?;
                 tx.put(Table::Xattrs, &records::xattr_key(&fid, STRIPE_XATTR), &v)?;
             }
+            for (name, value) in &o.xattrs {
+                mdd::check_xattr_name(name)?;
+                tx.put(Table::Xattrs, &records::xattr_key(&fid, name), value)?;
+            }
             Ok(None)
         }
         DneUpdate::InsertName {

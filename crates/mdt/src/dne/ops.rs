@@ -10,6 +10,7 @@ use super::reserve::{MAX_ATTEMPTS, RESERVED, pause};
 use crate::Mdt;
 use crate::fail;
 use crate::mdd::{self, MAX_DEPTH};
+use crate::perm;
 use futures::future::join_all;
 use nacre_core::lmv::{
     HashType, LMV_HASH_FLAG_OVERSTRIPED, LMV_HASH_TYPE_MASK, LMV_MAX_STRIPE_COUNT, Lmv, LmvTemplate,
@@ -295,6 +296,23 @@ impl Mdt {
         }
     }
 
+    /// Whether `cred` has `mask` on `fid`, asked of the MDT that holds it.
+    async fn dne_permission(&self, fid: Fid, cred: &Cred, mask: u32) -> Result<(), Errno> {
+        if self.is_local(&fid) {
+            return self.may(&fid, cred, mask);
+        }
+        let req = Request::DnePermission {
+            fid,
+            cred: cred.clone(),
+            mask,
+        };
+        match self.dne_proxy(self.mdt_of(&fid))?.call(&req).await {
+            Ok(Reply::Ok) => Ok(()),
+            Ok(_) => Err(Errno::EPROTO),
+            Err(e) => Err(e.errno()),
+        }
+    }
+
     /// The entry `name` of directory `parent`, wherever the directory lives.
     async fn dne_entry(&self, parent: Fid, name: &[u8]) -> Result<Option<(Fid, FileKind)>, Errno> {
         if self.is_local(&parent) {
@@ -496,16 +514,20 @@ impl Mdt {
             t if HashType::from_id(t).is_some_and(|h| h != HashType::None) => layout.hash_type,
             _ => return Err(Errno::EINVAL),
         };
-        let mdts = self.dne_place(layout).await?;
-        let pino = {
+        let (pino, mode, xattrs) = {
             let mut v = self.view()?;
             let p = mdd::live_plain_dir(&mut v, &parent)?;
+            perm::may_lookup(&mut v, cred, &p.attr)?;
             if mdd::lookup(&mut v, &parent, &name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
-            p
+            perm::may_create(&mut v, cred, &p.attr)?;
+            let (mode, xattrs) =
+                mdd::inherit_acls(&mut v, &parent, libc::S_IFDIR | (mode & 0o7777), cred.umask)?;
+            (p, mode, xattrs)
         };
-        let mut mode = libc::S_IFDIR | (mode & 0o7777);
+        let mdts = self.dne_place(layout).await?;
+        let mut mode = mode;
         let mut gid = cred.gid;
         if pino.attr.mode & libc::S_ISGID != 0 {
             gid = pino.attr.gid;
@@ -546,6 +568,7 @@ impl Mdt {
                     default_lmv: child_default.clone(),
                     links: vec![(master, format!("{f}:{i}").into_bytes())],
                     stripe_of: Some((master, i as u32)),
+                    xattrs: xattrs.clone(),
                 }));
             }
             let lmv = Lmv {
@@ -563,6 +586,7 @@ impl Mdt {
             default_lmv: child_default,
             links: vec![(parent, name.clone())],
             stripe_of: None,
+            xattrs,
         };
         updates.push(DneUpdate::CreateObject(obj.clone()));
         updates.push(DneUpdate::InsertName {
@@ -607,14 +631,30 @@ impl Mdt {
         parent: Fid,
         name: Vec<u8>,
         want_dir: bool,
+        cred: &Cred,
     ) -> Result<(), Errno> {
         let name = &name;
         retry_conflicts(move || async move {
             let now = Timespec::now();
-            let (cfid, kind) = {
+            let (cfid, kind, dir) = {
                 let mut v = self.view()?;
-                local_entry(&mut v, &parent, name)?.ok_or(Errno::ENOENT)?
+                let dir = mdd::get_inode(&mut v, &parent)?;
+                if dir.attr.is_dir() {
+                    perm::may_lookup(&mut v, cred, &dir.attr)?;
+                }
+                let (f, k) = local_entry(&mut v, &parent, name)?.ok_or(Errno::ENOENT)?;
+                perm::may_create(&mut v, cred, &dir.attr)?;
+                (f, k, dir)
             };
+            // The sticky bit needs the entry's owner, wherever it lives (a name left
+            // pointing at nothing is removed: that repairs the namespace).
+            match self.dne_getattr(cfid).await {
+                Ok(c) if perm::sticky_denies(cred, &dir.attr, c.attr.uid) => {
+                    return Err(Errno::EPERM);
+                }
+                Ok(_) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
             if want_dir && !is_dir(kind) {
                 return Err(Errno::ENOTDIR);
             }
@@ -657,6 +697,7 @@ impl Mdt {
         dp: Fid,
         dn: Vec<u8>,
         flags: u32,
+        cred: &Cred,
     ) -> Result<(), Errno> {
         use mdd::{RENAME_EXCHANGE, RENAME_NOREPLACE};
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
@@ -677,15 +718,19 @@ impl Mdt {
         let (sn, dn) = (&sn, &dn);
         retry_conflicts(move || async move {
             let now = Timespec::now();
-            let target = {
+            let (target, dattr) = {
                 let mut v = self.view()?;
-                mdd::live_plain_dir(&mut v, &dp)?;
-                mdd::lookup(&mut v, &dp, dn)?
+                let d = mdd::live_plain_dir(&mut v, &dp)?;
+                perm::may_lookup(&mut v, cred, &d.attr)?;
+                (mdd::lookup(&mut v, &dp, dn)?, d.attr)
             };
+            self.dne_permission(sp, cred, perm::MAY_EXEC).await?;
             let (sfid, sk) = self.dne_entry(sp, sn).await?.ok_or(Errno::ENOENT)?;
             if target.map(|t| t.0) == Some(sfid) {
                 return Ok(());
             }
+            self.dne_rename_permission(cred, (sp, sfid), (&dattr, target), flags)
+                .await?;
             let moves_dir =
                 sp != dp && (is_dir(sk) || (exchange && target.is_some_and(|t| is_dir(t.1))));
             // Loop checks walk the tree: one such rename at a time in the file system.
@@ -789,16 +834,19 @@ impl Mdt {
         fid: Fid,
         parent: Fid,
         name: Vec<u8>,
+        cred: &Cred,
     ) -> Result<InodeInfo, Errno> {
         mdd::check_name(&name)?;
         let name = &name;
         retry_conflicts(move || async move {
             {
                 let mut v = self.view()?;
-                mdd::live_plain_dir(&mut v, &parent)?;
+                let d = mdd::live_plain_dir(&mut v, &parent)?;
+                perm::may_lookup(&mut v, cred, &d.attr)?;
                 if mdd::lookup(&mut v, &parent, name)?.is_some() {
                     return Err(Errno::EEXIST);
                 }
+                perm::may_create(&mut v, cred, &d.attr)?;
             }
             let info = self.dne_getattr(fid).await?;
             if info.attr.is_dir() {
@@ -825,6 +873,44 @@ impl Mdt {
         })
         .await?;
         self.dne_getattr(fid).await
+    }
+
+    /// `vfs_rename`'s checks for a rename across MDTs, each asked of the MDT holding the
+    /// object: the source may leave `sp` (search and write there, the sticky bit), the
+    /// target may be replaced in the local target directory or a name made there, and a
+    /// directory changing parent must be writable.
+    async fn dne_rename_permission(
+        &self,
+        cred: &Cred,
+        (sp, sfid): (Fid, Fid),
+        (dattr, target): (&Attr, Option<(Fid, FileKind)>),
+        flags: u32,
+    ) -> Result<(), Errno> {
+        self.dne_permission(sp, cred, perm::MAY_WRITE | perm::MAY_EXEC)
+            .await?;
+        let sattr = self.dne_getattr(sfid).await?.attr;
+        let spattr = self.dne_getattr(sp).await?.attr;
+        if perm::sticky_denies(cred, &spattr, sattr.uid) {
+            return Err(Errno::EPERM);
+        }
+        {
+            let mut v = self.view()?;
+            perm::may_create(&mut v, cred, dattr)?;
+        }
+        let moves = sp != dattr.fid;
+        if let Some((tfid, tk)) = target {
+            let t = self.dne_getattr(tfid).await?.attr;
+            if perm::sticky_denies(cred, dattr, t.uid) {
+                return Err(Errno::EPERM);
+            }
+            if moves && flags & mdd::RENAME_EXCHANGE != 0 && is_dir(tk) {
+                self.dne_permission(tfid, cred, perm::MAY_WRITE).await?;
+            }
+        }
+        if moves && sattr.is_dir() {
+            self.dne_permission(sfid, cred, perm::MAY_WRITE).await?;
+        }
+        Ok(())
     }
 
     /// Whether a rename must go the DNE way although both names are here: in a file
@@ -896,7 +982,8 @@ impl Mdt {
                 let mut v = self.view()?;
                 Ok(Reply::DefaultLmv(mdd::get_inode(&mut v, &fid)?.default_lmv))
             }
-            Request::SetDefaultLmv { fid, lmv } => {
+            Request::SetDefaultLmv { fid, lmv, cred } => {
+                self.may_change_layout(&fid, &cred)?;
                 if let Some(t) = &lmv {
                     let n = self.dne.mdt_count() as i32;
                     if t.stripe_offset >= n
@@ -971,6 +1058,10 @@ impl Mdt {
                 acquire,
             } => {
                 self.dne_rename_lock_request(holder, token, acquire).await?;
+                Ok(Reply::Ok)
+            }
+            Request::DnePermission { fid, cred, mask } => {
+                self.may(&fid, &cred, mask)?;
                 Ok(Reply::Ok)
             }
             Request::DneStatus => {

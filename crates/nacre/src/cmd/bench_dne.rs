@@ -118,7 +118,7 @@ async fn count_per_mdt(c: &Client, dir: Fid) -> Result<BTreeMap<u32, u64>> {
     while let Some(d) = q.pop_front() {
         let mut cookie = 0;
         loop {
-            let (ents, eof) = c.readdir(d, cookie, 1024).await?;
+            let (ents, eof) = c.readdir(d, cookie, 1024, &Cred::root()).await?;
             for e in &ents {
                 cookie = e.cookie;
                 match e.kind {
@@ -228,7 +228,9 @@ fn measure_fs(
                     max_inherit: 3,
                     max_inherit_rr: 0,
                 };
-                admin.set_default_lmv(d.attr.fid, Some(t)).await
+                admin
+                    .set_default_lmv(d.attr.fid, Some(t), &Cred::root())
+                    .await
             })?;
             let items = (a.warmup / a.tasks as u64).max(1);
             mdtest::run(
@@ -278,7 +280,9 @@ fn measure_fs(
                             true,
                         )
                         .await?;
-                    admin.set_default_lmv(d.attr.fid, Some(template)).await?;
+                    admin
+                        .set_default_lmv(d.attr.fid, Some(template), &Cred::root())
+                        .await?;
                     Ok::<_, nacre_core::Errno>(d.attr.fid)
                 })?;
                 let items = (files / a.tasks as u64).max(1);

@@ -59,7 +59,7 @@ pub async fn read_file(c: &Arc<Client>, fid: Fid, len: u64) -> Result<Vec<u8>, E
         read: true,
         ..OpenFlags::default()
     };
-    let (f, _) = c.open(fid, flags).await?;
+    let (f, _) = c.open(fid, flags, &Cred::root()).await?;
     let mut out = Vec::with_capacity(len as usize);
     let r = async {
         while (out.len() as u64) < len {
