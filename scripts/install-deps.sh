@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
-# tools the test suite runs (fio, dbench, e2fsprogs, attr, git, and pjdfstest and fsx
+# tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, and pjdfstest and fsx
 # from crates.io). Safe to run again: it skips what is already there.
 set -euo pipefail
 
@@ -15,7 +15,7 @@ need_root() {
 }
 
 pkgs=(fuse3)
-[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr git)
+[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
