@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod power_cut;
+pub mod procs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
