@@ -48,11 +48,14 @@ enum Op {
     Setattr,
     Setxattr,
     WriteFsync,
+    /// A new file written and `fsync`ed, its directory not: Lustre's `fsync` commits the
+    /// MDT's transactions up to the file's, so its name is durable with its data.
+    CreateWriteFsync,
     Truncate,
     LayoutChange,
 }
 
-const ALL: [Op; 12] = [
+const ALL: [Op; 13] = [
     Op::Create,
     Op::Mkdir,
     Op::Unlink,
@@ -63,6 +66,7 @@ const ALL: [Op; 12] = [
     Op::Setattr,
     Op::Setxattr,
     Op::WriteFsync,
+    Op::CreateWriteFsync,
     Op::Truncate,
     Op::LayoutChange,
 ];
@@ -227,7 +231,7 @@ impl Case {
         } else {
             create(c, dir, b"other", DIR).await.expect("other").attr.fid
         };
-        let needs_file = !matches!(op, Op::Create | Op::Mkdir);
+        let needs_file = !matches!(op, Op::Create | Op::Mkdir | Op::CreateWriteFsync);
         let file = if needs_file {
             let fid = create(c, dir, b"f", FILE).await.expect("f").attr.fid;
             if matches!(op, Op::Truncate | Op::LayoutChange) {
@@ -329,6 +333,10 @@ impl Case {
                 }
             }
             Op::WriteFsync => write_file(c, self.file(), &pattern(DATA, 2), self.synced).await,
+            Op::CreateWriteFsync => {
+                let fid = create(c, dir, b"new", FILE).await.expect("create").attr.fid;
+                write_file(c, fid, &pattern(DATA, 3), self.synced).await;
+            }
             Op::Truncate => {
                 let (f, _) = c.open(self.file(), rw()).await.expect("open");
                 let a = SetAttr {
@@ -419,6 +427,23 @@ impl Case {
                     assert!(got == data, "{what}: the synced data differs");
                 } else {
                     assert_prefix_of(c, self.file(), &data, &what).await;
+                }
+            }
+            Op::CreateWriteFsync => {
+                let i = has(dir, "new").await;
+                assert!(
+                    !must || i.is_some(),
+                    "{what}: the fsynced file's name is gone"
+                );
+                if let Some(i) = i {
+                    let data = pattern(DATA, 3);
+                    if must {
+                        let (size, got) = content(c, i.attr.fid).await;
+                        assert_eq!(size, DATA as u64, "{what}: size");
+                        assert!(got == data, "{what}: the synced data differs");
+                    } else {
+                        assert_prefix_of(c, i.attr.fid, &data, &what).await;
+                    }
                 }
             }
             Op::Truncate => {
