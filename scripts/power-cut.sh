@@ -136,14 +136,25 @@ apply_filter() {
     rm -f "$state/changes.new"
 }
 
-# Changes up to and including the last sync: `K:0` keeps them and drops the rest.
+# The cut writes one block past the end of the ext4 file system (the image's last block,
+# which ext4 does not use): what reaches the disk after it (unmounting, detaching the loop
+# device) came after the power went.
+marker_offset() {
+    echo $(($(stat -c %s "$1") - 4096))
+}
+
+# Changes up to and including the last sync before the cut: `K:0` keeps them and drops
+# the rest. Prints K and, after it, how many changes came before the cut's marker.
 synced_prefix() {
     [ -s "$state/rec.changes" ] || {
-        echo 0
+        echo "0 0"
         return
     }
     outagefs show -b "$state/rec.base" -c "$state/rec.changes" 2>/dev/null |
-        awk '$2 == "Sync" { last = $1 + 1 } END { print last + 0 }'
+        awk -v marker="$(marker_offset "$state/rec.base")" '
+            $2 == "Write" && $4 == marker && cut == "" { cut = $1 }
+            $2 == "Sync" && cut == "" { last = $1 + 1 }
+            END { if (cut == "") cut = NR; print last + 0, cut }'
 }
 
 case "$cmd" in
@@ -160,7 +171,8 @@ start)
     [ -f "$state/outagefs.pid" ] && die "$state is already recording (cut or stop it first)"
     if [ ! -f "$state/base" ]; then
         truncate -s "$size" "$state/base"
-        mkfs.ext4 -q -F -b 4096 "$state/base"
+        # The last block stays outside the file system, for the cut's marker.
+        mkfs.ext4 -q -F -b 4096 "$state/base" $(($(stat -c %s "$state/base") / 4096 - 1))
     fi
     rm -f "$state/changes"
     : >"$state/dev"
@@ -185,36 +197,51 @@ cut)
     [ $# -ge 1 ] || die "usage: power-cut.sh cut STATE MNT [PID...]"
     mnt=$1
     shift
-    # The power goes: the target's processes stop at once...
+    # The target's processes stop at once.
     for pid in "$@"; do
         kill -9 "$pid" 2>/dev/null || true
     done
     for pid in "$@"; do
         while alive "$pid"; do sleep 0.01; done
     done
-    # ... and the disk keeps nothing more: ext4 stops without flushing its journal or
-    # any cached data, so only what was synced before this point can survive.
+    # The disk may have received some cached writes before it lost its cache: file data
+    # goes to it without a flush or a journal commit, so `cases` can keep some of them
+    # (a torn journal tail, a half-written page) while the cut itself drops them all.
+    find "$mnt" -xdev -type f -print0 |
+        while IFS= read -r -d '' f; do
+            xfs_io -r -c "sync_range -b -w -a 0 0" "$f" 2>/dev/null || true
+        done
+    # The power goes here: nothing the disk receives after the marker is kept, such as
+    # the journal superblock (written with a flush) that shutting ext4 down writes, or
+    # what unmounting writes. ext4 is shut down so that it writes no more.
+    dd if=/dev/zero of="$state/dev" bs=4096 count=1 conv=notrunc status=none \
+        seek=$(($(marker_offset "$state/dev") / 4096))
     xfs_io -x -c shutdown "$mnt"
     umount "$mnt"
     detach_loop
     stop_outagefs
     mv "$state/base" "$state/rec.base"
     mv "$state/changes" "$state/rec.changes" 2>/dev/null || : >"$state/rec.changes"
-    apply_filter "$(synced_prefix):0"
+    read -r k _ < <(synced_prefix)
+    apply_filter "$k:0"
     ;;
 cases)
     n=${1:-8}
     [ -f "$state/rec.changes" ] || die "no cut recorded in $state"
-    k=$(synced_prefix)
+    read -r k cut < <(synced_prefix)
     # gen-tests bounds the cases of each stretch between syncs at 2^m; keep those of
-    # the last stretch (the writes after the last sync), at most N.
+    # the stretch after the last sync, cut at the marker (nothing after the power went
+    # may be kept), each once, at most N.
     m=1
     while [ $((1 << m)) -lt "$n" ]; do m=$((m + 1)); done
     outagefs gen-tests -b "$state/rec.base" -c "$state/rec.changes" -m "$m" 2>/dev/null |
-        awk -F: -v k="$k" '$1 == k' | head -n "$n"
+        awk -F: -v k="$k" -v w=$((cut - k)) '$1 == k && w > 0 {
+                bits = substr($2, 1, w)
+                if (bits ~ /1/ && !(bits in seen)) { seen[bits] = 1; print k ":" bits }
+            }' | head -n "$n"
     ;;
 replay)
-    [ $# -ge 1 ] || die "usage: power-cut.sh replay STATE FILTER"
+    [ $# -ge 1 ] && [ -n "$1" ] || die "usage: power-cut.sh replay STATE FILTER"
     apply_filter "$1"
     ;;
 discard)
