@@ -1028,6 +1028,9 @@ impl Mdt {
                             return Err(Errno::EFBIG);
                         }
                         self.dom_truncate(&l, size).await?;
+                        // The size this records may be trusted without a glimpse: the
+                        // punches must not be lost to an OST's power cut after it.
+                        self.sync_objects(fid, &l).await?;
                     }
                 }
                 let me = self.clone();
