@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
-# tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, and pjdfstest and fsx
-# from crates.io). Safe to run again: it skips what is already there.
+# tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest,
+# fsx and outagefs from crates.io). Safe to run again: it skips what is already there.
 set -euo pipefail
 
 want_tests=0
@@ -15,7 +15,8 @@ need_root() {
 }
 
 pkgs=(fuse3)
-[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git)
+# xfsprogs, libfuse-dev and pkg-config: the power-cut harness (xfs_io; building outagefs).
+[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git xfsprogs libfuse-dev pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -34,7 +35,7 @@ fi
 
 if [ $want_tests = 1 ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
-    for tool in pjdfstest fsx; do
+    for tool in pjdfstest fsx outagefs; do
         if ! command -v "$tool" >/dev/null 2>&1; then
             echo "install-deps: cargo install $tool"
             cargo install --quiet "$tool"

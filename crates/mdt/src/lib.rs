@@ -762,7 +762,9 @@ impl Mdt {
     }
 
     /// Sizes a file from its objects after its last writer left, and records the exact size
-    /// (Lazy Size-on-MDT). Abandoned if anything changed the file meanwhile.
+    /// (Lazy Size-on-MDT). Abandoned if anything changed the file meanwhile. The objects
+    /// are synced first: a size the MDT trusts must not outlive the data behind it when an
+    /// OST loses its unsynced writes in a power cut.
     async fn settle(self: Arc<Self>, fid: Fid, generation: u64) {
         let Ok(ino) = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) else {
             return;
@@ -770,6 +772,10 @@ impl Mdt {
         let Some(layout) = ino.layout.clone() else {
             return;
         };
+        if let Err(e) = self.sync_objects(fid, &layout).await {
+            tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: {e}", self.index);
+            return;
+        }
         let Some((size, blocks, mtime)) = self.glimpse(&layout).await else {
             return;
         };
@@ -805,6 +811,31 @@ impl Mdt {
                 tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index)
             }
         }
+    }
+
+    /// Makes a layout's objects durable on their OSTs (one sync request per OST), and its
+    /// DoM object here.
+    async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
+        let mut by_ost: std::collections::BTreeMap<u32, Vec<Fid>> = Default::default();
+        for o in layout.objects() {
+            by_ost.entry(o.ost_idx).or_default().push(o.fid);
+        }
+        for (ost, objs) in by_ost {
+            let osp = self.lod.osp(ost).ok_or(Errno::EIO)?;
+            match osp
+                .import
+                .call(&Request::OstSync { objs }, Bytes::new())
+                .await
+            {
+                Ok((Reply::Ok, _)) => {}
+                Ok(_) => return Err(Errno::EIO),
+                Err(e) => return Err(e.errno()),
+            }
+        }
+        if layout.dom_object().is_some() {
+            self.dom_sync(fid).await?;
+        }
+        Ok(())
     }
 
     /// Size, blocks and latest data change of a layout's objects, asked of the OSTs.
@@ -1075,6 +1106,9 @@ impl Mdt {
                             return Err(Errno::EFBIG);
                         }
                         self.dom_truncate(&l, size).await?;
+                        // The size this records may be trusted without a glimpse: the
+                        // punches must not be lost to an OST's power cut after it.
+                        self.sync_objects(fid, &l).await?;
                     }
                 }
                 let me = self.clone();

@@ -538,7 +538,7 @@ async fn many_open_files_written_a_little_stay_within_max_dirty() {
         let f = create(&c, root, format!("f{i}").as_bytes(), FILE)
             .await
             .expect("create");
-        let (h, _) = c.open(f.attr.fid, rw()).await.expect("open");
+        let (h, _) = c.open(f.attr.fid, rw(), &Cred::root()).await.expect("open");
         open.push(h);
     }
     let before = nacre::memory::MemoryStats::read().allocated;
@@ -564,7 +564,7 @@ async fn many_open_files_written_a_little_stay_within_max_dirty() {
     );
     for (i, h) in open.iter().enumerate() {
         c.release(h).await.expect("close");
-        let (r, _) = c.open(h.fid, rw()).await.expect("reopen");
+        let (r, _) = c.open(h.fid, rw(), &Cred::root()).await.expect("reopen");
         let back = c.read(&r, 0, EACH as u64).await.expect("read");
         assert!(back[..] == pattern(EACH, i as u8)[..], "file {i}");
         c.release(&r).await.expect("close");

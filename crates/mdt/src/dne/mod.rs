@@ -22,7 +22,9 @@
 //! 1. **plan**: read what is needed (locally and from other MDTs), allocate FIDs of new
 //!    remote objects from sequences the target MDTs granted ([`pool`]);
 //! 2. **prepare** on every other MDT, in parallel: each checks its updates, applies the
-//!    reversible part and records them in its `DnePending` table, in one transaction;
+//!    reversible part and records them in its `DnePending` table, in one transaction,
+//!    synced before it answers (as are the commit point and a participant's commit: a
+//!    power cut must not take back what the other side already acted on);
 //! 3. **commit point**: the coordinator applies its own updates and records the operation
 //!    in its `DneCommitted` table, in one transaction. The name change the user sees
 //!    happens here, atomically with that record;

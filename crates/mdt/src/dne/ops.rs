@@ -159,7 +159,9 @@ impl Mdt {
             return Err(e);
         }
         fail::point("dne.coord.prepared", coord);
-        // 2. the commit point: our own updates and the record, in one transaction.
+        // 2. the commit point: our own updates and the record, in one transaction, synced
+        // before any participant is told to commit (a power cut must not take the record
+        // back once a participant may have finished its part).
         let is_open = self.open_check();
         let res = self.dne.reserved.clone();
         let rec = log::encode_committed(&Committed {
@@ -168,7 +170,7 @@ impl Mdt {
         })?;
         let res = self
             .store
-            .write(move |tx| {
+            .write_sync(move |tx| {
                 let mut fx = Effects::default();
                 exec::apply_local(tx, &res, &local, &is_open, &mut fx)?;
                 tx.put(Table::DneCommitted, &log::committed_key(op), &rec)?;
@@ -1011,9 +1013,11 @@ impl Mdt {
                 Ok(Reply::Ok)
             }
             Request::DnePrepare { coord, op, updates } => {
+                // Synced before the coordinator hears of it: it may commit on the strength
+                // of this prepare, which a power cut must then not take back.
                 let res = self.dne.reserved.clone();
                 self.store
-                    .write(move |tx| exec::prepare_all(tx, &res, coord, op, updates))
+                    .write_sync(move |tx| exec::prepare_all(tx, &res, coord, op, updates))
                     .await?;
                 fail::point("dne.part.prepared", self.index);
                 Ok(Reply::Ok)
@@ -1143,9 +1147,11 @@ impl Mdt {
     ) -> Result<(), Errno> {
         let is_open = self.open_check();
         let res = self.dne.reserved.clone();
+        // Synced before the coordinator hears of it: it then forgets the operation, and a
+        // pending record a power cut brought back would be resolved as aborted.
         let fx = self
             .store
-            .write(move |tx| {
+            .write_sync(move |tx| {
                 let mut fx = Effects::default();
                 exec::commit_all(tx, &res, coord, op, &is_open, &mut fx)?;
                 Ok(fx)

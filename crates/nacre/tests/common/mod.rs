@@ -4,6 +4,8 @@
 
 pub mod cluster;
 pub mod integrity;
+pub mod power_cut;
+pub mod procs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,126 @@
+//! A disk that can lose power: a directory on ext4 in an image recorded by `outagefs`
+//! through a loop device (`scripts/power-cut.sh`). [`PowerCutDisk::cut`] kills the given
+//! processes at once and keeps only what was synced before; the disk is then mounted
+//! again as the cut left it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The harness script, in the repository.
+pub fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/power-cut.sh")
+}
+
+/// Power-cut tests need root, loop devices and FUSE; `power-cut.sh install` installs
+/// `outagefs` and `xfs_io` when they are missing, and a test fails when it cannot, unless
+/// the environment says to skip power-cut tests.
+pub fn require_power_cut() -> bool {
+    if std::env::var_os("NACRE_SKIP_POWER_CUT").is_some() {
+        eprintln!("NACRE_SKIP_POWER_CUT is set: skipping a power-cut test");
+        return false;
+    }
+    if !super::require_root() || !super::require_fuse() {
+        return false;
+    }
+    let o = Command::new("bash")
+        .arg(script())
+        .arg("install")
+        .output()
+        .expect("power-cut.sh");
+    assert!(
+        o.status.success(),
+        "cannot install outagefs and xfs_io (or set NACRE_SKIP_POWER_CUT=1):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    true
+}
+
+fn run(args: &[&str]) -> String {
+    let o = Command::new("bash")
+        .arg(script())
+        .args(args)
+        .output()
+        .expect("power-cut.sh");
+    assert!(
+        o.status.success(),
+        "power-cut.sh {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// One recorded disk, mounted at [`PowerCutDisk::path`]; removed on drop.
+pub struct PowerCutDisk {
+    _tmp: tempfile::TempDir,
+    state: PathBuf,
+    mnt: PathBuf,
+}
+
+impl PowerCutDisk {
+    /// A new ext4 disk of `size` (`256M`), recording.
+    pub fn new(size: &str) -> PowerCutDisk {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let state = tmp.path().join("state");
+        let mnt = tmp.path().join("mnt");
+        run(&["start", s(&state), s(&mnt), size]);
+        PowerCutDisk {
+            _tmp: tmp,
+            state,
+            mnt,
+        }
+    }
+
+    /// Where the disk is mounted.
+    pub fn path(&self) -> &Path {
+        &self.mnt
+    }
+
+    /// The power goes: `pids` are killed at once and the disk keeps only what was synced.
+    /// The disk is unmounted until [`PowerCutDisk::power_on`].
+    pub fn cut(&self, pids: &[u32]) {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let mut args = vec!["cut", s(&self.state), s(&self.mnt)];
+        args.extend(pids.iter().map(String::as_str));
+        run(&args);
+    }
+
+    /// Mounts the disk as the last cut left it, recording again.
+    pub fn power_on(&self) {
+        run(&["start", s(&self.state), s(&self.mnt)]);
+    }
+
+    /// After a cut: up to `n` other outcomes of it (filters keeping different subsets of
+    /// the writes after the last sync).
+    pub fn cases(&self, n: usize) -> Vec<String> {
+        run(&["cases", s(&self.state), &n.to_string()])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Unmounts the disk and forgets every write since [`PowerCutDisk::power_on`]; the
+    /// last cut's recording stays for [`PowerCutDisk::replay`].
+    pub fn discard(&self) {
+        run(&["discard", s(&self.state), s(&self.mnt)]);
+    }
+
+    /// After a cut (and a [`PowerCutDisk::discard`] of what came after it): the disk as
+    /// outcome `filter` of that cut (see [`PowerCutDisk::cases`]).
+    pub fn replay(&self, filter: &str) {
+        run(&["replay", s(&self.state), filter]);
+    }
+}
+
+impl Drop for PowerCutDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .args(["remove", s(&self.state), s(&self.mnt)])
+            .output();
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8 path")
+}
