@@ -106,6 +106,12 @@ impl Mdt {
         };
         let dom = ObjStore::open(&cfg.dir.join("dom"), ObjStoreConfig::default())
             .map_err(|e| setup(format!("cannot open the Data-on-MDT objects: {e}")))?;
+        let moved = mdd::upgrade_oi(&store)
+            .await
+            .map_err(|e| setup(format!("cannot build the object index: {e}")))?;
+        if moved > 0 {
+            tracing::info!(target: "mdt", "MDT{:04x}: {moved} inodes moved under local inode numbers (object index built)", cfg.index);
+        }
         if cfg.index == 0 {
             store
                 .write(|tx| mdd::format_root(tx, now()))
@@ -906,11 +912,13 @@ impl Mdt {
             Request::Statfs => Ok(Reply::Statfs(self.statfs()?)),
             Request::Lookup { parent, name } => {
                 let mut v = self.view()?;
-                let fid = mdd::lookup_name(&mut v, &parent, &name)?;
+                let (fid, ino) = mdd::lookup_name_rec(&mut v, &parent, &name)?;
                 if !self.is_local(&fid) {
                     return Ok(Reply::RemoteFid(fid));
                 }
-                Ok(Reply::Inode(self.info(mdd::get_inode(&mut v, &fid)?)))
+                Ok(Reply::Inode(
+                    self.info(mdd::get_inode_hint(&mut v, &fid, ino)?),
+                ))
             }
             Request::Getattr { fid } => {
                 let mut v = self.view()?;

@@ -30,6 +30,14 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
         .map(|s| s.read())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("cannot read an MDT store: {e}"))?;
+    for (v, d) in views.iter().zip(mdt_dirs) {
+        if nacre_mdt::mdd::predates_oi(v).map_err(|e| anyhow::anyhow!("{e}"))? {
+            bail!(
+                "the MDT store in {} predates the object index: start the file system once to convert it",
+                d.display()
+            );
+        }
+    }
     check(&views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
 }
 

@@ -69,7 +69,8 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Table {
-    /// FID -> inode (attributes, layout, LMV, linkEA). This is also the object index.
+    /// Local inode number -> inode (attributes, layout, LMV, linkEA, and its own FID, as
+    /// ldiskfs keeps it in the LMA).
     Inodes = 0,
     /// parent FID + name hash + name -> child FID and type (FID-in-dirent).
     Dirents = 1,
@@ -89,9 +90,12 @@ pub enum Table {
     /// DNE coordinator side: distributed operations that committed here and whose
     /// participants have not all confirmed yet.
     DneCommitted = 8,
+    /// The object index (Lustre's OI): FID -> local inode number. The OI scrub rebuilds it
+    /// from the inodes' own FIDs.
+    Oi = 9,
 }
 
-const TABLE_COUNT: usize = 9;
+const TABLE_COUNT: usize = 10;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -102,6 +106,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Fld,
     Table::DnePending,
     Table::DneCommitted,
+    Table::Oi,
 ];
 
 impl Table {
@@ -116,6 +121,7 @@ impl Table {
             Table::Fld => "fld",
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
+            Table::Oi => "oi",
         })
     }
 
@@ -474,6 +480,19 @@ impl Tx<'_, '_> {
         Ok(!self.range(t, start, end, 1)?.is_empty())
     }
 
+    /// The greatest key of table `t` below `end` (one B-tree descent).
+    pub fn last_key_below(&mut self, t: Table, end: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+        let tab = &self.tables[t as usize];
+        let mut r = tab.range::<&[u8]>(..end).map_err(|e| storage_errno(&e))?;
+        match r.next_back() {
+            Some(item) => {
+                let (k, _) = item.map_err(|e| storage_errno(&e))?;
+                Ok(Some(k.value().to_vec()))
+            }
+            None => Ok(None),
+        }
+    }
+
     fn rollback(&mut self, mark: usize) {
         while let Some((t, key, old)) = self.undo.pop() {
             let tab = &mut self.tables[t as usize];
@@ -510,6 +529,8 @@ fn storage_errno(e: &redb::StorageError) -> Errno {
     }
 }
 
+type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 /// A consistent snapshot for reads.
 pub struct ReadView {
     txn: redb::ReadTransaction,
@@ -520,11 +541,23 @@ impl ReadView {
         ReadView { txn }
     }
 
+    /// A table, or `None` when the store predates it (a store from an older version, read
+    /// without being written).
+    fn table(&self, t: Table) -> Result<Option<ReadTable>, Errno> {
+        match self.txn.open_table(t.def()) {
+            Ok(tab) => Ok(Some(tab)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => {
+                tracing::error!(target: "osd", "open table: {e}");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
     pub fn get(&self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(None);
+        };
         tab.get(key)
             .map(|v| v.map(|g| g.value().to_vec()))
             .map_err(|e| storage_errno(&e))
@@ -537,15 +570,16 @@ impl ReadView {
         end: &[u8],
         limit: usize,
     ) -> Result<KvPairs, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|e| {
-            tracing::error!(target: "osd", "open table: {e}");
-            Errno::EIO
-        })?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(Vec::new());
+        };
         collect_range(tab.range::<&[u8]>(start..end), limit)
     }
 
     pub fn count(&self, t: Table) -> Result<u64, Errno> {
-        let tab = self.txn.open_table(t.def()).map_err(|_| Errno::EIO)?;
+        let Some(tab) = self.table(t)? else {
+            return Ok(0);
+        };
         tab.len().map_err(|e| storage_errno(&e))
     }
 }
