@@ -420,6 +420,10 @@ pub enum Request {
         fid: Option<Fid>,
         changed: bool,
     },
+
+    // --- LFSCK (appended) ---
+    /// LFSCK between tools and targets and among targets (see [`crate::lfsck`]).
+    Lfsck(crate::lfsck::LfsckRequest),
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -598,6 +602,7 @@ pub enum Reply {
         fids: Vec<Fid>,
         all: bool,
     },
+    Lfsck(crate::lfsck::LfsckReply),
 }
 
 impl Request {
@@ -660,6 +665,7 @@ impl Request {
             Request::OstFiemap { .. } => 58,
             Request::WaitCallbacks { .. } => 70,
             Request::Sync { .. } => 71,
+            Request::Lfsck(_) => 72,
         }
     }
 
@@ -723,6 +729,7 @@ impl Request {
             69 => "dne_rename_lock",
             70 => "wait_callbacks",
             71 => "sync",
+            72 => "lfsck",
             _ => "other",
         }
     }
