@@ -1,12 +1,12 @@
 //! `nacre check`: the namespace checker across MDTs, on a file system that is not running.
 //! Its stores are read as they are, without writing to them (a journal left by a killed
 //! server is replayed in memory), so a full disk does not stop a check. See
-//! [`nacre_mdt::dne::check`] and [`nacre_osd::StoreSnapshot`].
+//! [`nacre_lfsck::offline`] and [`nacre_osd::StoreSnapshot`].
 
 use crate::local::{self, LocalFs};
 use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
-use nacre_mdt::dne::check::{CheckReport, check};
+use nacre_lfsck::offline::{CheckReport, check};
 use nacre_osd::StoreSnapshot;
 use nacre_osd::mdstore::store_dir;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
         }
         stores.push(s);
     }
-    let views = stores
+    let mut views = stores
         .iter()
         .map(|s| s.read())
         .collect::<Result<Vec<_>, _>>()
@@ -38,7 +38,7 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
             );
         }
     }
-    check(&views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
+    check(&mut views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
 }
 
 /// Checks a file system made by `nacre up` / `local::format` in `dir`.

@@ -93,9 +93,12 @@ pub enum Table {
     /// The object index (Lustre's OI): FID -> local inode number. The OI scrub rebuilds it
     /// from the inodes' own FIDs.
     Oi = 9,
+    /// LFSCK's namespace trace: objects its second phase must look at again, and links
+    /// a dry run found that the objects do not record.
+    LfsckTrace = 10,
 }
 
-const TABLE_COUNT: usize = 10;
+const TABLE_COUNT: usize = 11;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -107,6 +110,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::DnePending,
     Table::DneCommitted,
     Table::Oi,
+    Table::LfsckTrace,
 ];
 
 impl Table {
@@ -122,6 +126,7 @@ impl Table {
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
             Table::Oi => "oi",
+            Table::LfsckTrace => "lfsck_trace",
         })
     }
 

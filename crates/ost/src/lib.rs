@@ -8,6 +8,7 @@ use bytes::Bytes;
 use nacre_core::Errno;
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_osd::ObjStore;
+use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
@@ -28,6 +29,8 @@ fn check_read(len: u32) -> Result<(), Errno> {
 pub struct Ost {
     pub index: u32,
     store: Arc<ObjStore>,
+    /// The checker, attached once the OST has started ([`Ost::set_lfsck`]).
+    lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
 }
 
 impl Ost {
@@ -35,11 +38,26 @@ impl Ost {
         Ost {
             index,
             store: Arc::new(store),
+            lfsck: std::sync::OnceLock::new(),
         }
     }
 
     pub fn store(&self) -> &Arc<ObjStore> {
         &self.store
+    }
+
+    /// Attaches the checker; requests for it go there from now on.
+    pub fn set_lfsck(&self, l: Arc<dyn LfsckService>) {
+        if self.lfsck.set(l).is_err() {
+            tracing::warn!(target: "ost", "OST{:04x}: a checker is already attached", self.index);
+        }
+    }
+
+    /// The OST is stopping: a running check saves where it was.
+    pub async fn stop(&self) {
+        if let Some(l) = self.lfsck.get() {
+            l.clone().stopping().await;
+        }
     }
 
     /// Every second, streams that stopped give back the blocks reserved ahead of them
@@ -197,6 +215,13 @@ impl Service for Ost {
             Request::OstGetLastId { seq } => {
                 let id = self.blocking(move |s| s.last_id(seq)).await?;
                 Ok((Reply::LastId(id), none))
+            }
+            Request::Lfsck(r) => {
+                if !r.within_bounds() {
+                    return Err(Errno::EINVAL);
+                }
+                let l = self.lfsck.get().cloned().ok_or(Errno::ENOTSUP)?;
+                Ok((Reply::Lfsck(l.handle(r).await?), none))
             }
             _ => Err(Errno::EPROTO),
         }

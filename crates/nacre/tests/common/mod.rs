@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod lfsck;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
