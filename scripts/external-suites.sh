@@ -442,10 +442,15 @@ suite_dbench() {
     run_logged dbench "$T_DBENCH" dbench -D "$MNT/dbench" -t "$DBENCH_SECONDS" -c "$DBENCH_LOADFILE" 4
     local log=$LOGS/dbench.log tput
     tput=$(awk '/^Throughput/ { print $2 " MB/s" }' "$log")
-    if [ "$RC" -eq 0 ] && [ -n "$tput" ] && ! grep -qiE "error|failed|unexpected" "$log"; then
+    # dbench 4.00 prints "failed to create barrier semaphore" when semget() hands it
+    # id 0, which is a valid id (the first array in a fresh IPC namespace, as in CI
+    # containers); it goes on and uses it, so that line is not a failure.
+    local problems
+    problems=$(grep -iE "error|failed|unexpected" "$log" | grep -v "failed to create barrier semaphore" || true)
+    if [ "$RC" -eq 0 ] && [ -n "$tput" ] && [ -z "$problems" ]; then
         record dbench PASS "4 clients, ${DBENCH_SECONDS}s, $tput, ${ELAPSED}s"
     else
-        grep -iE "error|failed|unexpected" "$log" | head -n 10 | sed 's/^/   /'
+        printf '%s\n' "$problems" | head -n 10 | sed 's/^/   /'
         record dbench FAIL "exit $RC after ${ELAPSED}s; log: $log"
     fi
 }

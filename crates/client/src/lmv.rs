@@ -57,6 +57,32 @@ impl Client {
         }
     }
 
+    /// `fsyncdir(2)`: the names in `dir` on stable storage, on every MDT holding a stripe
+    /// of it (one synced journal write each, shared with concurrent callers).
+    pub async fn sync_dir(&self, dir: Fid) -> Result<(), Errno> {
+        let lmv = match self.cached_lmv(&dir) {
+            Some(l) => Some(l),
+            None => self.fetch_lmv(dir).await?,
+        };
+        let mut mdts = vec![self.mdt_of(&dir)];
+        if let Some(l) = lmv {
+            mdts.extend(l.stripes.iter().map(|(m, _)| *m));
+        }
+        mdts.sort_unstable();
+        mdts.dedup();
+        let calls = mdts.into_iter().map(|m| async move {
+            let req = Request::Sync {
+                fid: None,
+                changed: false,
+            };
+            match self.md_call(m, req).await? {
+                Reply::Ok => Ok(()),
+                _ => Err(Errno::EPROTO),
+            }
+        });
+        futures::future::try_join_all(calls).await.map(|_| ())
+    }
+
     /// Where a name of directory `dir` lives: the MDT and the directory object (the
     /// stripe of a striped directory, else the directory itself).
     pub fn name_target(&self, dir: Fid, name: &[u8]) -> (u32, Fid) {

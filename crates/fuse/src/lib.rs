@@ -791,13 +791,21 @@ impl fuser::Filesystem for Fs {
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Every namespace change is in the MDT's journal before it is acknowledged.
-        reply.ok();
+        // Every namespace change is in its MDT's journal before it is acknowledged; this
+        // makes that journal durable.
+        let fid = try_reply!(reply, self.0.fid(ino));
+        let me = self.clone();
+        self.0.spawn(VfsOp::Fsync, async move {
+            match me.0.client.sync_dir(fid).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -87,7 +87,7 @@ pub async fn drop_links(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
     mdt.store()
         .write(move |tx| {
             let mut i = mdd::get_inode(tx, &fid)?;
-            i.links.clear();
+            mdd::set_links(tx, &mut i, Vec::new())?;
             mdd::put_inode(tx, &i).map(|_| ())
         })
         .await?;
@@ -101,9 +101,11 @@ pub async fn corrupt_link_name(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
         .store()
         .write(move |tx| {
             let mut i = mdd::get_inode(tx, &fid)?;
-            let l = i.links.first_mut().ok_or(Errno::ENOENT)?;
+            let mut links = mdd::all_links(tx, &i)?;
+            let l = links.first_mut().ok_or(Errno::ENOENT)?;
             l.1.extend_from_slice(b".corrupt");
             let at = l.clone();
+            mdd::set_links(tx, &mut i, links)?;
             mdd::put_inode(tx, &i)?;
             Ok(at)
         })
@@ -208,7 +210,7 @@ pub async fn set_dir_link(
             if !i.attr.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
-            i.links = vec![(parent, n)];
+            mdd::set_links(tx, &mut i, vec![(parent, n)])?;
             mdd::put_inode(tx, &i).map(|_| ())
         })
         .await?;
@@ -286,11 +288,13 @@ pub async fn misplace_name(
         .store()
         .write(move |tx| {
             let mut i = mdd::get_inode(tx, &fid)?;
-            for l in &mut i.links {
+            let mut links = mdd::all_links(tx, &i)?;
+            for l in &mut links {
                 if l.0 == stripe && l.1 == n {
                     l.0 = to;
                 }
             }
+            mdd::set_links(tx, &mut i, links)?;
             mdd::put_inode(tx, &i).map(|_| ())
         })
         .await?;
@@ -360,7 +364,7 @@ pub async fn loop_dirs(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, 
             tx.delete(Table::Dirents, &records::dirent_key(&parent, &n))?;
             mdd::put_dirent(tx, &sub.fid, &n, &a, FileKind::Directory, 0)?;
             let mut ai = mdd::get_inode(tx, &a)?;
-            ai.links = vec![(sub.fid, n.clone())];
+            mdd::set_links(tx, &mut ai, vec![(sub.fid, n.clone())])?;
             mdd::put_inode(tx, &ai)?;
             Ok(a)
         })

@@ -136,6 +136,7 @@ pub fn check(views: &mut [ReadView]) -> Result<CheckReport, Errno> {
     let mut traced: Vec<Vec<Fid>> = vec![Vec::new(); n];
     let mut extra: Vec<HashMap<Fid, crate::namespace::Links>> = vec![HashMap::new(); n];
     let mut objects: HashMap<Fid, Inode> = HashMap::new();
+    let mut object_links: HashMap<Fid, crate::namespace::Links> = HashMap::new();
     for me in 0..n {
         rep.pending += views[me].count(Table::DnePending)?;
         rep.committed += views[me].count(Table::DneCommitted)?;
@@ -157,6 +158,7 @@ pub fn check(views: &mut [ReadView]) -> Result<CheckReport, Errno> {
                     rep.files += 1;
                 }
                 let facts = obj_facts(&mut views[me], &ino, &busy[me])?;
+                object_links.insert(ino.fid(), facts.links.clone());
                 let x = LocalObj {
                     ino: ino.clone(),
                     facts,
@@ -243,8 +245,10 @@ pub fn check(views: &mut [ReadView]) -> Result<CheckReport, Errno> {
         .iter()
         .map(|f| match objects.get(f) {
             Some(i) => {
-                let links: Vec<String> = i
-                    .links
+                let links: Vec<String> = object_links
+                    .get(f)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
                     .iter()
                     .map(|(p, n)| format!("{p}/{}", String::from_utf8_lossy(n)))
                     .collect();

@@ -195,7 +195,7 @@ impl Mdt {
                     lmv: None,
                     default_layout: None,
                     default_lmv: None,
-                    links: Vec::new(),
+                    link: None,
                     symlink: None,
                     lsom_valid: false,
                     ino: 0,

@@ -11,7 +11,9 @@
 //!   across MDTs and their recovery); [`fail`]: fault-injection points.
 //!
 //! This module turns requests into those operations and owns the MDT's background work
-//! (precreation, the unlink log, cleaning up after clients that went away).
+//! (precreation, the unlink log, cleaning up after clients that went away, checking its
+//! storage). An MDT whose storage failed (see [`nacre_osd::health`]) answers every request
+//! with EIO until it is restarted.
 
 pub mod callback;
 pub mod dne;
@@ -29,7 +31,7 @@ use lod::Lod;
 use mdd::{CreateArgs, Created, Removed};
 use nacre_core::layout::{LCME_FL_INIT, Pattern};
 use nacre_core::{Errno, Fid, FileKind, Layout, TargetName, Timespec};
-use nacre_osd::{MdStore, MdStoreConfig, ObjStore, ObjStoreConfig, ReadView, Table};
+use nacre_osd::{Health, MdStore, MdStoreConfig, ObjStore, ObjStoreConfig, ReadView, Table};
 use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::lfsck::LfsckService;
@@ -62,6 +64,8 @@ pub struct MdtConfig {
     pub store: MdStoreConfig,
     /// How this MDT authenticates to OSTs.
     pub conn: ConnConfig,
+    /// The health of the target directory's storage, shared with the stores in it.
+    pub health: Arc<Health>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,12 +106,30 @@ impl Mdt {
         cfg: MdtConfig,
         config: watch::Receiver<FsConfig>,
     ) -> Result<Arc<Mdt>, MdtError> {
-        let store = MdStore::open(&cfg.dir.join("mdstore"), cfg.store.clone())?;
+        let store = MdStore::open(
+            &nacre_osd::mdstore::store_dir(&cfg.dir),
+            cfg.store.clone(),
+            cfg.health.clone(),
+        )?;
         let setup = |reason: String| MdtError::Setup {
             index: cfg.index,
             reason,
         };
-        let dom = ObjStore::open(&cfg.dir.join("dom"), ObjStoreConfig::default())
+        let converted = mdd::upgrade_records(&store)
+            .await
+            .map_err(|e| setup(format!("cannot convert inode records: {e}")))?;
+        if converted > 0 {
+            tracing::info!(target: "mdt", "MDT{:04x}: {converted} inode records converted to the current format (links in the links table)", cfg.index);
+        }
+        // Made here on first start, one level below the target directory (never above).
+        let dom_dir = cfg.dir.join("dom");
+        match nacre_osd::private_dir_builder().create(&dom_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(setup(format!("cannot make {}: {e}", dom_dir.display())));
+            }
+            _ => {}
+        }
+        let dom = ObjStore::open(&dom_dir, ObjStoreConfig::default(), cfg.health.clone())
             .map_err(|e| setup(format!("cannot open the Data-on-MDT objects: {e}")))?;
         let moved = mdd::upgrade_oi(&store)
             .await
@@ -145,6 +167,7 @@ impl Mdt {
         mdt.dne_start(sd_rx.clone())
             .await
             .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
+        tokio::spawn(cfg.health.clone().monitor(sd_rx.clone()));
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
         tokio::spawn(mdt.clone().follow_osts(config, cc, sd_rx));
         Ok(mdt)
@@ -223,6 +246,16 @@ impl Mdt {
 
     pub fn store(&self) -> &MdStore {
         &self.store
+    }
+
+    /// The health of this MDT's storage; its failure and reason, once failed.
+    pub fn health(&self) -> &Arc<Health> {
+        self.store.health()
+    }
+
+    /// `mdt.*.health_check`: `healthy` or `NOT HEALTHY: reason`.
+    pub fn health_check(&self) -> String {
+        self.health().status()
     }
 
     pub fn lod(&self) -> &Lod {
@@ -710,6 +743,36 @@ impl Mdt {
         Ok(())
     }
 
+    /// `fsync` of a file whose names live on other MDTs (under a remote or striped
+    /// parent): their journals are made durable too, so the name survives with the inode.
+    async fn sync_name_mdts(&self, fid: &Fid) -> Result<(), Errno> {
+        let links = self.view().and_then(|mut v| {
+            let ino = mdd::get_inode(&mut v, fid)?;
+            mdd::links_of(&mut v, &ino, mdd::LINK_MAX as usize)
+        });
+        let links = match links {
+            Ok(l) => l,
+            // Gone meanwhile (unlinked): nothing names it.
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut mdts: Vec<u32> = links
+            .iter()
+            .map(|(parent, _)| self.mdt_of(parent))
+            .filter(|m| *m != self.index)
+            .collect();
+        mdts.sort_unstable();
+        mdts.dedup();
+        for m in mdts {
+            let req = Request::Sync {
+                fid: None,
+                changed: false,
+            };
+            self.dne_proxy(m)?.call(&req).await.map_err(|e| e.errno())?;
+        }
+        Ok(())
+    }
+
     /// A client changed `fid`'s data and says so: other clients holding it open drop
     /// what they cached of it before this returns (see [`callback`]).
     async fn changed_data(&self, fid: Fid, by: u64) {
@@ -1093,8 +1156,11 @@ impl Mdt {
             }
             Request::Sync { fid, changed } => {
                 self.store.sync().await?;
-                if let (Some(fid), true) = (fid, changed) {
-                    self.changed_data(fid, ctx.conn_id).await;
+                if let Some(fid) = fid {
+                    self.sync_name_mdts(&fid).await?;
+                    if changed {
+                        self.changed_data(fid, ctx.conn_id).await;
+                    }
                 }
                 Ok(Reply::Ok)
             }
@@ -1282,7 +1348,13 @@ impl Service for Mdt {
         } else {
             String::new()
         };
-        let r = self.dispatch_bulk(ctx, req, bulk).await;
+        self.health().ensure()?;
+        let r = self.clone().dispatch_bulk(ctx, req, bulk).await;
+        if let Err(e) = &r {
+            // A storage error may mean the storage is going: check it now.
+            let (h, e) = (self.health().clone(), *e);
+            let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
+        }
         if trace {
             tracing::trace!(target: "mdt::req", "{shown} -> {:?}", r.as_ref().map(|(reply, _)| reply));
         }

@@ -3,10 +3,10 @@
 //! Every function here runs inside [`nacre_osd::Tx`], so it either happens whole or not at
 //! all, and checks everything it needs before it changes anything. It owns the namespace's
 //! invariants: a dirent's FID names an existing inode (FID-in-dirent), every link of an inode
-//! is in its linkEA and its nlink, a directory's nlink is 2 plus its subdirectories, a
-//! directory never moves below itself.
+//! is in its linkEA (one key per link in the links table) and its nlink, a directory's nlink
+//! is 2 plus its subdirectories, a directory never moves below itself.
 
-use crate::records::{self, Inode, dirent_key};
+use crate::records::{self, Decoded, Inode, dirent_key};
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::fid::{METADATA_SEQ_WIDTH, SUPER_SEQ_WIDTH, super_seq_start};
 use nacre_core::{Attr, Errno, Fid, FileKind, Layout, StripeObject, Timespec};
@@ -29,6 +29,13 @@ const KEY_SEQ: &[u8] = b"fid.seq";
 const KEY_OID: &[u8] = b"fid.next_oid";
 const KEY_SEQ_NEXT: &[u8] = b"seq.next";
 const KEY_LLOG_NEXT: &[u8] = b"llog.next";
+/// The inode record format every record of the store is in (see [`upgrade_records`]).
+const KEY_RECORDS_VERSION: &[u8] = b"records.version";
+/// Inode records have their links in the links table from this version on.
+const RECORDS_VERSION: u64 = 2;
+/// Inode records read and converted per transaction by [`upgrade_records`]: enough to
+/// make few transactions of a large store, few enough to keep one batch's undo small.
+const UPGRADE_BATCH: usize = 1024;
 
 /// DNE: the name's inode (or a directory the operation walks through) lives on another
 /// MDT; the caller runs the operation as a distributed one (Lustre's -EREMOTE).
@@ -226,6 +233,170 @@ pub async fn upgrade_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
     Ok(moved)
 }
 
+fn is_first(ino: &Inode, parent: &Fid, name: &[u8]) -> bool {
+    ino.link
+        .as_ref()
+        .is_some_and(|(p, n)| p == parent && n == name)
+}
+
+/// Records link (`parent`, `name`) of `ino` in its linkEA: as its first link when it has
+/// none (in the record, which the caller writes), else as a key of the links table.
+pub fn add_link(tx: &mut Tx, ino: &mut Inode, parent: &Fid, name: &[u8]) -> Result<(), Errno> {
+    if ino.link.is_none() {
+        ino.link = Some((*parent, name.to_vec()));
+        return Ok(());
+    }
+    tx.put(
+        Table::Links,
+        &records::link_key(&ino.fid(), parent, name),
+        &[],
+    )
+}
+
+/// Forgets link (`parent`, `name`) of `ino`; returns whether it was recorded. When the
+/// first link goes, the table's lowest takes its place (in the record, which the caller
+/// writes).
+pub fn remove_link(tx: &mut Tx, ino: &mut Inode, parent: &Fid, name: &[u8]) -> Result<bool, Errno> {
+    let fid = ino.fid();
+    if is_first(ino, parent, name) {
+        ino.link = table_links(tx, &fid, 1)?.into_iter().next();
+        if let Some((p, n)) = &ino.link {
+            tx.delete(Table::Links, &records::link_key(&fid, p, n))?;
+        }
+        return Ok(true);
+    }
+    tx.delete(Table::Links, &records::link_key(&fid, parent, name))
+}
+
+pub fn has_link<R: KvRead>(
+    tx: &mut R,
+    ino: &Inode,
+    parent: &Fid,
+    name: &[u8],
+) -> Result<bool, Errno> {
+    if is_first(ino, parent, name) {
+        return Ok(true);
+    }
+    Ok(tx
+        .get(Table::Links, &records::link_key(&ino.fid(), parent, name))?
+        .is_some())
+}
+
+/// Up to `limit` links of `child` from the links table (its first link is not there).
+fn table_links<R: KvRead>(
+    tx: &mut R,
+    child: &Fid,
+    limit: usize,
+) -> Result<Vec<(Fid, Vec<u8>)>, Errno> {
+    let rows = tx.range(
+        Table::Links,
+        &records::links_start(child),
+        &records::links_end(child),
+        limit,
+    )?;
+    rows.iter()
+        .map(|(k, _)| {
+            let (_, parent, name) = records::link_key_parts(k).ok_or(Errno::EIO)?;
+            Ok((parent, name.to_vec()))
+        })
+        .collect()
+}
+
+/// Up to `limit` links of `ino`, its first link first.
+pub fn links_of<R: KvRead>(
+    tx: &mut R,
+    ino: &Inode,
+    limit: usize,
+) -> Result<Vec<(Fid, Vec<u8>)>, Errno> {
+    let mut v: Vec<(Fid, Vec<u8>)> = ino.link.iter().take(limit).cloned().collect();
+    if v.len() < limit {
+        v.extend(table_links(tx, &ino.fid(), limit - v.len())?);
+    }
+    Ok(v)
+}
+
+/// Every link of `ino`, its first link first.
+pub fn all_links<R: KvRead>(tx: &mut R, ino: &Inode) -> Result<Vec<(Fid, Vec<u8>)>, Errno> {
+    links_of(tx, ino, usize::MAX)
+}
+
+/// Replaces the whole linkEA of `ino` by `links` (the first becomes the record's; the
+/// caller writes the inode). LFSCK's repairs and fault injection set it this way.
+pub fn set_links(tx: &mut Tx, ino: &mut Inode, links: Vec<(Fid, Vec<u8>)>) -> Result<(), Errno> {
+    let fid = ino.fid();
+    for (p, n) in table_links(tx, &fid, usize::MAX)? {
+        tx.delete(Table::Links, &records::link_key(&fid, &p, &n))?;
+    }
+    ino.link = None;
+    for (p, n) in links {
+        add_link(tx, ino, &p, &n)?;
+    }
+    Ok(())
+}
+
+/// Converts the store's V1 inode records (each holding its whole linkEA) to the current
+/// format, their links past the first moved to the links table; returns how many it
+/// converted. Runs
+/// before an MDT serves and on stores opened for checking; a store already converted
+/// costs one read.
+/// Whether a store holds records of an older format than this MDT writes (an MDT
+/// converts them when it starts; [`upgrade_records`]).
+pub fn records_outdated<R: KvRead>(v: &mut R) -> Result<bool, Errno> {
+    let version = v
+        .get(Table::Meta, KEY_RECORDS_VERSION)?
+        .and_then(|v| v.try_into().ok())
+        .map(u64::from_le_bytes);
+    if version >= Some(RECORDS_VERSION) {
+        return Ok(false);
+    }
+    Ok(!v.range(Table::Inodes, &[], &[0xff; 17], 1)?.is_empty())
+}
+
+pub async fn upgrade_records(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
+    let version = store
+        .read()?
+        .get(Table::Meta, KEY_RECORDS_VERSION)?
+        .and_then(|v| v.try_into().ok())
+        .map(u64::from_le_bytes);
+    if version >= Some(RECORDS_VERSION) {
+        return Ok(0);
+    }
+    let mut start = Vec::new();
+    let mut converted = 0;
+    loop {
+        let rows = store
+            .read()?
+            .range(Table::Inodes, &start, &[0xff; 17], UPGRADE_BATCH)?;
+        let Some((last, _)) = rows.last() else {
+            break;
+        };
+        start = last.clone();
+        start.push(0);
+        converted += store
+            .write(move |tx| {
+                let mut n = 0;
+                for (k, v) in rows {
+                    if let Decoded::V1(old) = Decoded::decode(&v)? {
+                        let (mut ino, links) = old.split();
+                        for (p, name) in links {
+                            add_link(tx, &mut ino, &p, &name)?;
+                        }
+                        // Under the key it had (a FID before the object index, which
+                        // upgrade_oi converts next; else its inode number).
+                        tx.put(Table::Inodes, &k, &ino.encode())?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+            .await?;
+    }
+    store
+        .write(|tx| put_u64(tx, KEY_RECORDS_VERSION, RECORDS_VERSION))
+        .await?;
+    Ok(converted)
+}
+
 pub fn lookup<R: KvRead>(
     tx: &mut R,
     parent: &Fid,
@@ -292,7 +463,7 @@ pub fn lookup_name_rec<R: KvRead>(
             if !dir.attr.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
-            match (name, dir.links.first()) {
+            match (name, &dir.link) {
                 (b"..", Some((p, _))) => Some((*p, 0)),
                 // The root (and `.`) is its own parent.
                 _ => Some((*parent, dir.ino)),
@@ -378,7 +549,7 @@ pub fn format_root(tx: &mut Tx, now: Timespec) -> Result<(), Errno> {
         lmv: None,
         default_layout: None,
         default_lmv: None,
-        links: Vec::new(),
+        link: None,
         symlink: None,
         lsom_valid: true,
         ino: 0,
@@ -501,7 +672,7 @@ pub fn create(
             None
         },
         default_lmv: None,
-        links: vec![(a.parent, a.name.clone())],
+        link: Some((a.parent, a.name.clone())),
         symlink: a.symlink,
         lsom_valid: !a.open_for_write,
         ino: 0,
@@ -543,13 +714,7 @@ pub(crate) fn drop_link(
     is_open: &dyn Fn(&Fid) -> bool,
 ) -> Result<Removed, Errno> {
     let fid = child.fid();
-    if let Some(pos) = child
-        .links
-        .iter()
-        .position(|(p, n)| p == parent && n == name)
-    {
-        child.links.remove(pos);
-    }
+    remove_link(tx, child, parent, name)?;
     let mut out = Removed {
         fid: Some(fid),
         ..Removed::default()
@@ -632,15 +797,29 @@ pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errn
     }
     tx.delete(Table::Oi, &fid.to_bytes())?;
     tx.delete(Table::Orphans, &fid.to_bytes())?;
-    let start = fid.to_bytes();
-    let end = records::xattr_prefix_end(&fid);
-    loop {
-        let batch = tx.range(Table::Xattrs, &start, &end, 256)?;
-        if batch.is_empty() {
-            break;
-        }
-        for (k, _) in batch {
-            tx.delete(Table::Xattrs, &k)?;
+    let ranges = [
+        (
+            Table::Xattrs,
+            fid.to_bytes().to_vec(),
+            records::xattr_prefix_end(&fid),
+        ),
+        // Links left when the last one went (a removed directory, an open-unlinked file
+        // has none) or never named (an aborted distributed create).
+        (
+            Table::Links,
+            records::links_start(&fid),
+            records::links_end(&fid),
+        ),
+    ];
+    for (table, start, end) in ranges {
+        loop {
+            let batch = tx.range(table, &start, &end, 256)?;
+            if batch.is_empty() {
+                break;
+            }
+            for (k, _) in batch {
+                tx.delete(table, &k)?;
+            }
         }
     }
     let objs: Vec<StripeObject> = ino.layout.iter().flat_map(layout_objects).collect();
@@ -750,7 +929,7 @@ pub fn link(
     put_dirent(tx, parent_fid, name, fid, kind, ino.ino)?;
     ino.attr.nlink += 1;
     ino.attr.ctime = now;
-    ino.links.push((*parent_fid, name.to_vec()));
+    add_link(tx, &mut ino, parent_fid, name)?;
     put_inode(tx, &ino)?;
     parent.attr.mtime = now;
     parent.attr.ctime = now;
@@ -770,8 +949,8 @@ fn is_ancestor(tx: &mut Tx, ancestor: &Fid, fid: &Fid) -> Result<bool, Errno> {
         }
         // The path to the root leaves this MDT: only a distributed walk can tell.
         let ino = get_child(tx, &cur)?;
-        match ino.links.first() {
-            Some((p, _)) => cur = *p,
+        match ino.link {
+            Some((p, _)) => cur = p,
             None => return Ok(false),
         }
     }
@@ -781,15 +960,21 @@ fn is_ancestor(tx: &mut Tx, ancestor: &Fid, fid: &Fid) -> Result<bool, Errno> {
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
 
-fn relink(ino: &mut Inode, from: (&Fid, &[u8]), to: (&Fid, &[u8])) {
-    match ino
-        .links
-        .iter_mut()
-        .find(|(p, n)| p == from.0 && n.as_slice() == from.1)
-    {
-        Some(l) => *l = (*to.0, to.1.to_vec()),
-        None => ino.links.push((*to.0, to.1.to_vec())),
+/// Moves link `from` of `ino` to `to` (recording `to` even if `from` was not); the caller
+/// writes the inode.
+fn relink(
+    tx: &mut Tx,
+    ino: &mut Inode,
+    from: (&Fid, &[u8]),
+    to: (&Fid, &[u8]),
+) -> Result<(), Errno> {
+    if is_first(ino, from.0, from.1) {
+        // The first link keeps its place under its new name.
+        ino.link = Some((*to.0, to.1.to_vec()));
+        return Ok(());
     }
+    remove_link(tx, ino, from.0, from.1)?;
+    add_link(tx, ino, to.0, to.1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -857,8 +1042,8 @@ pub fn rename(
         let tnr = target_rec.map_or(0, |t| t.ino);
         put_dirent(tx, sp, sn, &tfid, tkind, tnr)?;
         put_dirent(tx, dp, dn, &sfid, skind, src.ino)?;
-        relink(&mut sino, (sp, sn), (dp, dn));
-        relink(&mut tino, (dp, dn), (sp, sn));
+        relink(tx, &mut sino, (sp, sn), (dp, dn))?;
+        relink(tx, &mut tino, (dp, dn), (sp, sn))?;
         sino.attr.ctime = now;
         tino.attr.ctime = now;
         if sp != dp && s_is_dir != t_is_dir {
@@ -894,7 +1079,7 @@ pub fn rename(
         }
         tx.delete(Table::Dirents, &dirent_key(sp, sn))?;
         put_dirent(tx, dp, dn, &sfid, skind, src.ino)?;
-        relink(&mut sino, (sp, sn), (dp, dn));
+        relink(tx, &mut sino, (sp, sn), (dp, dn))?;
         sino.attr.ctime = now;
         if s_is_dir && sp != dp {
             s_delta -= 1;
@@ -1062,14 +1247,158 @@ mod tests {
         }
     }
 
+    /// Journal bytes one transaction costs.
+    async fn journaled<R: Send + 'static>(
+        store: &MdStore,
+        f: impl FnOnce(&mut Tx<'_, '_>) -> Result<R, Errno> + Send + 'static,
+    ) -> u64 {
+        let bytes = || {
+            store
+                .stats()
+                .journal_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let before = bytes();
+        store.write(f).await.expect("write");
+        bytes() - before
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_costs_the_same_however_many_links_the_file_has() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
+        let (dir, file) = store
+            .write(|tx| {
+                format_root(tx, Timespec::default())?;
+                let Created::New(dir) =
+                    create(tx, 0, args(Fid::ROOT, b"d", libc::S_IFDIR | 0o755), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                let Created::New(file) =
+                    create(tx, 0, args(dir.fid(), b"f", libc::S_IFREG | 0o644), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                Ok((dir.fid(), file.fid()))
+            })
+            .await
+            .expect("create");
+        let name = |i: u32| format!("link{i:06}").into_bytes();
+        let first = journaled(&store, move |tx| {
+            link(tx, &file, &dir, &name(0), Timespec::default())
+        })
+        .await;
+        const MANY: u32 = 3000;
+        for batch in 0..MANY / 500 {
+            store
+                .write(move |tx| {
+                    for i in 1 + batch * 500..=(batch + 1) * 500 {
+                        link(tx, &file, &dir, &name(i), Timespec::default())?;
+                    }
+                    Ok(())
+                })
+                .await
+                .expect("links");
+        }
+        let later = journaled(&store, move |tx| {
+            link(tx, &file, &dir, &name(MANY + 1), Timespec::default())
+        })
+        .await;
+        assert!(
+            later <= first + 16,
+            "link #1 journals {first} bytes, link #{} {later}",
+            MANY + 2
+        );
+        let v = store.read().expect("view");
+        assert_eq!(
+            get_inode(&mut { v }, &file).expect("inode").attr.nlink,
+            MANY + 3
+        );
+        store.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn v1_records_are_converted_with_their_links() {
+        const V1_INO: u64 = 1000;
+        let d = tempfile::tempdir().expect("tmp");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
+        let fid = Fid::new(0x200000401, 7, 0);
+        let links = vec![(Fid::ROOT, b"a".to_vec()), (Fid::ROOT, b"b".to_vec())];
+        let old = records::InodeV1 {
+            attr: Attr {
+                fid,
+                mode: libc::S_IFREG | 0o644,
+                nlink: 2,
+                ..Attr::default()
+            },
+            layout: None,
+            lmv: None,
+            default_layout: None,
+            default_lmv: None,
+            links: links.clone(),
+            symlink: None,
+            lsom_valid: true,
+        };
+        // A store as format V1 left it: the root and a file with two names.
+        store
+            .write(move |tx| {
+                format_root(tx, Timespec::default())?;
+                // Under an inode number, with its index entry, as the store keeps it.
+                tx.put(Table::Inodes, &records::inode_key(V1_INO), &old.encode())?;
+                tx.put(Table::Oi, &fid.to_bytes(), &records::oi_value(V1_INO))?;
+                for n in [&b"a"[..], b"b"] {
+                    tx.put(
+                        Table::Dirents,
+                        &dirent_key(&Fid::ROOT, n),
+                        &records::dirent_value(&fid, FileKind::Regular, 0),
+                    )?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("v1 store");
+        assert_eq!(upgrade_records(&store).await, Ok(1));
+        // Converted under the key it had.
+        let raw = store
+            .read()
+            .expect("view")
+            .get(Table::Inodes, &records::inode_key(V1_INO))
+            .expect("get")
+            .expect("inode");
+        assert!(matches!(Decoded::decode(&raw), Ok(Decoded::Current(_))));
+        let mut v = store.read().expect("view");
+        let ino = get_inode(&mut v, &fid).expect("inode");
+        assert_eq!(links_of(&mut v, &ino, 10), Ok(links));
+        drop(v);
+        // Converted once: the next start only reads the version.
+        assert_eq!(upgrade_records(&store).await, Ok(0));
+        let t = Timespec::default();
+        store
+            .write(move |tx| unlink(tx, &Fid::ROOT, b"a", false, t, &|_: &Fid| false))
+            .await
+            .expect("unlink");
+        // The next link took the first one's place.
+        let mut v = store.read().expect("view");
+        let ino = get_inode(&mut v, &fid).expect("inode");
+        assert_eq!(ino.link, Some((Fid::ROOT, b"b".to_vec())));
+        assert_eq!(links_of(&mut v, &ino, 10).expect("links").len(), 1);
+        assert_eq!(ino.attr.nlink, 1);
+        drop(v);
+        store.close().await;
+    }
+
     #[tokio::test]
     async fn a_store_made_before_the_object_index_is_converted() {
         let d = tempfile::tempdir().expect("tmp");
-        let store = MdStore::open(d.path(), MdStoreConfig::default()).expect("store");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
         // As older versions wrote them: inodes under their FIDs, no index, no inode
         // numbers in the name entries.
         let file = Fid::new(0x200000401, 7, 0);
-        let mk = |fid: Fid, mode: u32, links: Vec<(Fid, Vec<u8>)>| Inode {
+        let mk = |fid: Fid, mode: u32, link: Option<(Fid, Vec<u8>)>| Inode {
             attr: Attr {
                 fid,
                 mode,
@@ -1080,16 +1409,16 @@ mod tests {
             lmv: None,
             default_layout: None,
             default_lmv: None,
-            links,
+            link,
             symlink: None,
             lsom_valid: true,
             ino: 0,
         };
-        let root = mk(Fid::ROOT, libc::S_IFDIR | 0o755, vec![]);
+        let root = mk(Fid::ROOT, libc::S_IFDIR | 0o755, None);
         let f = mk(
             file,
             libc::S_IFREG | 0o644,
-            vec![(Fid::ROOT, b"f".to_vec())],
+            Some((Fid::ROOT, b"f".to_vec())),
         );
         store
             .write(move |tx| {
@@ -1122,7 +1451,8 @@ mod tests {
     #[tokio::test]
     async fn the_object_index_maps_fids_to_inode_numbers_checked_by_their_own_fid() {
         let d = tempfile::tempdir().expect("tmp");
-        let store = MdStore::open(d.path(), MdStoreConfig::default()).expect("store");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
         let (a, b) = store
             .write(|tx| {
                 format_root(tx, Timespec::default())?;
@@ -1166,7 +1496,8 @@ mod tests {
     #[tokio::test]
     async fn lookup_checks_names_and_resolves_dots() {
         let d = tempfile::tempdir().expect("tmp");
-        let store = MdStore::open(d.path(), MdStoreConfig::default()).expect("store");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
         let (dir, file) = store
             .write(|tx| {
                 format_root(tx, Timespec::default())?;

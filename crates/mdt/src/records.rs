@@ -9,7 +9,18 @@
 //!   both the inode number and the FID). The hash orders a directory's entries and doubles
 //!   as the readdir cookie, so cookies stay valid while entries come and go (as ldiskfs
 //!   htree hashes do for Lustre).
+//! - Links: key = child FID + parent FID + name hash + name, value empty: the links of an
+//!   inode beyond its first, which its record holds ([`Inode::link`]). Together they are the
+//!   linkEA. A file's create writes no more than its inode and its name, a further link costs
+//!   one key whatever the link count, and every link stays recorded (Lustre's linkEA is one
+//!   xattr, bounded at 4 KiB, past which names go unrecorded and the inode is flagged
+//!   overflowed). The first link is what `..`, fid2path and the ancestor walk follow; when
+//!   it goes, the lowest key of the table takes its place.
 //! - Xattrs: key = FID + name.
+//!
+//! Inode records are versioned. V1 held the whole linkEA in the inode, so each new link
+//! rewrote all of them; V2 holds the first link only. An MDT converts V1 records when it
+//! starts ([`crate::mdd::upgrade_records`]), moving their other links into the links table.
 
 use nacre_core::lmv::{Lmv, LmvTemplate, fnv_1a_64};
 use nacre_core::{Attr, Errno, Fid, FileKind, Layout};
@@ -25,8 +36,9 @@ pub struct Inode {
     pub default_layout: Option<Layout>,
     /// Directory default directory layout (`lfs setdirstripe -D`).
     pub default_lmv: Option<LmvTemplate>,
-    /// linkEA: (parent FID, name) of every hard link.
-    pub links: Vec<(Fid, Vec<u8>)>,
+    /// The first link (parent FID, name); the others are in the links table. None only
+    /// when there are none (the root, an open-unlinked file, a removed directory).
+    pub link: Option<(Fid, Vec<u8>)>,
     pub symlink: Option<Vec<u8>>,
     /// `attr.size` is exact (the last writer reported it at close); see Lazy Size-on-MDT.
     pub lsom_valid: bool,
@@ -36,24 +48,81 @@ pub struct Inode {
     pub ino: u64,
 }
 
-/// Versioned so later formats can be read next to old ones.
-#[derive(Serialize, Deserialize)]
-enum InodeRecord {
-    V1(Inode),
+/// An inode as format V1 kept it: with its linkEA, (parent FID, name) of every link.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InodeV1 {
+    pub attr: Attr,
+    pub layout: Option<Layout>,
+    pub lmv: Option<Lmv>,
+    pub default_layout: Option<Layout>,
+    pub default_lmv: Option<LmvTemplate>,
+    pub links: Vec<(Fid, Vec<u8>)>,
+    pub symlink: Option<Vec<u8>>,
+    pub lsom_valid: bool,
 }
 
-impl Inode {
+impl InodeV1 {
+    /// The inode with its first link, and its other links.
+    pub fn split(self) -> (Inode, Vec<(Fid, Vec<u8>)>) {
+        let mut links = self.links.into_iter();
+        let ino = Inode {
+            attr: self.attr,
+            layout: self.layout,
+            lmv: self.lmv,
+            default_layout: self.default_layout,
+            default_lmv: self.default_lmv,
+            link: links.next(),
+            symlink: self.symlink,
+            lsom_valid: self.lsom_valid,
+            ino: 0,
+        };
+        (ino, links.collect())
+    }
+
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         postcard::to_allocvec(&InodeRecordRef::V1(self)).unwrap_or_default()
     }
+}
 
-    pub fn decode(b: &[u8]) -> Result<Inode, Errno> {
+/// Versioned so later formats can be read next to old ones.
+#[derive(Serialize, Deserialize)]
+enum InodeRecord {
+    V1(InodeV1),
+    V2(Inode),
+}
+
+/// A stored inode record, either format.
+pub enum Decoded {
+    Current(Inode),
+    /// Not yet converted: all its links are still inside.
+    V1(InodeV1),
+}
+
+impl Decoded {
+    pub fn decode(b: &[u8]) -> Result<Decoded, Errno> {
         match postcard::from_bytes::<InodeRecord>(b) {
-            Ok(InodeRecord::V1(i)) => Ok(i),
+            Ok(InodeRecord::V2(i)) => Ok(Decoded::Current(i)),
+            Ok(InodeRecord::V1(i)) => Ok(Decoded::V1(i)),
             Err(e) => {
                 tracing::error!(target: "mdt", "corrupt inode record: {e}");
                 Err(Errno::EIO)
             }
+        }
+    }
+}
+
+impl Inode {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(&InodeRecordRef::V2(self)).unwrap_or_default()
+    }
+
+    /// Decodes an inode record. A V1 record reads with its first link only: the MDT
+    /// converts every V1 record, links included, before it serves (see the module comment).
+    pub fn decode(b: &[u8]) -> Result<Inode, Errno> {
+        match Decoded::decode(b)? {
+            Decoded::Current(i) => Ok(i),
+            Decoded::V1(i) => Ok(i.split().0),
         }
     }
 
@@ -68,7 +137,10 @@ impl Inode {
 
 #[derive(Serialize)]
 enum InodeRecordRef<'a> {
-    V1(&'a Inode),
+    // Only tests write V1 records; the variant keeps V2's tag.
+    #[allow(dead_code)]
+    V1(&'a InodeV1),
+    V2(&'a Inode),
 }
 
 /// Hash of a name inside its directory: key order and readdir cookie. Never 0, 1 or 2,
@@ -179,6 +251,39 @@ fn kind_from_code(c: u8) -> Option<FileKind> {
     .find(|k| k.dtype() == c)
 }
 
+/// The links-table key of link (`parent`, `name`) of `child` (not its first link).
+pub fn link_key(child: &Fid, parent: &Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(40 + name.len());
+    k.extend_from_slice(&child.to_bytes());
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(&name_hash(name).to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// First key of `child`'s links in the table.
+pub fn links_start(child: &Fid) -> Vec<u8> {
+    child.to_bytes().to_vec()
+}
+
+/// One past the last key of `child`'s links (no parent FID is all ones, and name hashes
+/// stay below 2^63).
+pub fn links_end(child: &Fid) -> Vec<u8> {
+    let mut k = child.to_bytes().to_vec();
+    k.extend_from_slice(&[0xff; 25]);
+    k
+}
+
+/// Splits a links-table key into (child, parent, name).
+pub fn link_key_parts(k: &[u8]) -> Option<(Fid, Fid, &[u8])> {
+    if k.len() <= 40 {
+        return None;
+    }
+    let child = Fid::from_bytes(&k[..16])?;
+    let parent = Fid::from_bytes(&k[16..32])?;
+    Some((child, parent, &k[40..]))
+}
+
 pub fn xattr_key(fid: &Fid, name: &[u8]) -> Vec<u8> {
     let mut k = fid.to_bytes().to_vec();
     k.extend_from_slice(name);
@@ -211,6 +316,55 @@ mod tests {
     }
 
     #[test]
+    fn link_keys_group_by_child_and_split_back() {
+        let (a, b) = (Fid::new(0x200000401, 1, 0), Fid::new(0x200000401, 2, 0));
+        let p = Fid::new(0x200000401, 9, 0);
+        let k = link_key(&a, &p, b"name");
+        assert!(k > links_start(&a) && k < links_end(&a));
+        assert!(k < links_start(&b));
+        assert!(
+            link_key(&a, &Fid::new(u64::MAX, u32::MAX, u32::MAX), &[0xff; 255]) < links_end(&a)
+        );
+        assert_eq!(link_key_parts(&k), Some((a, p, &b"name"[..])));
+        assert_eq!(link_key_parts(&k[..40]), None);
+    }
+
+    #[test]
+    fn a_v1_record_reads_with_its_links_apart() {
+        let attr = Attr {
+            fid: Fid::new(0x200000401, 5, 0),
+            mode: libc::S_IFREG | 0o644,
+            nlink: 2,
+            ..Attr::default()
+        };
+        let links = vec![(Fid::ROOT, b"a".to_vec()), (Fid::ROOT, b"b".to_vec())];
+        let v1 = InodeV1 {
+            attr: attr.clone(),
+            layout: None,
+            lmv: None,
+            default_layout: None,
+            default_lmv: None,
+            links: links.clone(),
+            symlink: Some(b"t".to_vec()),
+            lsom_valid: true,
+        };
+        let b = v1.encode();
+        let Ok(Decoded::V1(back)) = Decoded::decode(&b) else {
+            panic!("not read as V1");
+        };
+        let (ino, got) = back.split();
+        assert_eq!(ino.link.as_ref(), Some(&links[0]));
+        assert_eq!(got, links[1..]);
+        assert_eq!(ino.attr, attr);
+        assert_eq!(ino.symlink.as_deref(), Some(&b"t"[..]));
+        assert_eq!(Inode::decode(&b), Ok(ino.clone()));
+        assert!(matches!(
+            Decoded::decode(&ino.encode()),
+            Ok(Decoded::Current(_))
+        ));
+    }
+
+    #[test]
     fn inode_round_trip_and_corruption() {
         let i = Inode {
             attr: Attr {
@@ -223,7 +377,7 @@ mod tests {
             lmv: None,
             default_layout: Some(Layout::plain(1, 4 << 20, -1)),
             default_lmv: None,
-            links: vec![],
+            link: None,
             symlink: None,
             lsom_valid: true,
             ino: 0,

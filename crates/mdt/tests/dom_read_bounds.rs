@@ -82,7 +82,17 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
     };
     let (_sd, sd_rx) = watch::channel(false);
 
-    let store = ObjStore::open(&dir.path().join("ost0"), ObjStoreConfig::default()).expect("store");
+    let health = |name: &str, d: &std::path::Path| {
+        std::fs::create_dir_all(d).expect("mkdir");
+        nacre_osd::Health::open(name, d).expect("health")
+    };
+    let ost_dir = dir.path().join("ost0");
+    let store = ObjStore::open(
+        &ost_dir,
+        ObjStoreConfig::default(),
+        health("domfs-OST0000", &ost_dir),
+    )
+    .expect("store");
     store.precreate(SEQ, 4).expect("precreate");
     let ost_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let ost_addr = ost_listener.local_addr().expect("addr").to_string();
@@ -117,6 +127,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
             dir: dir.path().join("mdt0"),
             store: MdStoreConfig::default(),
             conn: conn_cfg(&key, "domfs-MDT0000"),
+            health: health("domfs-MDT0000", &dir.path().join("mdt0")),
         },
         cfg_rx.clone(),
     )

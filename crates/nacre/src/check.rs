@@ -23,6 +23,16 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
                 d.display()
             );
         }
+        let outdated = s
+            .read()
+            .and_then(|mut v| nacre_mdt::mdd::records_outdated(&mut v))
+            .map_err(|e| anyhow::anyhow!("cannot read the MDT store in {}: {e}", d.display()))?;
+        if outdated {
+            bail!(
+                "{} holds records of an older nacre: start the file system once (it converts them), then check",
+                d.display()
+            );
+        }
         stores.push(s);
     }
     let mut views = stores

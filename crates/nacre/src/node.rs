@@ -8,7 +8,7 @@ use nacre_core::TargetName;
 use nacre_lfsck::MdtLfsck;
 use nacre_mdt::{Mdt, MdtConfig};
 use nacre_mgs::Mgs;
-use nacre_osd::{MdStoreConfig, ObjStore, ObjStoreConfig};
+use nacre_osd::{Health, MdStoreConfig, ObjStore, ObjStoreConfig};
 use nacre_ost::Ost;
 use nacre_rpc::Key;
 use nacre_rpc::conn::ConnConfig;
@@ -132,6 +132,14 @@ pub async fn serve_mgs(
     ))
 }
 
+/// Starts watching the storage of target `name` in `dir`: the directory, its identity
+/// file, and (registered by the stores) what the stores keep there.
+fn target_health(dir: &Path, fsname: &str, name: TargetName) -> Result<Arc<Health>> {
+    let health = Health::open(name.full(fsname), dir)?;
+    health.watch(&dir.join(crate::target::TARGET_FILE))?;
+    Ok(health)
+}
+
 /// Tunables of a server process.
 #[derive(Clone, Debug)]
 pub struct ServerTuning {
@@ -177,6 +185,7 @@ pub async fn serve_mdt(
             max_in_flight: 64,
             timeout: nacre_rpc::conn::DEFAULT_TIMEOUT,
         },
+        health: target_health(dir, fsname, name)?,
     };
     let mdt = Mdt::start(cfg, config)
         .await
@@ -208,7 +217,8 @@ pub async fn serve_ost(
 ) -> Result<Served> {
     let name = TargetName::ost(index);
     crate::target::restrict_dir(dir)?;
-    let store = ObjStore::open(dir, tuning.obj.clone()).with_context(|| {
+    let health = target_health(dir, fsname, name)?;
+    let store = ObjStore::open(dir, tuning.obj.clone(), health).with_context(|| {
         format!(
             "cannot open the objects of {} in {}",
             name.full(fsname),

@@ -234,13 +234,23 @@ impl OstParams {
 
 impl ParamSource for OstParams {
     fn list(&self) -> Vec<ParamValue> {
-        vec![ParamValue {
-            name: self.writethrough(),
-            // 1: written data goes through (and stays in) the page cache; 0: large
-            // aligned writes go straight to the disk.
-            value: u8::from(!self.ost.store().direct_io()).to_string(),
-            writable: true,
-        }]
+        vec![
+            ParamValue {
+                name: self.writethrough(),
+                // 1: written data goes through (and stays in) the page cache; 0: large
+                // aligned writes go straight to the disk.
+                value: u8::from(!self.ost.store().direct_io()).to_string(),
+                writable: true,
+            },
+            ParamValue {
+                name: format!(
+                    "obdfilter.{}-OST{:04x}.health_check",
+                    self.fsname, self.ost.index
+                ),
+                value: self.ost.health_check(),
+                writable: false,
+            },
+        ]
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), String> {
@@ -305,9 +315,31 @@ impl ParamSource for MdtParams {
                 writable: true,
             },
             ParamValue {
+                name: format!("mdt.{}-MDT{:04x}.health_check", self.fsname, self.mdt.index),
+                value: self.mdt.health_check(),
+                writable: false,
+            },
+            ParamValue {
                 name: format!("{}.sync_journal", self.osd()),
                 value: u8::from(self.mdt.store().sync_journal()).to_string(),
                 writable: true,
+            },
+            ParamValue {
+                name: format!("{}.journal_stats", self.osd()),
+                value: {
+                    let st = self.mdt.store().stats();
+                    let n = |a: &std::sync::atomic::AtomicU64| {
+                        a.load(std::sync::atomic::Ordering::Relaxed)
+                    };
+                    format!(
+                        "transactions {}\nbatches {}\njournal_syncs {}\ncheckpoints {}",
+                        n(&st.transactions),
+                        n(&st.batches),
+                        n(&st.journal_syncs),
+                        n(&st.checkpoints)
+                    )
+                },
+                writable: false,
             },
         ];
         for osp in self.mdt.lod().osps() {

@@ -574,3 +574,75 @@ async fn a_stopped_run_resumes_where_it_was_and_a_paused_one_after_a_restart() {
     assert_eq!(st.items_checked, total);
     fs.stop().await;
 }
+
+/// `lctl lfsck_start`, `lfsck_query -w` and `get_param mdd.*.lfsck_namespace` on a file
+/// system brought up with `nacre up` and mounted, while a client keeps creating and
+/// writing files: the run completes, repairs nothing, and the kept files read back.
+#[test]
+fn lctl_checks_a_mounted_file_system_while_a_client_writes() {
+    const WRITES_WHILE_CHECKING: u32 = 300;
+    if !common::require_fuse() {
+        return;
+    }
+    let fs = common::UpFs::new(&[]);
+    let d = fs.path("busy");
+    std::fs::create_dir(&d).expect("mkdir");
+    for i in 0..200 {
+        std::fs::write(d.join(format!("f{i}")), format!("kept {i}")).expect("write");
+    }
+    // A bounded number of new files: a scan that meets objects created faster than
+    // its speed limit lets it check would otherwise chase them.
+    let writer = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            for n in 0..WRITES_WHILE_CHECKING {
+                std::fs::write(d.join(format!("w{n}")), vec![7u8; 4096])
+                    .expect("a write while the check runs");
+            }
+        })
+    };
+    // Slowed down (-s) so the writer overlaps the scan.
+    let out = common::ok(&["lctl", "lfsck_start", "-t", "namespace", "-s", "500"]);
+    assert!(out.starts_with("Started LFSCK on the device "), "{out}");
+    assert!(out.ends_with("-MDT0000: scrub namespace\n"), "{out}");
+    let q = common::ok(&["lctl", "lfsck_query", "-w", "-t", "namespace"]);
+    writer.join().expect("writer");
+    assert!(q.contains("namespace_mdts_completed: 1\n"), "{q}");
+    assert!(q.contains("namespace_repaired: 0\n"), "{q}");
+    let text = common::ok(&["lctl", "get_param", "-n", "mdd.*.lfsck_namespace"]);
+    let keys: Vec<&str> = text
+        .lines()
+        .map(|l| l.split(':').next().unwrap_or_default())
+        .collect();
+    // Lustre's fields, in Lustre's order.
+    assert_eq!(
+        keys[..6],
+        ["name", "magic", "version", "status", "flags", "param"],
+        "{text}"
+    );
+    assert!(text.contains("status: completed\n"), "{text}");
+    let repaired: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("_repaired: ") && !l.ends_with(": 0"))
+        .collect();
+    assert!(repaired.is_empty(), "false repairs: {repaired:?}\n{text}");
+    let checked = text
+        .lines()
+        .find_map(|l| l.strip_prefix("checked_phase1: "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("checked_phase1");
+    assert!(checked >= 202, "{text}");
+    for i in 0..200 {
+        let got = std::fs::read_to_string(d.join(format!("f{i}"))).expect("read");
+        assert_eq!(got, format!("kept {i}"));
+    }
+    for n in 0..WRITES_WHILE_CHECKING {
+        assert_eq!(
+            std::fs::metadata(d.join(format!("w{n}")))
+                .expect("written")
+                .len(),
+            4096
+        );
+    }
+    fs.down();
+}

@@ -214,13 +214,25 @@ fn bad_input_gets_clear_errors() {
         let fs = UpFs::new(&["--osts", "1"]);
         let bad = tmp.path().join("badkey");
         std::fs::write(&bad, "00".repeat(32)).expect("key");
-        let err = fail(&[
-            "mount",
-            &fs.spec(),
-            tmp.path().join("m3").to_str().expect("utf8"),
-            "--key",
-            bad.to_str().expect("utf8"),
-        ]);
+        let mount_with_bad_key = || {
+            fail(&[
+                "mount",
+                &fs.spec(),
+                tmp.path().join("m3").to_str().expect("utf8"),
+                "--key",
+                bad.to_str().expect("utf8"),
+            ])
+        };
+        // Written with the umask's 0644: refused before any connection, as ssh refuses a
+        // private key others can read.
+        let err = mount_with_bad_key();
+        assert!(
+            err.contains("mode 0644") && err.contains("chmod 600"),
+            "{err}"
+        );
+        let private = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600);
+        std::fs::set_permissions(&bad, private).expect("chmod");
+        let err = mount_with_bad_key();
         assert!(err.contains("does not hold the key"), "{err}");
         // Unmounting something that is not mounted.
         let err = fail(&["umount", tmp.path().join("m3").to_str().expect("utf8")]);

@@ -61,6 +61,13 @@ impl Journal {
     /// (no space now, no fallocate), the journal simply grows as it goes.
     fn reserve(&self) {
         use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        // Already there (a store reopened after a clean stop): touch nothing.
+        if let Ok(m) = self.file.metadata()
+            && m.blocks() * 512 >= self.len + JOURNAL_RESERVE
+        {
+            return;
+        }
         // SAFETY: fallocate on our own open descriptor; it changes no data or size.
         let r = unsafe {
             libc::fallocate(

@@ -6,14 +6,19 @@
 //! - [`objstore`]: the OST's store. Each object is a file under `O/<seq>/d<oid % 32>/<oid>`
 //!   (ldiskfs's O/ tree), with its filter fid (parent FID and stripe index) in an xattr.
 //!
+//! - [`health`]: whether a target's storage is still there and working, checked at start,
+//!   periodically and after errors; both stores report to it.
+//!
 //! Nothing here knows about the namespace or the wire: the MDT and OST crates give meaning to
 //! keys and objects.
 
+pub mod health;
 pub mod journal;
 pub mod mdstore;
 pub mod objstore;
 pub mod snapshot;
 
+pub use health::Health;
 pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
 pub use objstore::{ObjStore, ObjStoreConfig};
 pub use snapshot::StoreSnapshot;
@@ -34,6 +39,14 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(PRIVATE_DIR_MODE)
         .create(dir)
+}
+
+/// A builder that makes one directory (not its parents) with [`PRIVATE_DIR_MODE`]: for
+/// stores that must not recreate what vanished above them.
+pub fn private_dir_builder() -> std::fs::DirBuilder {
+    let mut b = std::fs::DirBuilder::new();
+    b.mode(PRIVATE_DIR_MODE);
+    b
 }
 
 /// Options that create a file with [`PRIVATE_FILE_MODE`].

@@ -53,6 +53,7 @@
 //! LMDB's put does not return the old value; giving up redb's page checksums; and
 //! converting existing `mdt.redb` stores.
 
+use crate::health::Health;
 use crate::journal::{Journal, Mutation, Record};
 use nacre_core::Errno;
 use parking_lot::{Condvar, Mutex};
@@ -69,8 +70,8 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Table {
-    /// Local inode number -> inode (attributes, layout, LMV, linkEA, and its own FID, as
-    /// ldiskfs keeps it in the LMA).
+    /// Local inode number -> inode (attributes, layout, LMV, first link, and its own FID,
+    /// as ldiskfs keeps it in the LMA).
     Inodes = 0,
     /// parent FID + name hash + name -> child FID and type (FID-in-dirent).
     Dirents = 1,
@@ -90,15 +91,18 @@ pub enum Table {
     /// DNE coordinator side: distributed operations that committed here and whose
     /// participants have not all confirmed yet.
     DneCommitted = 8,
+    /// child FID + parent FID + name hash + name -> nothing: every hard link of an inode
+    /// but its first (the linkEA, one key per link).
+    Links = 9,
     /// The object index (Lustre's OI): FID -> local inode number. The OI scrub rebuilds it
     /// from the inodes' own FIDs.
-    Oi = 9,
+    Oi = 10,
     /// LFSCK's namespace trace: objects its second phase must look at again, and links
     /// a dry run found that the objects do not record.
-    LfsckTrace = 10,
+    LfsckTrace = 11,
 }
 
-const TABLE_COUNT: usize = 11;
+const TABLE_COUNT: usize = 12;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -109,6 +113,7 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Fld,
     Table::DnePending,
     Table::DneCommitted,
+    Table::Links,
     Table::Oi,
     Table::LfsckTrace,
 ];
@@ -125,6 +130,7 @@ impl Table {
             Table::Fld => "fld",
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
+            Table::Links => "links",
             Table::Oi => "oi",
             Table::LfsckTrace => "lfsck_trace",
         })
@@ -188,6 +194,8 @@ pub struct StoreStats {
     pub batches: AtomicU64,
     pub checkpoints: AtomicU64,
     pub journal_syncs: AtomicU64,
+    /// Bytes written to the journal: what the committed changes cost on disk.
+    pub journal_bytes: AtomicU64,
 }
 
 struct Shared {
@@ -198,7 +206,8 @@ struct Shared {
     exec: Mutex<Executor>,
     /// Bounds the queue: a caller takes a slot before queueing ([`MdStoreConfig::queue_depth`]).
     slots: Semaphore,
-    failed: AtomicBool,
+    /// The target's storage health: once failed, nothing more is committed.
+    health: Arc<Health>,
     sync_journal: AtomicBool,
     stats: StoreStats,
     max_batch: usize,
@@ -534,21 +543,22 @@ fn storage_errno(e: &redb::StorageError) -> Errno {
     }
 }
 
-type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
-
 /// A consistent snapshot for reads.
 pub struct ReadView {
     txn: redb::ReadTransaction,
 }
+
+/// A table as a read view sees it.
+type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 impl ReadView {
     pub(crate) fn new(txn: redb::ReadTransaction) -> ReadView {
         ReadView { txn }
     }
 
-    /// A table, or `None` when the store predates it (a store from an older version, read
-    /// without being written).
-    fn table(&self, t: Table) -> Result<Option<ReadTable>, Errno> {
+    /// Table `t`, or `None` where it was never written (a new store, read before its first
+    /// change: nothing is created until something is written).
+    fn table(&self, t: Table) -> Result<Option<BytesTable>, Errno> {
         match self.txn.open_table(t.def()) {
             Ok(tab) => Ok(Some(tab)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
@@ -582,21 +592,33 @@ impl ReadView {
     }
 
     pub fn count(&self, t: Table) -> Result<u64, Errno> {
-        let Some(tab) = self.table(t)? else {
-            return Ok(0);
-        };
-        tab.len().map_err(|e| storage_errno(&e))
+        match self.table(t)? {
+            Some(tab) => tab.len().map_err(|e| storage_errno(&e)),
+            None => Ok(0),
+        }
     }
 }
 
 impl MdStore {
-    /// Opens (or creates) the store in `dir`, replaying the journal.
-    pub fn open(dir: &Path, cfg: MdStoreConfig) -> Result<MdStore, StoreError> {
+    /// Opens (or creates) the store in `dir`, replaying the journal. `dir` is made if it
+    /// is missing, but not its parent (the target directory). From then on `health`
+    /// watches the store's directory and files, and the store commits nothing once it
+    /// failed.
+    pub fn open(
+        dir: &Path,
+        cfg: MdStoreConfig,
+        health: Arc<Health>,
+    ) -> Result<MdStore, StoreError> {
         let open_err = |reason: String| StoreError::Open {
             path: dir.display().to_string(),
             reason,
         };
-        crate::create_private_dir(dir).map_err(|e| open_err(e.to_string()))?;
+        match crate::private_dir_builder().create(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(open_err(e.to_string()));
+            }
+            _ => {}
+        }
         let db_path = dir.join(DB_FILE);
         // Opened here rather than by redb, so a new file gets the private mode.
         let file = crate::private_file()
@@ -618,6 +640,9 @@ impl MdStore {
             path: journal_path.display().to_string(),
             reason,
         })?;
+        for p in [dir, &db_path, &journal_path] {
+            health.watch(p).map_err(|e| open_err(e.to_string()))?;
+        }
         let checkpointer = Arc::new(CheckpointSignal::default());
         let shared = Arc::new(Shared {
             db,
@@ -628,7 +653,7 @@ impl MdStore {
                 last_checkpoint: Instant::now(),
             }),
             slots: Semaphore::new(cfg.queue_depth.clamp(1, Semaphore::MAX_PERMITS)),
-            failed: AtomicBool::new(false),
+            health,
             sync_journal: AtomicBool::new(cfg.sync_journal),
             stats: StoreStats::default(),
             max_batch: cfg.max_batch.max(1),
@@ -693,9 +718,7 @@ impl MdStore {
         F: FnOnce(&mut Tx<'_, '_>) -> Result<R, Errno> + Send + 'static,
     {
         let s = &self.shared;
-        if s.failed.load(Ordering::Acquire) {
-            return Err(Errno::EROFS);
-        }
+        s.health.ensure()?;
         let _slot = s.slots.acquire().await.map_err(|_| Errno::ESHUTDOWN)?;
         let (reply, mut rx) = oneshot::channel();
         let f: TxFn = Box::new(move |tx| f(tx).map(|r| Box::new(r) as Box<dyn Any + Send>));
@@ -768,6 +791,10 @@ impl MdStore {
 
     pub fn stats(&self) -> &StoreStats {
         &self.shared.stats
+    }
+
+    pub fn health(&self) -> &Arc<Health> {
+        &self.shared.health
     }
 
     /// Commits what is queued, checkpoints and stops; later writes fail with ESHUTDOWN.
@@ -874,8 +901,8 @@ impl Executor {
                 let _ = p.reply.send(Err(e));
             }
         };
-        if s.failed.load(Ordering::Acquire) {
-            return fail_all(batch, Errno::EROFS);
+        if s.health.is_failed() {
+            return fail_all(batch, Errno::EIO);
         }
         let mut wtxn = match s.db.begin_write() {
             Ok(t) => t,
@@ -915,34 +942,46 @@ impl Executor {
                 answers.push((reply, res));
             }
         }
+        let refuse = |answers: Vec<(oneshot::Sender<Answer>, Answer)>, errno: Errno| {
+            for (reply, _) in answers {
+                let _ = reply.send(Err(errno));
+            }
+        };
+        let mark = self.journal.len();
         if !muts.is_empty() {
             let transno = self.transno + 1;
             if let Err(e) = self.journal.append(transno, &muts) {
                 tracing::error!(target: "osd", "journal write failed: {e}");
-                let errno = Errno::from(e);
+                let errno = s.health.io_error("the journal", e);
                 let _ = wtxn.abort();
-                for (reply, _) in answers {
-                    let _ = reply.send(Err(errno));
-                }
-                return;
+                return refuse(answers, errno);
             }
             self.transno = transno;
+            s.stats
+                .journal_bytes
+                .fetch_add(self.journal.len() - mark, Ordering::Relaxed);
         }
         if need_sync {
             s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.journal.sync() {
-                tracing::error!(target: "osd", "journal sync failed: {e}");
+            // Durable only in a journal that is still the target's: a removed one syncs too.
+            let synced = match self.journal.sync() {
+                Ok(()) => s.health.verify(),
+                Err(e) => Err(s.health.io_error("the journal", e)),
+            };
+            if let Err(errno) = synced {
+                // Nobody is told these changes happened: a restart must not replay them.
+                let _ = self.journal.truncate(mark);
+                let _ = wtxn.abort();
+                return refuse(answers, errno);
             }
         }
         if let Err(e) = wtxn.commit() {
             // The journal holds the batch but redb refused it: stop accepting changes rather
             // than diverge; a restart replays the journal.
-            tracing::error!(target: "osd", "commit failed, store is now read-only: {e}");
-            s.failed.store(true, Ordering::Release);
-            for (reply, _) in answers {
-                let _ = reply.send(Err(Errno::EIO));
-            }
-            return;
+            s.health.fail(format!(
+                "metadata store commit failed (the journal keeps it): {e}"
+            ));
+            return refuse(answers, Errno::EIO);
         }
         s.stats.batches.fetch_add(1, Ordering::Relaxed);
         s.stats
@@ -954,7 +993,8 @@ impl Executor {
     }
 
     fn checkpoint(&mut self, s: &Shared) {
-        if self.journal.is_empty() {
+        // A failed store keeps its journal for whoever repairs the target.
+        if self.journal.is_empty() || s.health.is_failed() {
             self.last_checkpoint = Instant::now();
             return;
         }
@@ -991,6 +1031,11 @@ pub fn store_dir(target_dir: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    fn open(dir: &Path) -> MdStore {
+        let health = Health::open("test-MDT0000", dir).expect("health");
+        MdStore::open(dir, cfg(), health).expect("open")
+    }
+
     fn cfg() -> MdStoreConfig {
         MdStoreConfig {
             checkpoint_interval: Duration::from_millis(50),
@@ -1001,7 +1046,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_are_visible_and_failed_ones_leave_nothing() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
@@ -1025,7 +1070,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writers_share_batches_and_see_each_other() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         let mut tasks = Vec::new();
         // The first transaction to run holds its batch up, so the others queue behind it.
         let first = Arc::new(AtomicBool::new(true));
@@ -1071,7 +1116,7 @@ mod tests {
     async fn journal_records_survive_a_crash_before_checkpoint() {
         let d = tempfile::tempdir().expect("tmp");
         {
-            let s = MdStore::open(d.path(), cfg()).expect("open");
+            let s = open(d.path());
             s.write(|tx| tx.put(Table::Inodes, b"kept", b"1"))
                 .await
                 .expect("put");
@@ -1096,7 +1141,7 @@ mod tests {
             )
             .expect("append");
         }
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         let v = s.read().expect("read");
         assert_eq!(
             v.get(Table::Inodes, b"late").expect("get"),
@@ -1110,7 +1155,7 @@ mod tests {
         assert!(s.shared.exec.lock().transno > 1_000);
         s.close().await;
         drop(s);
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         assert_eq!(
             s.read()
                 .expect("read")
@@ -1124,8 +1169,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn store_files_are_owner_only() {
         let d = tempfile::tempdir().expect("tmp");
-        let dir = store_dir(&d.path().join("mdt0"));
-        let s = MdStore::open(&dir, cfg()).expect("open");
+        let target = d.path().join("mdt0");
+        crate::create_private_dir(&target).expect("mkdir");
+        let dir = store_dir(&target);
+        let health = Health::open("test-MDT0000", &target).expect("health");
+        let s = MdStore::open(&dir, cfg(), health).expect("open");
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
@@ -1139,14 +1187,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reopening_a_cleanly_closed_store_writes_nothing() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
         s.close().await;
         drop(s);
         let journal_before = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
-        let s = MdStore::open(d.path(), cfg()).expect("reopen");
+        let s = open(d.path());
         let journal_after = std::fs::metadata(d.path().join(JOURNAL_FILE)).expect("stat");
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
@@ -1159,9 +1207,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removed_store_acknowledges_no_sync_and_commits_nothing_more() {
+        let d = tempfile::tempdir().expect("tmp");
+        let target = d.path().join("mdt0");
+        std::fs::create_dir(&target).expect("mkdir");
+        let health = Health::open("test-MDT0000", &target).expect("health");
+        let s = MdStore::open(&store_dir(&target), cfg(), health.clone()).expect("open");
+        s.write_sync(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        std::fs::remove_dir_all(&target).expect("rm -rf");
+        // The journal file is still open and syncs, but it is no longer the target's.
+        let r = s.write_sync(|tx| tx.put(Table::Inodes, b"b", b"2")).await;
+        assert_eq!(r, Err(Errno::EIO));
+        assert!(health.is_failed());
+        let r = s.write(|tx| tx.put(Table::Inodes, b"c", b"3")).await;
+        assert_eq!(r, Err(Errno::EIO));
+        assert!(!target.exists(), "the target directory was recreated");
+        s.close().await;
+        assert!(!target.exists(), "closing recreated the target directory");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn checkpoint_empties_the_journal() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = MdStore::open(d.path(), cfg()).expect("open");
+        let s = open(d.path());
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");

@@ -14,6 +14,7 @@
 //! object reads as empty too, and a write that reaches it after its destroy (from a client
 //! that lost its open handle) gives it a file again, an orphan object holding space.
 
+use crate::health::Health;
 use nacre_core::{Errno, Fid};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -116,6 +117,9 @@ impl FdCache {
 /// Handle to one OST's objects.
 pub struct ObjStore {
     root: PathBuf,
+    /// The target's storage health: device errors fail it, and what looks like missing
+    /// storage is checked before it is believed.
+    health: Arc<Health>,
     fds: Mutex<FdCache>,
     /// Objects known to carry their filter fid, so writes skip the xattr check.
     tagged: Mutex<HashMap<Fid, Fid>>,
@@ -139,12 +143,18 @@ enum Obj {
 }
 
 impl ObjStore {
-    /// Opens the store under `dir` (the target directory), creating `O/` if needed.
-    pub fn open(dir: &Path, cfg: ObjStoreConfig) -> std::io::Result<ObjStore> {
+    /// Opens the store under `dir` (the target directory, which must exist), creating
+    /// `O/` if needed, and watches `O/` with `health` from then on.
+    pub fn open(dir: &Path, cfg: ObjStoreConfig, health: Arc<Health>) -> std::io::Result<ObjStore> {
         let root = dir.join("O");
-        crate::create_private_dir(&root)?;
+        match crate::private_dir_builder().create(&root) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        health.watch(&root).map_err(std::io::Error::other)?;
         Ok(ObjStore {
             root,
+            health,
             fds: Mutex::new(FdCache {
                 map: HashMap::new(),
                 tick: 0,
@@ -161,6 +171,32 @@ impl ObjStore {
 
     fn seq_dir(&self, seq: u64) -> PathBuf {
         self.root.join(format!("{seq:x}"))
+    }
+
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Makes the directories between the store's root and `d` (a sequence directory or one
+    /// of its subdirectories), never the root or anything above it: a root that vanished
+    /// under the running target is a failed target, not something to recreate.
+    fn make_dirs(&self, d: &Path) -> Result<(), Errno> {
+        let rel = d.strip_prefix(&self.root).map_err(|_| Errno::EINVAL)?;
+        let mut cur = self.root.clone();
+        for c in rel.components() {
+            cur.push(c);
+            match crate::private_dir_builder().create(&cur) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // Something above went away: find out what, and fail the target.
+                    self.health.verify()?;
+                    return Err(Errno::from(e));
+                }
+                Err(e) => return Err(self.health.io_error(cur.display(), e)),
+            }
+        }
+        Ok(())
     }
 
     /// Path of an object file; only numbers go into it.
@@ -188,6 +224,9 @@ impl ObjStore {
         let f = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A precreated object without a file reads as empty; first make sure the
+                // store itself is still there, so a removed target never reads as zeros.
+                self.health.verify()?;
                 if fid.oid > self.last_id(fid.seq)? {
                     return Err(Errno::ENOENT);
                 }
@@ -195,16 +234,17 @@ impl ObjStore {
                     return Ok(Obj::Empty);
                 }
                 if let Some(d) = path.parent() {
-                    crate::create_private_dir(d)?;
+                    self.make_dirs(d)?;
                 }
                 crate::private_file()
                     .read(true)
                     .write(true)
                     .create(true)
                     .truncate(false)
-                    .open(&path)?
+                    .open(&path)
+                    .map_err(|e| self.health.io_error(path.display(), e))?
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.health.io_error(path.display(), e)),
         };
         let f = Arc::new(f);
         self.fds.lock().insert(*fid, f.clone());
@@ -231,7 +271,7 @@ impl ObjStore {
             return Ok(());
         }
         if let Some(d) = p.parent() {
-            crate::create_private_dir(d)?;
+            self.make_dirs(d)?;
         }
         match crate::private_file().write(true).create_new(true).open(&p) {
             Ok(_) => Ok(()),
@@ -266,11 +306,11 @@ impl ObjStore {
         for i in 0..OBJ_SUBDIRS {
             let d = sd.join(format!("d{i}"));
             if !d.exists() {
-                crate::create_private_dir(&d)?;
+                self.make_dirs(&d)?;
             }
         }
         let tmp = sd.join("LAST_ID.tmp");
-        {
+        let write = || -> std::io::Result<()> {
             use std::io::Write;
             let mut f = crate::private_file()
                 .write(true)
@@ -278,8 +318,9 @@ impl ObjStore {
                 .truncate(true)
                 .open(&tmp)?;
             f.write_all(format!("{last}\n").as_bytes())?;
-        }
-        std::fs::rename(&tmp, sd.join("LAST_ID"))?;
+            std::fs::rename(&tmp, sd.join("LAST_ID"))
+        };
+        write().map_err(|e| self.health.io_error(sd.join("LAST_ID").display(), e))?;
         self.last_ids.lock().insert(seq, last);
         Ok(last)
     }
@@ -299,7 +340,8 @@ impl ObjStore {
         } else {
             0
         };
-        f.write_all_at(&data[done..], offset + done as u64)?;
+        f.write_all_at(&data[done..], offset + done as u64)
+            .map_err(|e| self.health.io_error(format_args!("object {fid}"), e))?;
         Ok(data.len() as u64)
     }
 
@@ -438,7 +480,7 @@ impl ObjStore {
                 self.no_direct(&e);
                 return Ok(0);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.health.io_error(format_args!("object {fid}"), e)),
         };
         let mut done = 0;
         while done < data.len() {
@@ -452,7 +494,7 @@ impl ObjStore {
                     self.no_direct(&e);
                     return Ok(0);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.health.io_error(format_args!("object {fid}"), e)),
             }
         }
         Ok(done)
@@ -497,6 +539,7 @@ impl ObjStore {
         }
         let n = (size - offset).min(len as u64) as usize;
         read_uninit_at(&f, n, offset)
+            .map_err(|e| self.health.io_error(format_args!("object {fid}"), e))
     }
 
     /// The object's extent map on the OST's device (at most
@@ -536,7 +579,8 @@ impl ObjStore {
             Obj::File(f) => f,
             Obj::Empty => return Ok(()),
         };
-        f.set_len(size)?;
+        f.set_len(size)
+            .map_err(|e| self.health.io_error(format_args!("object {fid}"), e))?;
         Ok(())
     }
 
@@ -578,7 +622,8 @@ impl ObjStore {
                 libc::fallocate(f.as_raw_fd(), m, offset as libc::off_t, len as libc::off_t)
             };
             if r != 0 {
-                Err(Errno::from(std::io::Error::last_os_error()))
+                let e = std::io::Error::last_os_error();
+                Err(self.health.io_error(format_args!("object {fid}"), e))
             } else {
                 Ok(())
             }
@@ -612,13 +657,34 @@ impl ObjStore {
         }
     }
 
+    /// Makes an object durable: its data, its size and filter fid, and the directory
+    /// entries that name it (objects get their files lazily, at first write, so a synced
+    /// object may be a new name in `d<n>`, itself possibly new in `O/<seq>`). Syncing a
+    /// directory with nothing new costs the file system almost nothing. A sync is
+    /// acknowledged only for a store that is still the target's: an open file keeps
+    /// syncing after its directory was removed.
     pub fn sync(&self, fid: &Fid) -> Result<(), Errno> {
         self.release(fid);
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
-            return Ok(());
+            return self.health.verify();
         };
-        f.sync_data()?;
-        Ok(())
+        let path = self.object_path(fid);
+        let synced = f.sync_all().and_then(|()| {
+            let mut dir = path.parent();
+            for _ in 0..2 {
+                let Some(d) = dir else { break };
+                File::open(d)?.sync_all()?;
+                dir = d.parent();
+            }
+            Ok(())
+        });
+        if let Err(e) = synced {
+            // A directory gone under an open object is the store failing, not a missing
+            // object: the identity check says so first.
+            self.health.verify()?;
+            return Err(self.health.io_error(format_args!("object {fid}"), e));
+        }
+        self.health.verify()
     }
 
     /// The filter fid of an object, if it has been written.
@@ -664,13 +730,14 @@ fn set_mtime(f: &File, sec: i64, nsec: i64) -> Result<(), Errno> {
 
 /// Reads up to `n` bytes at `offset` into a fresh buffer without zeroing it first (the
 /// buffers are megabytes; zeroing them showed up as a tenth of a read's cost).
-fn read_uninit_at(f: &File, n: usize, offset: u64) -> Result<Vec<u8>, Errno> {
+fn read_uninit_at(f: &File, n: usize, offset: u64) -> std::io::Result<Vec<u8>> {
     use std::os::fd::AsRawFd;
     let mut buf: Vec<u8> = Vec::with_capacity(n);
     let mut done = 0usize;
     while done < n {
         let spare = buf.spare_capacity_mut();
-        let off = i64::try_from(offset + done as u64).map_err(|_| Errno::EFBIG)?;
+        let off = i64::try_from(offset + done as u64)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
         // SAFETY: the pointer and length describe the vector's unused capacity, which the
         // kernel writes; only the bytes it reports written are then marked initialised.
         let r = unsafe { libc::pread(f.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), off) };
@@ -679,7 +746,7 @@ fn read_uninit_at(f: &File, n: usize, offset: u64) -> Result<Vec<u8>, Errno> {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(e.into());
+            return Err(e);
         }
         if r == 0 {
             break;
@@ -775,6 +842,60 @@ impl Drop for ObjStore {
 mod tests {
     use super::*;
 
+    fn open_store(dir: &Path, cfg: ObjStoreConfig) -> ObjStore {
+        let health = Health::open("test-OST0000", dir).expect("health");
+        ObjStore::open(dir, cfg, health).expect("open")
+    }
+
+    #[test]
+    fn a_removed_target_is_an_error_and_is_not_recreated() {
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = d.path().join("ost0");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let s = open_store(&dir, ObjStoreConfig::default());
+        let seq = 0x240000400;
+        s.precreate(seq, 40).expect("precreate");
+        let (cached, fresh) = (Fid::new(seq, 1, 0), Fid::new(seq, 2, 0));
+        let parent = Fid::new(0x200000401, 3, 0);
+        s.write(&cached, &parent, 0, b"before").expect("write");
+        s.sync(&cached).expect("sync");
+        std::fs::remove_dir_all(&dir).expect("rm -rf");
+        // The open file still takes writes, but its sync is not acknowledged.
+        assert_eq!(s.sync(&cached), Err(Errno::EIO));
+        assert!(s.health().is_failed());
+        // A write to an object without a file makes no directories anywhere.
+        assert!(s.write(&fresh, &parent, 0, b"after").is_err());
+        assert!(s.read(&fresh, 0, 10).is_err());
+        assert!(!dir.exists(), "the target directory was recreated");
+        assert!(
+            s.health().status().contains("is gone"),
+            "{}",
+            s.health().status()
+        );
+    }
+
+    #[test]
+    fn a_missing_object_directory_is_made_but_a_missing_root_is_not() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        let seq = 0x240000400;
+        s.precreate(seq, 40).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        // Below the root, directories are the store's own to make.
+        std::fs::remove_dir(s.seq_dir(seq).join("d5")).expect("rmdir");
+        s.write(&Fid::new(seq, 5, 0), &parent, 0, b"x")
+            .expect("write");
+        assert!(!s.health().is_failed());
+        // The root itself is not.
+        std::fs::remove_dir_all(&s.root).expect("rm O");
+        assert_eq!(
+            s.write(&Fid::new(seq, 6, 0), &parent, 0, b"x"),
+            Err(Errno::EIO)
+        );
+        assert!(!s.root.exists());
+        assert!(s.health().is_failed());
+    }
+
     fn direct() -> ObjStoreConfig {
         ObjStoreConfig {
             direct_io: true,
@@ -796,7 +917,9 @@ mod tests {
     fn objects_and_their_directories_are_owner_only() {
         let d = tempfile::tempdir().expect("tmp");
         let target = d.path().join("ost0");
-        let s = ObjStore::open(&target, ObjStoreConfig::default()).expect("open");
+        crate::create_private_dir(&target).expect("mkdir");
+        let health = crate::Health::open("fs-OST0000", &target).expect("health");
+        let s = ObjStore::open(&target, ObjStoreConfig::default(), health).expect("open");
         let seq = 0x100010000;
         s.precreate(seq, 40).expect("precreate");
         let parent = Fid::new(0x200000401, 3, 0);
@@ -813,7 +936,7 @@ mod tests {
     fn direct_and_buffered_writes_agree_and_reserved_blocks_come_back() {
         let d = tempfile::tempdir().expect("tmp");
         check_xattr_support(d.path()).expect("xattrs");
-        let s = ObjStore::open(d.path(), direct()).expect("open");
+        let s = open_store(d.path(), direct());
         let seq = 0x240000400;
         s.precreate(seq, 10).expect("precreate");
         let o = Fid::new(seq, 1, 0);
@@ -872,7 +995,7 @@ mod tests {
     fn a_reservation_is_given_back_when_the_stream_goes_idle() {
         let d = tempfile::tempdir().expect("tmp");
         check_xattr_support(d.path()).expect("xattrs");
-        let s = ObjStore::open(d.path(), direct()).expect("open");
+        let s = open_store(d.path(), direct());
         if !s.direct_io() {
             return;
         }
@@ -905,7 +1028,7 @@ mod tests {
     fn precreate_write_read_punch_destroy() {
         let d = tempfile::tempdir().expect("tmp");
         check_xattr_support(d.path()).expect("xattrs");
-        let s = ObjStore::open(d.path(), ObjStoreConfig::default()).expect("open");
+        let s = open_store(d.path(), ObjStoreConfig::default());
         let seq = 0x240000400;
         assert_eq!(s.last_id(seq), Ok(0));
         assert_eq!(s.precreate(seq, 40), Ok(40));
@@ -940,7 +1063,7 @@ mod tests {
     #[test]
     fn fallocate_allocates_punches_and_zeroes() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = ObjStore::open(d.path(), ObjStoreConfig::default()).expect("open");
+        let s = open_store(d.path(), ObjStoreConfig::default());
         let seq = 0x240000400;
         s.precreate(seq, 4).expect("precreate");
         let o = Fid::new(seq, 1, 0);

@@ -272,7 +272,8 @@ mod tests {
     async fn a_stopped_store_is_read_without_writing_even_after_a_crash() {
         let t = tempfile::tempdir().expect("tmp");
         let d = store_dir(t.path());
-        let s = MdStore::open(&d, MdStoreConfig::default()).expect("open");
+        let health = crate::Health::open("fs-MDT0000", t.path()).expect("health");
+        let s = MdStore::open(&d, MdStoreConfig::default(), health.clone()).expect("open");
         s.write(|tx| tx.put(Table::Inodes, b"kept", b"1"))
             .await
             .expect("put");
@@ -294,7 +295,7 @@ mod tests {
 
         // What a killed server leaves: redb not closed cleanly, records in the journal
         // (a copy of the files of a store still open, with one more record appended).
-        let s = MdStore::open(&d, MdStoreConfig::default()).expect("open");
+        let s = MdStore::open(&d, MdStoreConfig::default(), health).expect("open");
         s.write(|tx| tx.put(Table::Inodes, b"late", b"2"))
             .await
             .expect("put");

@@ -3,11 +3,15 @@
 //!
 //! It owns the request handling for one OST; the bytes live in [`nacre_osd::ObjStore`]. File
 //! I/O runs on tokio's blocking pool so a slow disk never stalls the connection tasks.
+//!
+//! An OST whose storage failed (see [`nacre_osd::health`]: its directory removed, its
+//! device returning errors) answers every request with EIO until it is restarted, rather
+//! than serve from files that are gone.
 
 use bytes::Bytes;
 use nacre_core::Errno;
 use nacre_core::fid::DATA_SEQ_WIDTH;
-use nacre_osd::ObjStore;
+use nacre_osd::{Health, ObjStore};
 use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
@@ -60,17 +64,33 @@ impl Ost {
         }
     }
 
-    /// Every second, streams that stopped give back the blocks reserved ahead of them
-    /// (see `ObjStore::release_idle`), until `shutdown`.
-    pub async fn housekeeping(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                _ = shutdown.changed() => return,
+    /// The health of this OST's storage; its failure and reason, once failed.
+    pub fn health(&self) -> &Arc<Health> {
+        self.store.health()
+    }
+
+    /// `obdfilter.*.health_check`: `healthy` or `NOT HEALTHY: reason`.
+    pub fn health_check(&self) -> String {
+        self.health().status()
+    }
+
+    /// Until `shutdown`: every second, streams that stopped give back the blocks reserved
+    /// ahead of them (see `ObjStore::release_idle`), and the storage is checked (see
+    /// [`Health::monitor`]).
+    pub async fn housekeeping(self: Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
+        let health = self.health().clone().monitor(shutdown.clone());
+        let release = async {
+            let mut shutdown = shutdown;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let store = self.store.clone();
+                let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
             }
-            let store = self.store.clone();
-            let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
-        }
+        };
+        tokio::join!(health, release);
     }
 
     async fn blocking<T: Send + 'static>(
@@ -115,6 +135,20 @@ impl Service for Ost {
         req: Request,
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
+        self.health().ensure()?;
+        let r = self.clone().dispatch(req, bulk).await;
+        if let Err(e) = r {
+            // A storage error may mean the storage is going: check it now, not at the next
+            // periodic check.
+            let h = self.health().clone();
+            let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
+        }
+        r
+    }
+}
+
+impl Ost {
+    async fn dispatch(self: Arc<Self>, req: Request, bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
         let none = Bytes::new();
         match req {
             Request::Ping => Ok((

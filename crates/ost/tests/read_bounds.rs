@@ -57,7 +57,8 @@ async fn other_client_io(c: &Conn, seed: u8) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversize_reads_are_refused_and_stall_no_one() {
     let dir = tempfile::tempdir().expect("tmp");
-    let store = ObjStore::open(dir.path(), ObjStoreConfig::default()).expect("store");
+    let health = nacre_osd::Health::open("rbfs-OST0000", dir.path()).expect("health");
+    let store = ObjStore::open(dir.path(), ObjStoreConfig::default(), health).expect("store");
     store.precreate(SEQ, 4).expect("precreate");
     let ost = Arc::new(Ost::new(0, store));
     let key = Key::generate();

@@ -52,6 +52,12 @@ pub enum KeyError {
     },
     #[error("key file {path} is malformed: expected {} hex digits", KEY_LEN * 2)]
     Malformed { path: String },
+    #[error(
+        "key file {path} has mode {mode:04o}: a file system key must not be readable or \
+         writable by others (anyone who can read it can mount the file system); run \
+         `chmod 600 {path}`"
+    )]
+    Exposed { path: String, mode: u32 },
 }
 
 impl Key {
@@ -81,11 +87,27 @@ impl Key {
         Some(Key(k))
     }
 
+    /// Reads a key file, refusing one that its group or others may read or write (as ssh
+    /// refuses a private key): whoever holds the key is a trusted client or server.
     pub fn load(path: &Path) -> Result<Key, KeyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
+        let err = |source| KeyError::Read {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let f = std::fs::File::open(path).map_err(err)?;
+        // The mode of the file actually opened, not of whatever the path names later.
+        let mode = f.metadata().map_err(err)?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Exposed {
+                path: path.display().to_string(),
+                mode,
+            });
+        }
+        let mut text = String::new();
+        // A key file is one line of hex; more than a page is not a key.
+        f.take(4096).read_to_string(&mut text).map_err(err)?;
         Key::from_hex(&text).ok_or_else(|| KeyError::Malformed {
             path: path.display().to_string(),
         })
@@ -205,6 +227,32 @@ mod tests {
         assert!(k.save(&dir).is_err());
         std::fs::remove_file(&dir).expect("cleanup");
         assert!(matches!(Key::load(&dir), Err(KeyError::Read { .. })));
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("nacre-key-open-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let k = Key::generate();
+        k.save(&path).expect("save");
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o606] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let err = Key::load(&path).expect_err("a key others can read must be refused");
+            assert!(
+                matches!(err, KeyError::Exposed { mode: m, .. } if m == mode),
+                "{err}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("{mode:04o}")) && msg.contains("chmod 600"),
+                "{msg}"
+            );
+        }
+        // The owner's own bits are the owner's business: read-only is fine.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).expect("chmod");
+        assert_eq!(Key::load(&path).expect("0400 is private"), k);
+        std::fs::remove_file(&path).expect("cleanup");
     }
 
     #[test]

@@ -385,8 +385,8 @@ pub enum Request {
         parent: Fid,
         name: Vec<u8>,
     },
-    /// MDT to MDT: an inode's links (parent FID and name) and, for a directory stripe,
-    /// its master directory.
+    /// MDT to MDT: an inode's first link (parent FID and name; none for the root) and,
+    /// for a directory stripe, its master directory.
     DneLinks {
         fid: Fid,
     },

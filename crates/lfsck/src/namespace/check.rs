@@ -499,7 +499,9 @@ fn check_entry(
                     // The FID is wrong but the inode number still names an inode that
                     // claims this name: the FID is what went bad.
                     if let Some(i) = by_ino
-                        && i.links.iter().any(|(p, n)| *p == dir && n == name)
+                        && mdd::all_links(f.local(), &i)?
+                            .iter()
+                            .any(|(p, n)| *p == dir && n == name)
                         && let Some(k) = i.kind()
                     {
                         out.find_link(

@@ -102,7 +102,8 @@ pub fn obj_facts<R: KvRead>(v: &mut R, ino: &Inode, busy: &Busy) -> Result<ObjFa
     } else {
         None
     };
-    let open_unlinked = if ino.attr.nlink == 0 || ino.links.is_empty() {
+    let links = nacre_mdt::mdd::all_links(v, ino)?;
+    let open_unlinked = if ino.attr.nlink == 0 || links.is_empty() {
         v.get(Table::Orphans, &fid.to_bytes())?.is_some()
     } else {
         false
@@ -111,7 +112,7 @@ pub fn obj_facts<R: KvRead>(v: &mut R, ino: &Inode, busy: &Busy) -> Result<ObjFa
         fid,
         mode: ino.attr.mode,
         nlink: ino.attr.nlink,
-        links: ino.links.clone(),
+        links,
         stripe_of,
         lmv: ino.lmv.clone(),
         busy: busy.fids.contains(&fid),

@@ -86,10 +86,10 @@ pub fn apply_tx(tx: &mut Tx, me: u32, op: &NsRepair, now: Timespec) -> Result<()
     match op {
         NsRepair::AddLink { fid, parent, name } => {
             let mut i = mdd::get_inode(tx, fid).map_err(|_| NOTHING)?;
-            if busy_fid(tx, fid)? || i.links.iter().any(|(p, n)| p == parent && n == name) {
+            if busy_fid(tx, fid)? || mdd::has_link(tx, &i, parent, name)? {
                 return Err(NOTHING);
             }
-            i.links.push((*parent, name.clone()));
+            mdd::add_link(tx, &mut i, parent, name)?;
             mdd::put_inode(tx, &i)?;
             trace_put(tx, fid)
         }
@@ -101,9 +101,7 @@ pub fn apply_tx(tx: &mut Tx, me: u32, op: &NsRepair, now: Timespec) -> Result<()
             {
                 return Err(NOTHING);
             }
-            let before = i.links.len();
-            i.links.retain(|(p, n)| !(p == parent && n == name));
-            if i.links.len() == before {
+            if !mdd::remove_link(tx, &mut i, parent, name)? {
                 return Err(NOTHING);
             }
             mdd::put_inode(tx, &i).map(|_| ())
@@ -111,10 +109,10 @@ pub fn apply_tx(tx: &mut Tx, me: u32, op: &NsRepair, now: Timespec) -> Result<()
         NsRepair::SetDirLink { fid, parent, name } => {
             let mut i = mdd::get_inode(tx, fid).map_err(|_| NOTHING)?;
             let want = vec![(*parent, name.clone())];
-            if !i.attr.is_dir() || i.links == want || busy_fid(tx, fid)? {
+            if !i.attr.is_dir() || mdd::all_links(tx, &i)? == want || busy_fid(tx, fid)? {
                 return Err(NOTHING);
             }
-            i.links = want;
+            mdd::set_links(tx, &mut i, want)?;
             mdd::put_inode(tx, &i).map(|_| ())
         }
         NsRepair::SetNlink { fid, old, nlink } => {
@@ -234,7 +232,7 @@ pub fn apply_tx(tx: &mut Tx, me: u32, op: &NsRepair, now: Timespec) -> Result<()
                 lmv: None,
                 default_layout: None,
                 default_lmv: None,
-                links: vec![(*parent, name.clone())],
+                link: Some((*parent, name.clone())),
                 symlink: None,
                 lsom_valid: true,
                 ino: 0,
@@ -431,11 +429,12 @@ pub async fn move_to_lost_found(
         .store()
         .write(move |tx| {
             let mut x = mdd::get_inode(tx, &fid).map_err(|_| NOTHING)?;
-            if busy_fid(tx, &fid)? || x.links.iter().any(|l| !stale.contains(l)) {
+            let links = mdd::all_links(tx, &x)?;
+            if busy_fid(tx, &fid)? || links.iter().any(|l| !stale.contains(l)) {
                 return Err(NOTHING);
             }
             // A stale link that came back (a local name) makes it named after all.
-            for (p, n) in &x.links {
+            for (p, n) in &links {
                 if mdt_of(p) == me && names(tx, p, n, &fid)? {
                     return Err(NOTHING);
                 }
@@ -459,7 +458,7 @@ pub async fn move_to_lost_found(
             lp.attr.mtime = now;
             lp.attr.ctime = now;
             mdd::put_inode(tx, &lp)?;
-            x.links = vec![(lpf, name)];
+            mdd::set_links(tx, &mut x, vec![(lpf, name)])?;
             x.attr.ctime = now;
             mdd::put_inode(tx, &x).map(|_| ())
         })
@@ -474,14 +473,17 @@ pub async fn drop_stale_links(mdt: &Arc<Mdt>, fid: Fid, stale: Vec<(Fid, Vec<u8>
         .store()
         .write(move |tx| {
             let mut x = mdd::get_inode(tx, &fid).map_err(|_| NOTHING)?;
-            let before = (x.links.len(), x.attr.nlink);
-            x.links.retain(|l| !stale.contains(l));
+            let mut links = mdd::all_links(tx, &x)?;
+            let before = (links.len(), x.attr.nlink);
+            links.retain(|l| !stale.contains(l));
+            let left = links.len();
             if !x.attr.is_dir() {
-                x.attr.nlink = (x.links.len() as u32).max(1);
+                x.attr.nlink = (left as u32).max(1);
             }
-            if (x.links.len(), x.attr.nlink) == before {
+            if (left, x.attr.nlink) == before {
                 return Err(NOTHING);
             }
+            mdd::set_links(tx, &mut x, links)?;
             mdd::put_inode(tx, &x).map(|_| ())
         })
         .await;

@@ -61,7 +61,7 @@ fn put_name(
     mdd::put_dirent(tx, parent, name, fid, kind, 0)
 }
 
-/// The inode a [`DneObject`] describes.
+/// The inode a [`DneObject`] describes, with no links yet.
 pub fn object_inode(o: &DneObject) -> Inode {
     Inode {
         attr: o.attr.clone(),
@@ -69,7 +69,7 @@ pub fn object_inode(o: &DneObject) -> Inode {
         lmv: o.lmv.clone(),
         default_layout: o.default_layout.clone(),
         default_lmv: o.default_lmv.clone(),
-        links: o.links.clone(),
+        link: None,
         symlink: None,
         lsom_valid: true,
         ino: 0,
@@ -100,7 +100,11 @@ pub fn prepare(
                 // FIDs are allocated once; an existing one is this very object.
                 return Ok(None);
             }
-            mdd::put_inode(tx, &object_inode(o))?;
+            let mut ino = object_inode(o);
+            for (p, n) in &o.links {
+                mdd::add_link(tx, &mut ino, p, n)?;
+            }
+            mdd::put_inode(tx, &ino)?;
             if let Some(s) = &o.stripe_of {
                 let v = postcard::to_allocvec(s).map_err(|_| Errno::EIO)?;
                 tx.put(Table::Xattrs, &records::xattr_key(&fid, STRIPE_XATTR), &v)?;
@@ -198,10 +202,10 @@ pub fn prepare(
                 return Err(Errno::EMLINK);
             }
             // A link entry without its name belongs to another operation in flight.
-            if has_link(&ino, parent, name) {
+            if mdd::has_link(tx, &ino, parent, name)? {
                 return Err(CONFLICT);
             }
-            ino.links.push((*parent, name.clone()));
+            mdd::add_link(tx, &mut ino, parent, name)?;
             ino.attr.nlink += 1;
             ino.attr.ctime = *now;
             mdd::put_inode(tx, &ino)?;
@@ -218,10 +222,10 @@ pub fn prepare(
         }
         DneUpdate::Relink { fid, to, now, .. } => {
             let mut ino = mdd::get_inode(tx, fid).map_err(|_| CONFLICT)?;
-            if has_link(&ino, &to.0, &to.1) {
+            if mdd::has_link(tx, &ino, &to.0, &to.1)? {
                 return Err(CONFLICT);
             }
-            ino.links.push(to.clone());
+            mdd::add_link(tx, &mut ino, &to.0, &to.1)?;
             ino.attr.ctime = *now;
             mdd::put_inode(tx, &ino)?;
             Ok(Some(1))
@@ -247,10 +251,6 @@ pub fn prepare(
     }
 }
 
-fn has_link(ino: &Inode, parent: &Fid, name: &[u8]) -> bool {
-    ino.links.iter().any(|(p, n)| p == parent && n == name)
-}
-
 /// Commits a prepared `u`.
 pub fn commit(
     tx: &mut Tx,
@@ -268,7 +268,7 @@ pub fn commit(
             let Ok(mut ino) = mdd::get_inode(tx, fid) else {
                 return Ok(());
             };
-            if !has_link(&ino, parent, name) {
+            if !mdd::has_link(tx, &ino, parent, name)? {
                 return Ok(());
             }
             let r = mdd::drop_link(tx, &mut ino, parent, name, *now, is_open)?;
@@ -279,12 +279,9 @@ pub fn commit(
             let Ok(mut ino) = mdd::get_inode(tx, fid) else {
                 return Ok(());
             };
-            if !has_link(&ino, &to.0, &to.1) {
-                return Ok(());
-            }
-            let before = ino.links.len();
-            ino.links.retain(|(p, n)| !(*p == from.0 && *n == from.1));
-            if ino.links.len() != before {
+            if mdd::has_link(tx, &ino, &to.0, &to.1)?
+                && mdd::remove_link(tx, &mut ino, &from.0, &from.1)?
+            {
                 mdd::put_inode(tx, &ino)?;
             }
             Ok(())
@@ -380,7 +377,7 @@ pub fn abort(
         } => {
             if undo.is_some()
                 && let Ok(mut ino) = mdd::get_inode(tx, fid)
-                && has_link(&ino, parent, name)
+                && mdd::has_link(tx, &ino, parent, name)?
             {
                 // The link counted a reference that never became a name: give it back.
                 // If the other names went meanwhile, this was the last one.
@@ -393,9 +390,8 @@ pub fn abort(
             // Whatever happened to the old link meanwhile, the new one was never named.
             if undo.is_some()
                 && let Ok(mut ino) = mdd::get_inode(tx, fid)
-                && has_link(&ino, &to.0, &to.1)
+                && mdd::remove_link(tx, &mut ino, &to.0, &to.1)?
             {
-                ino.links.retain(|(p, n)| !(*p == to.0 && *n == to.1));
                 mdd::put_inode(tx, &ino)?;
             }
             Ok(())

@@ -313,7 +313,8 @@ impl Mdt {
         }
     }
 
-    /// Links of an inode and, for a directory stripe, its master; wherever it lives.
+    /// The first link of an inode (none for the root) and, for a directory stripe, its
+    /// master; wherever it lives.
     async fn dne_links(
         &self,
         fid: Fid,
@@ -321,7 +322,10 @@ impl Mdt {
         if self.is_local(&fid) {
             let mut v = self.view()?;
             let ino = mdd::get_inode(&mut v, &fid)?;
-            return Ok((ino.links, exec::stripe_of(&mut v, &fid)?));
+            return Ok((
+                ino.link.into_iter().collect(),
+                exec::stripe_of(&mut v, &fid)?,
+            ));
         }
         match self
             .dne_proxy(self.mdt_of(&fid))?
@@ -954,9 +958,11 @@ impl Mdt {
             Request::DneLinks { fid } => {
                 let mut v = self.view()?;
                 let ino = mdd::get_inode(&mut v, &fid)?;
+                // The first link only: however many links a file has, the walks up to the
+                // root need one, and the reply stays small.
                 Ok(Reply::Links {
                     stripe_of: exec::stripe_of(&mut v, &fid)?,
-                    links: ino.links,
+                    links: ino.link.into_iter().collect(),
                 })
             }
             Request::DneRenameLock {
