@@ -145,7 +145,7 @@ impl Extent {
         grown.extend_from_slice(&self.buf[self.pad..]);
         self.buf = grown;
         self.pad = pad;
-        debug_assert_eq!((self.buf.as_ptr() as usize + self.pad) % EXTENT_ALIGN, 0);
+        debug_assert!((self.buf.as_ptr() as usize + self.pad).is_multiple_of(EXTENT_ALIGN));
     }
 
     fn len(&self) -> usize {
@@ -512,7 +512,7 @@ mod tests {
     }
 
     fn aligned(e: &Extent) -> bool {
-        (e.buf.as_ptr() as usize + e.pad) % EXTENT_ALIGN == 0
+        (e.buf.as_ptr() as usize + e.pad).is_multiple_of(EXTENT_ALIGN)
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Lustre's user-space formats, as `lfs`, `lctl` and liblustreapi define them: the option
 //! syntax of the commands, layout validation, and the exact text `lfs getstripe`,
-//! `lfs getdirstripe` and `lfs df` print, plus `lfs find` predicates and `lctl`
-//! parameter-name matching.
+//! `lfs getdirstripe` and `lfs df` print, plus `lfs find` predicates, `lctl`
+//! parameter-name matching and LFSCK's commands and status files.
 //!
 //! Everything here is pure: parsers take argument lists and return requests, printers take
 //! data (layouts from `nacre_core`, target statistics) and return strings. Servers and the
@@ -14,6 +14,7 @@ pub mod find;
 pub mod fnmatch;
 pub mod getstripe;
 pub mod lctl;
+pub mod lfsck;
 pub mod setstripe;
 pub mod size;
 

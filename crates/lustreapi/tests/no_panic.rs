@@ -122,6 +122,15 @@ const WORDS: &[&str] = &[
     "-print0",
     "-maxdepth",
     "--foreign",
+    "--dryrun=on",
+    "--window-size",
+    "--path",
+    "-coff",
+    "-Con",
+    "namespace,layout",
+    "scrub",
+    "all",
+    "abort",
     "--ec",
     "0",
     "1",
@@ -287,6 +296,11 @@ fn parsers_never_panic() {
         let _ = parse_get_param(&args);
         let _ = parse_list_param(&args);
         let _ = parse_set_param(&args);
+        if let Ok(r) = nacre_lustreapi::lfsck::parse_start(&args) {
+            let _ = nacre_lustreapi::lfsck::format_started("fs-MDT0000", r.active);
+        }
+        let _ = nacre_lustreapi::lfsck::parse_stop(&args);
+        let _ = nacre_lustreapi::lfsck::parse_query(&args);
         if let Ok(r) = parse_find(&args) {
             let mut e = FindEntry::new("f.c", FileKind::Regular);
             e.layout = Some(random_layout(&mut rng));

@@ -198,6 +198,7 @@ impl Mdt {
                     link: None,
                     symlink: None,
                     lsom_valid: false,
+                    ino: 0,
                 };
                 mdd::put_inode(tx, &ino)?;
                 // Unnamed: an orphan until swapped in and destroyed, or cleaned at start.

@@ -38,6 +38,7 @@ use nacre_core::{Errno, Fid, FileKind, Layout, TargetName, Timespec};
 use nacre_osd::{Health, MdStore, MdStoreConfig, ObjStore, ObjStoreConfig, ReadView, Table};
 use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
+use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{
     Cred, Dirent, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, OpenFlags, Reply, Request, StatFs,
 };
@@ -100,6 +101,8 @@ pub struct Mdt {
     llog_kick: Notify,
     shutdown: watch::Sender<bool>,
     dne: dne::Dne,
+    /// The checker, attached once the MDT has started ([`Mdt::set_lfsck`]).
+    lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
 }
 
 fn now() -> Timespec {
@@ -138,6 +141,12 @@ impl Mdt {
         }
         let dom = ObjStore::open(&dom_dir, ObjStoreConfig::default(), cfg.health.clone())
             .map_err(|e| setup(format!("cannot open the Data-on-MDT objects: {e}")))?;
+        let moved = mdd::upgrade_oi(&store)
+            .await
+            .map_err(|e| setup(format!("cannot build the object index: {e}")))?;
+        if moved > 0 {
+            tracing::info!(target: "mdt", "MDT{:04x}: {moved} inodes moved under local inode numbers (object index built)", cfg.index);
+        }
         if cfg.index == 0 {
             store
                 .write(|tx| mdd::format_root(tx, now()))
@@ -163,6 +172,7 @@ impl Mdt {
             llog_kick: Notify::new(),
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
+            lfsck: std::sync::OnceLock::new(),
         });
         let cc = cfg.conn.clone();
         mdt.add_osts(&config, &cc, &sd_rx)
@@ -321,10 +331,77 @@ impl Mdt {
         TargetName::mdt(self.index)
     }
 
-    /// Stops background work and checkpoints the store.
+    /// Stops background work and checkpoints the store (a running check saves where it
+    /// was first).
     pub async fn stop(&self) {
+        if let Some(l) = self.lfsck.get() {
+            l.clone().stopping().await;
+        }
         let _ = self.shutdown.send(true);
         self.store.close().await;
+    }
+
+    /// Attaches the checker; requests for it go there from now on.
+    pub fn set_lfsck(&self, l: Arc<dyn LfsckService>) {
+        if self.lfsck.set(l).is_err() {
+            tracing::warn!(target: "mdt", "MDT{:04x}: a checker is already attached", self.index);
+        }
+    }
+
+    /// Becomes true when the MDT stops.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// MDTs of the file system.
+    pub fn mdt_count(&self) -> u32 {
+        self.dne.mdt_count()
+    }
+
+    /// This MDT's connection to MDT `idx`.
+    pub fn mdt_proxy(&self, idx: u32) -> Result<Arc<dne::proxy::MdtProxy>, Errno> {
+        self.dne_proxy(idx)
+    }
+
+    /// Whether a client holds `fid` open.
+    pub fn is_open(&self, fid: &Fid) -> bool {
+        self.opens.is_open(fid)
+    }
+
+    /// Whether a distributed operation in flight holds the name `parent/name`.
+    pub fn name_reserved(&self, parent: &Fid, name: &[u8]) -> bool {
+        self.dne.reserved.holds(parent, name)
+    }
+
+    /// The path of `fid` from the root, through every MDT.
+    pub async fn fid2path(&self, fid: Fid) -> Result<Vec<u8>, Errno> {
+        self.dne_fid2path(fid).await
+    }
+
+    /// Undoes what this MDT prepared for operation `op` of MDT `coord` (an operation
+    /// that can never be decided: its coordinator is not part of the file system).
+    pub async fn abort_prepared(self: &Arc<Self>, coord: u32, op: u64) -> Result<(), Errno> {
+        self.dne_participant_abort(coord, op).await
+    }
+
+    /// Keeps the committed record of `op` for participants `left` only (drops it when
+    /// none is left).
+    pub async fn narrow_committed(&self, op: u64, left: Vec<u32>) {
+        self.dne_forget_or_keep(op, left).await
+    }
+
+    /// Runs `updates` as a distributed operation this MDT coordinates (LFSCK moves a
+    /// name to the stripe it hashes to this way).
+    pub async fn run_distributed(
+        self: &Arc<Self>,
+        updates: Vec<nacre_rpc::msg::DneUpdate>,
+    ) -> Result<(), Errno> {
+        self.dne_run(updates).await
+    }
+
+    /// The OST objects of removed files wait in the unlink log: destroy them now.
+    pub fn kick_unlink_log(&self) {
+        self.llog_kick.notify_one();
     }
 
     fn view(&self) -> Result<ReadView, Errno> {
@@ -1072,11 +1149,13 @@ impl Mdt {
                 if dir.attr.is_dir() {
                     perm::may_lookup(&mut v, &cred, &dir.attr)?;
                 }
-                let fid = mdd::lookup_name(&mut v, &parent, &name)?;
+                let (fid, ino) = mdd::lookup_name_rec(&mut v, &parent, &name)?;
                 if !self.is_local(&fid) {
                     return Ok(Reply::RemoteFid(fid));
                 }
-                Ok(Reply::Inode(self.info(mdd::get_inode(&mut v, &fid)?)))
+                Ok(Reply::Inode(
+                    self.info(mdd::get_inode_hint(&mut v, &fid, ino)?),
+                ))
             }
             Request::Getattr { fid } => {
                 let mut v = self.view()?;
@@ -1391,6 +1470,13 @@ impl Mdt {
             }
             Request::LayoutIntent { fid, end } => self.layout_intent(fid, end).await,
             Request::Fid2Path { fid } => Ok(Reply::Path(self.dne_fid2path(fid).await?)),
+            Request::Lfsck(r) => {
+                if !r.within_bounds() {
+                    return Err(Errno::EINVAL);
+                }
+                let l = self.lfsck.get().cloned().ok_or(Errno::ENOTSUP)?;
+                Ok(Reply::Lfsck(l.handle(r).await?))
+            }
             r => self.dne_dispatch(&ctx, r).await,
         }
     }

@@ -7,7 +7,7 @@
 //! is 2 plus its subdirectories, a directory never moves below itself.
 
 use crate::perm;
-use crate::records::{self, Decoded, Inode, dirent_key, parse_dirent_value};
+use crate::records::{self, Decoded, Inode, dirent_key};
 use nacre_core::acl::{self, Acl};
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::fid::{METADATA_SEQ_WIDTH, SUPER_SEQ_WIDTH, super_seq_start};
@@ -84,15 +84,156 @@ pub fn check_name(name: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-pub fn get_inode<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Inode, Errno> {
-    match tx.get(Table::Inodes, &fid.to_bytes())? {
-        Some(v) => Inode::decode(&v),
-        None => Err(Errno::ENOENT),
+/// The local inode number of `fid`, from the object index.
+pub fn oi_lookup<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Option<u64>, Errno> {
+    match tx.get(Table::Oi, &fid.to_bytes())? {
+        Some(v) => records::parse_oi_value(&v).map(Some),
+        None => Ok(None),
     }
 }
 
-pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<(), Errno> {
-    tx.put(Table::Inodes, &ino.fid().to_bytes(), &ino.encode())
+/// The inode stored under local inode number `ino`, if any.
+pub fn inode_at<R: KvRead>(tx: &mut R, ino: u64) -> Result<Option<Inode>, Errno> {
+    match tx.get(Table::Inodes, &records::inode_key(ino))? {
+        Some(v) => {
+            let mut i = Inode::decode(&v)?;
+            i.ino = ino;
+            Ok(Some(i))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The inode of `fid`: the object index gives its inode number, and the inode's own FID
+/// must agree (an index entry that points elsewhere is stale; the OI scrub repairs it).
+pub fn get_inode<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Inode, Errno> {
+    let Some(ino) = oi_lookup(tx, fid)? else {
+        return Err(Errno::ENOENT);
+    };
+    match inode_at(tx, ino)? {
+        Some(i) if i.fid() == *fid => Ok(i),
+        _ => {
+            tracing::debug!(target: "mdt", "object index: {fid} -> inode {ino}, which is not {fid}");
+            Err(Errno::ENOENT)
+        }
+    }
+}
+
+/// [`get_inode`] starting from the inode number a name entry holds, which spares the
+/// object index lookup when the entry is right.
+pub fn get_inode_hint<R: KvRead>(tx: &mut R, fid: &Fid, ino: u64) -> Result<Inode, Errno> {
+    if ino != 0
+        && let Some(i) = inode_at(tx, ino)?
+        && i.fid() == *fid
+    {
+        return Ok(i);
+    }
+    get_inode(tx, fid)
+}
+
+/// Inode numbers stay below this (keys of stores made before the object index, FIDs of
+/// 16 bytes, sort above it).
+const INO_LIMIT: u64 = 1 << 32;
+
+/// A fresh local inode number: one past the highest in use, as an allocation bitmap's
+/// next free bit would be (a number freed at the top may be used again; FIDs never are,
+/// and every lookup checks the inode's own FID).
+fn alloc_ino(tx: &mut Tx) -> Result<u64, Errno> {
+    let last = tx.last_key_below(Table::Inodes, &records::inode_key(INO_LIMIT))?;
+    let next = last
+        .as_deref()
+        .and_then(records::parse_inode_key)
+        .map_or(1, |i| i + 1);
+    if next >= INO_LIMIT {
+        return Err(Errno::ENOSPC);
+    }
+    Ok(next)
+}
+
+/// Writes an inode; a new one gets a local inode number and an object index entry.
+/// Returns its inode number.
+pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
+    if ino.ino != 0 {
+        tx.put(Table::Inodes, &records::inode_key(ino.ino), &ino.encode())?;
+        return Ok(ino.ino);
+    }
+    match oi_lookup(tx, &ino.fid())? {
+        Some(id) => {
+            tx.put(Table::Inodes, &records::inode_key(id), &ino.encode())?;
+            Ok(id)
+        }
+        None => put_new_inode(tx, ino),
+    }
+}
+
+/// Writes an inode whose FID is new (just allocated): a local inode number and an object
+/// index entry, without looking the FID up first.
+pub fn put_new_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
+    let id = alloc_ino(tx)?;
+    tx.put(Table::Oi, &ino.fid().to_bytes(), &records::oi_value(id))?;
+    tx.put(Table::Inodes, &records::inode_key(id), &ino.encode())?;
+    Ok(id)
+}
+
+/// Whether `fid` has an inode here (by the object index).
+pub fn exists<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<bool, Errno> {
+    Ok(oi_lookup(tx, fid)?.is_some())
+}
+
+const KEY_OI_VERSION: &[u8] = b"oi.version";
+/// Inodes are keyed by local inode number, with the object index beside them.
+const OI_VERSION: u64 = 1;
+
+/// Inode records converted per transaction by [`upgrade_oi`].
+const OI_UPGRADE_BATCH: usize = 1024;
+
+/// Whether the store keeps inodes under their FIDs (made before the object index).
+pub fn predates_oi(v: &nacre_osd::ReadView) -> Result<bool, Errno> {
+    if v.get(Table::Meta, KEY_OI_VERSION)?.is_some() {
+        return Ok(false);
+    }
+    Ok(v.range(Table::Inodes, &[0, 0, 0, 1], &[0xff; 17], 1)?
+        .iter()
+        .any(|(k, _)| k.len() == 16))
+}
+
+/// Moves the inodes of a store made before the object index under local inode numbers
+/// and builds the index; returns how many it moved. Runs before an MDT serves; a store
+/// already converted costs one read.
+pub async fn upgrade_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
+    if store.read()?.get(Table::Meta, KEY_OI_VERSION)?.is_some() {
+        return Ok(0);
+    }
+    let mut moved = 0;
+    loop {
+        // FID keys are 16 bytes and sort after every inode number below 2^32.
+        let rows =
+            store
+                .read()?
+                .range(Table::Inodes, &[0, 0, 0, 1], &[0xff; 17], OI_UPGRADE_BATCH)?;
+        let rows: Vec<_> = rows.into_iter().filter(|(k, _)| k.len() == 16).collect();
+        if rows.is_empty() {
+            break;
+        }
+        moved += store
+            .write(move |tx| {
+                let mut n = 0;
+                for (k, v) in rows {
+                    let ino = Inode::decode(&v)?;
+                    tx.delete(Table::Inodes, &k)?;
+                    if oi_lookup(tx, &ino.fid())?.is_none() {
+                        put_inode(tx, &ino)?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+            .await?;
+    }
+    store
+        .write(|tx| put_u64(tx, KEY_OI_VERSION, OI_VERSION))
+        .await?;
+    Ok(moved)
 }
 
 fn is_first(ino: &Inode, parent: &Fid, name: &[u8]) -> bool {
@@ -177,6 +318,25 @@ pub fn links_of<R: KvRead>(
     Ok(v)
 }
 
+/// Every link of `ino`, its first link first.
+pub fn all_links<R: KvRead>(tx: &mut R, ino: &Inode) -> Result<Vec<(Fid, Vec<u8>)>, Errno> {
+    links_of(tx, ino, usize::MAX)
+}
+
+/// Replaces the whole linkEA of `ino` by `links` (the first becomes the record's; the
+/// caller writes the inode). LFSCK's repairs and fault injection set it this way.
+pub fn set_links(tx: &mut Tx, ino: &mut Inode, links: Vec<(Fid, Vec<u8>)>) -> Result<(), Errno> {
+    let fid = ino.fid();
+    for (p, n) in table_links(tx, &fid, usize::MAX)? {
+        tx.delete(Table::Links, &records::link_key(&fid, &p, &n))?;
+    }
+    ino.link = None;
+    for (p, n) in links {
+        add_link(tx, ino, &p, &n)?;
+    }
+    Ok(())
+}
+
 /// Converts the store's V1 inode records (each holding its whole linkEA) to the current
 /// format, their links past the first moved to the links table; returns how many it
 /// converted. Runs
@@ -218,13 +378,15 @@ pub async fn upgrade_records(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
         converted += store
             .write(move |tx| {
                 let mut n = 0;
-                for (_, v) in rows {
+                for (k, v) in rows {
                     if let Decoded::V1(old) = Decoded::decode(&v)? {
                         let (mut ino, links) = old.split();
                         for (p, name) in links {
                             add_link(tx, &mut ino, &p, &name)?;
                         }
-                        put_inode(tx, &ino)?;
+                        // Under the key it had (a FID before the object index, which
+                        // upgrade_oi converts next; else its inode number).
+                        tx.put(Table::Inodes, &k, &ino.encode())?;
                         n += 1;
                     }
                 }
@@ -243,16 +405,55 @@ pub fn lookup<R: KvRead>(
     parent: &Fid,
     name: &[u8],
 ) -> Result<Option<(Fid, FileKind)>, Errno> {
+    Ok(lookup_rec(tx, parent, name)?.map(|d| (d.fid, d.kind)))
+}
+
+/// A name entry with the inode number it holds.
+pub fn lookup_rec<R: KvRead>(
+    tx: &mut R,
+    parent: &Fid,
+    name: &[u8],
+) -> Result<Option<records::DirentRec>, Errno> {
     match tx.get(Table::Dirents, &dirent_key(parent, name))? {
-        Some(v) => parse_dirent_value(&v).map(Some),
+        Some(v) => records::parse_dirent(&v).map(Some),
         None => Ok(None),
     }
+}
+
+/// Writes the name entry `parent/name -> child`, with the child's inode number when it
+/// lives here (`ino` 0: looked up in the object index).
+pub fn put_dirent(
+    tx: &mut Tx,
+    parent: &Fid,
+    name: &[u8],
+    child: &Fid,
+    kind: FileKind,
+    ino: u64,
+) -> Result<(), Errno> {
+    let ino = match ino {
+        0 => oi_lookup(tx, child)?.unwrap_or(0),
+        i => i,
+    };
+    tx.put(
+        Table::Dirents,
+        &dirent_key(parent, name),
+        &records::dirent_value(child, kind, ino),
+    )
 }
 
 /// A name as a client resolves it (the Lookup request): the namespace rules apply before
 /// the store is asked, so an over-long component is ENAMETOOLONG rather than "not found";
 /// `.` and `..` resolve to the directory and its parent (the first link, as Lustre does).
 pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<Fid, Errno> {
+    lookup_name_rec(tx, parent, name).map(|(f, _)| f)
+}
+
+/// [`lookup_name`] with the inode number the entry holds (0 when it has none).
+pub fn lookup_name_rec<R: KvRead>(
+    tx: &mut R,
+    parent: &Fid,
+    name: &[u8],
+) -> Result<(Fid, u64), Errno> {
     if name.len() > NAME_MAX {
         return Err(Errno::ENAMETOOLONG);
     }
@@ -265,13 +466,13 @@ pub fn lookup_name<R: KvRead>(tx: &mut R, parent: &Fid, name: &[u8]) -> Result<F
             if !dir.attr.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
-            match (name, dir.link) {
-                (b"..", Some((p, _))) => Some(p),
+            match (name, &dir.link) {
+                (b"..", Some((p, _))) => Some((*p, 0)),
                 // The root (and `.`) is its own parent.
-                _ => Some(*parent),
+                _ => Some((*parent, dir.ino)),
             }
         }
-        _ => lookup(tx, parent, name)?.map(|(f, _)| f),
+        _ => lookup_rec(tx, parent, name)?.map(|d| (d.fid, d.ino)),
     };
     match found {
         Some(f) => Ok(f),
@@ -333,7 +534,7 @@ pub fn alloc_fid(tx: &mut Tx, mdt_idx: u32) -> Result<Fid, Errno> {
 
 /// Creates the root directory and `.lustre` at format time.
 pub fn format_root(tx: &mut Tx, now: Timespec) -> Result<(), Errno> {
-    if tx.exists(Table::Inodes, &Fid::ROOT.to_bytes())? {
+    if exists(tx, &Fid::ROOT)? {
         return Ok(());
     }
     let root = Inode {
@@ -354,8 +555,10 @@ pub fn format_root(tx: &mut Tx, now: Timespec) -> Result<(), Errno> {
         link: None,
         symlink: None,
         lsom_valid: true,
+        ino: 0,
     };
-    put_inode(tx, &root)
+    put_inode(tx, &root)?;
+    tx.put(Table::Meta, KEY_OI_VERSION, &OI_VERSION.to_le_bytes())
 }
 
 /// What a create asks for.
@@ -512,16 +715,19 @@ pub fn create(
         link: Some((a.parent, a.name.clone())),
         symlink: a.symlink,
         lsom_valid: !a.open_for_write,
+        ino: 0,
     };
-    put_inode(tx, &ino)?;
+    // A FID the caller allocated (a.fid) may already be in use; one allocated here is new.
+    let ino_nr = if a.fid.is_some() {
+        put_inode(tx, &ino)?
+    } else {
+        put_new_inode(tx, &ino)?
+    };
     for (name, value) in &xattrs {
         tx.put(Table::Xattrs, &records::xattr_key(&fid, name), value)?;
     }
-    tx.put(
-        Table::Dirents,
-        &dirent_key(&a.parent, &a.name),
-        &records::dirent_value(&fid, kind),
-    )?;
+    put_dirent(tx, &a.parent, &a.name, &fid, kind, ino_nr)?;
+    let ino = Inode { ino: ino_nr, ..ino };
     if is_dir {
         parent.attr.nlink += 1;
     }
@@ -625,7 +831,14 @@ pub fn layout_objects(l: &Layout) -> Vec<StripeObject> {
 /// Deletes an inode with its xattrs; returns its OST objects for the unlink log.
 pub fn destroy_inode(tx: &mut Tx, ino: &Inode) -> Result<Vec<StripeObject>, Errno> {
     let fid = ino.fid();
-    tx.delete(Table::Inodes, &fid.to_bytes())?;
+    let nr = match ino.ino {
+        0 => oi_lookup(tx, &fid)?,
+        n => Some(n),
+    };
+    if let Some(nr) = nr {
+        tx.delete(Table::Inodes, &records::inode_key(nr))?;
+    }
+    tx.delete(Table::Oi, &fid.to_bytes())?;
     tx.delete(Table::Orphans, &fid.to_bytes())?;
     let ranges = [
         (
@@ -776,11 +989,7 @@ pub fn link(
         return Err(Errno::EEXIST);
     }
     let kind = ino.kind().ok_or(Errno::EIO)?;
-    tx.put(
-        Table::Dirents,
-        &dirent_key(parent_fid, name),
-        &records::dirent_value(fid, kind),
-    )?;
+    put_dirent(tx, parent_fid, name, fid, kind, ino.ino)?;
     ino.attr.nlink += 1;
     ino.attr.ctime = now;
     add_link(tx, &mut ino, parent_fid, name)?;
@@ -871,8 +1080,10 @@ pub fn rename(
     }
     perm::may_lookup(tx, cred, &sparent.attr)?;
     perm::may_lookup(tx, cred, &dparent.attr)?;
-    let (sfid, skind) = lookup(tx, sp, sn)?.ok_or(Errno::ENOENT)?;
-    let target = lookup(tx, dp, dn)?;
+    let src = lookup_rec(tx, sp, sn)?.ok_or(Errno::ENOENT)?;
+    let (sfid, skind) = (src.fid, src.kind);
+    let target_rec = lookup_rec(tx, dp, dn)?;
+    let target = target_rec.map(|t| (t.fid, t.kind));
     if target.map(|t| t.0) == Some(sfid) {
         // Both names are links to the same inode: nothing to do (POSIX).
         return Ok(Removed::default());
@@ -895,16 +1106,9 @@ pub fn rename(
             return Err(Errno::EINVAL);
         }
         let mut tino = get_child(tx, &tfid)?;
-        tx.put(
-            Table::Dirents,
-            &dirent_key(sp, sn),
-            &records::dirent_value(&tfid, tkind),
-        )?;
-        tx.put(
-            Table::Dirents,
-            &dirent_key(dp, dn),
-            &records::dirent_value(&sfid, skind),
-        )?;
+        let tnr = target_rec.map_or(0, |t| t.ino);
+        put_dirent(tx, sp, sn, &tfid, tkind, tnr)?;
+        put_dirent(tx, dp, dn, &sfid, skind, src.ino)?;
         relink(tx, &mut sino, (sp, sn), (dp, dn))?;
         relink(tx, &mut tino, (dp, dn), (sp, sn))?;
         sino.attr.ctime = now;
@@ -941,11 +1145,7 @@ pub fn rename(
             removed = drop_link(tx, &mut tino, dp, dn, now, is_open)?;
         }
         tx.delete(Table::Dirents, &dirent_key(sp, sn))?;
-        tx.put(
-            Table::Dirents,
-            &dirent_key(dp, dn),
-            &records::dirent_value(&sfid, skind),
-        )?;
+        put_dirent(tx, dp, dn, &sfid, skind, src.ino)?;
         relink(tx, &mut sino, (sp, sn), (dp, dn))?;
         sino.attr.ctime = now;
         if s_is_dir && sp != dp {
@@ -1108,7 +1308,7 @@ pub fn set_xattr(
         }
     }
     ino.attr.ctime = now;
-    put_inode(tx, &ino)
+    put_inode(tx, &ino).map(|_| ())
 }
 
 /// Setting an ACL (`set_posix_acl`, `posix_acl_update_mode`): a default ACL on
@@ -1160,7 +1360,7 @@ pub fn remove_xattr(
         return Err(Errno::ENODATA);
     }
     ino.attr.ctime = now;
-    put_inode(tx, &ino)
+    put_inode(tx, &ino).map(|_| ())
 }
 
 /// Names the MDT keeps: user, trusted, security and Lustre's namespaces, and the two POSIX
@@ -1310,6 +1510,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn v1_records_are_converted_with_their_links() {
+        const V1_INO: u64 = 1000;
         let d = tempfile::tempdir().expect("tmp");
         let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
         let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
@@ -1334,12 +1535,14 @@ mod tests {
         store
             .write(move |tx| {
                 format_root(tx, Timespec::default())?;
-                tx.put(Table::Inodes, &fid.to_bytes(), &old.encode())?;
+                // Under an inode number, with its index entry, as the store keeps it.
+                tx.put(Table::Inodes, &records::inode_key(V1_INO), &old.encode())?;
+                tx.put(Table::Oi, &fid.to_bytes(), &records::oi_value(V1_INO))?;
                 for n in [&b"a"[..], b"b"] {
                     tx.put(
                         Table::Dirents,
                         &dirent_key(&Fid::ROOT, n),
-                        &records::dirent_value(&fid, FileKind::Regular),
+                        &records::dirent_value(&fid, FileKind::Regular, 0),
                     )?;
                 }
                 Ok(())
@@ -1347,14 +1550,17 @@ mod tests {
             .await
             .expect("v1 store");
         assert_eq!(upgrade_records(&store).await, Ok(1));
-        let mut v = store.read().expect("view");
-        let ino = get_inode(&mut v, &fid).expect("inode");
-        assert_eq!(links_of(&mut v, &ino, 10), Ok(links));
-        let raw = v
-            .get(Table::Inodes, &fid.to_bytes())
+        // Converted under the key it had.
+        let raw = store
+            .read()
+            .expect("view")
+            .get(Table::Inodes, &records::inode_key(V1_INO))
             .expect("get")
             .expect("inode");
         assert!(matches!(Decoded::decode(&raw), Ok(Decoded::Current(_))));
+        let mut v = store.read().expect("view");
+        let ino = get_inode(&mut v, &fid).expect("inode");
+        assert_eq!(links_of(&mut v, &ino, 10), Ok(links));
         drop(v);
         // Converted once: the next start only reads the version.
         assert_eq!(upgrade_records(&store).await, Ok(0));
@@ -1379,6 +1585,109 @@ mod tests {
         assert_eq!(ino.link, Some((Fid::ROOT, b"b".to_vec())));
         assert_eq!(links_of(&mut v, &ino, 10).expect("links").len(), 1);
         assert_eq!(ino.attr.nlink, 1);
+        drop(v);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_store_made_before_the_object_index_is_converted() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
+        // As older versions wrote them: inodes under their FIDs, no index, no inode
+        // numbers in the name entries.
+        let file = Fid::new(0x200000401, 7, 0);
+        let mk = |fid: Fid, mode: u32, link: Option<(Fid, Vec<u8>)>| Inode {
+            attr: Attr {
+                fid,
+                mode,
+                nlink: 1,
+                ..Attr::default()
+            },
+            layout: None,
+            lmv: None,
+            default_layout: None,
+            default_lmv: None,
+            link,
+            symlink: None,
+            lsom_valid: true,
+            ino: 0,
+        };
+        let root = mk(Fid::ROOT, libc::S_IFDIR | 0o755, None);
+        let f = mk(
+            file,
+            libc::S_IFREG | 0o644,
+            Some((Fid::ROOT, b"f".to_vec())),
+        );
+        store
+            .write(move |tx| {
+                for i in [&root, &f] {
+                    tx.put(Table::Inodes, &i.fid().to_bytes(), &i.encode())?;
+                }
+                tx.put(
+                    Table::Dirents,
+                    &dirent_key(&Fid::ROOT, b"f"),
+                    &records::dirent_value(&file, FileKind::Regular, 0),
+                )
+            })
+            .await
+            .expect("legacy");
+        assert!(predates_oi(&store.read().expect("view")).expect("probe"));
+        assert_eq!(upgrade_oi(&store).await, Ok(2));
+        let mut v = store.read().expect("view");
+        assert!(!predates_oi(&v).expect("probe"));
+        let got = get_inode(&mut v, &file).expect("by FID");
+        assert_ne!(got.ino, 0);
+        assert_eq!(lookup_name(&mut v, &Fid::ROOT, b"f"), Ok(file));
+        assert_eq!(v.count(Table::Oi), Ok(2));
+        assert_eq!(v.count(Table::Inodes), Ok(2));
+        drop(v);
+        // Converted once: nothing more to do.
+        assert_eq!(upgrade_oi(&store).await, Ok(0));
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn the_object_index_maps_fids_to_inode_numbers_checked_by_their_own_fid() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
+        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
+        let (a, b) = store
+            .write(|tx| {
+                format_root(tx, Timespec::default())?;
+                let mut out = Vec::new();
+                for n in [&b"a"[..], b"b"] {
+                    let Created::New(i) =
+                        create(tx, 0, args(Fid::ROOT, n, libc::S_IFREG | 0o644), false)?
+                    else {
+                        return Err(Errno::EIO);
+                    };
+                    out.push(i);
+                }
+                Ok((out[0].clone(), out[1].clone()))
+            })
+            .await
+            .expect("create");
+        assert!(a.ino != 0 && b.ino != 0 && a.ino != b.ino);
+        let mut v = store.read().expect("view");
+        let rec = lookup_rec(&mut v, &Fid::ROOT, b"a")
+            .expect("lookup")
+            .expect("entry");
+        assert_eq!((rec.fid, rec.ino), (a.fid(), a.ino));
+        // A stale hint falls back to the index.
+        assert_eq!(
+            get_inode_hint(&mut v, &a.fid(), b.ino).map(|i| i.ino),
+            Ok(a.ino)
+        );
+        drop(v);
+        // An index entry pointing at another inode is not followed.
+        let (af, bino) = (a.fid(), b.ino);
+        store
+            .write(move |tx| tx.put(Table::Oi, &af.to_bytes(), &records::oi_value(bino)))
+            .await
+            .expect("corrupt");
+        let mut v = store.read().expect("view");
+        assert_eq!(get_inode(&mut v, &a.fid()).err(), Some(Errno::ENOENT));
         drop(v);
         store.close().await;
     }

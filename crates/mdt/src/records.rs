@@ -1,9 +1,14 @@
 //! How the MDT encodes its records in the store's tables.
 //!
-//! - Inodes: key = FID (16 bytes, big-endian), value = versioned [`InodeRecord`].
-//! - Dirents: key = parent FID + name hash (8 bytes) + name, value = child FID + type. The
-//!   hash orders a directory's entries and doubles as the readdir cookie, so cookies stay
-//!   valid while entries come and go (as ldiskfs htree hashes do for Lustre).
+//! - Inodes: key = local inode number (8 bytes, big-endian), value = versioned
+//!   [`InodeRecord`], which holds the inode's own FID (ldiskfs's LMA).
+//! - Oi (the object index): key = FID (16 bytes, big-endian), value = local inode number.
+//!   Every FID lookup goes through it; the OI scrub rebuilds it from the inodes' own FIDs.
+//! - Dirents: key = parent FID + name hash (8 bytes) + name, value = child FID + type +
+//!   the child's local inode number when it lives on this MDT (as an ldiskfs dirent holds
+//!   both the inode number and the FID). The hash orders a directory's entries and doubles
+//!   as the readdir cookie, so cookies stay valid while entries come and go (as ldiskfs
+//!   htree hashes do for Lustre).
 //! - Links: key = child FID + parent FID + name hash + name, value empty: the links of an
 //!   inode beyond its first, which its record holds ([`Inode::link`]). Together they are the
 //!   linkEA. A file's create writes no more than its inode and its name, a further link costs
@@ -37,6 +42,10 @@ pub struct Inode {
     pub symlink: Option<Vec<u8>>,
     /// `attr.size` is exact (the last writer reported it at close); see Lazy Size-on-MDT.
     pub lsom_valid: bool,
+    /// The local inode number this record was read from (0: not stored yet). Not part of
+    /// the record: it is the record's key.
+    #[serde(skip)]
+    pub ino: u64,
 }
 
 /// An inode as format V1 kept it: with its linkEA, (parent FID, name) of every link.
@@ -65,6 +74,7 @@ impl InodeV1 {
             link: links.next(),
             symlink: self.symlink,
             lsom_valid: self.lsom_valid,
+            ino: 0,
         };
         (ino, links.collect())
     }
@@ -170,19 +180,57 @@ pub fn dirent_key_parts(k: &[u8]) -> Option<(u64, &[u8])> {
     Some((h, &k[24..]))
 }
 
-pub fn dirent_value(child: &Fid, kind: FileKind) -> Vec<u8> {
-    let mut v = child.to_bytes().to_vec();
+/// The key of local inode `ino` in the inode table.
+pub fn inode_key(ino: u64) -> [u8; 8] {
+    ino.to_be_bytes()
+}
+
+pub fn parse_inode_key(k: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(k.get(..8)?.try_into().ok()?))
+}
+
+/// An object index value: the local inode number.
+pub fn oi_value(ino: u64) -> [u8; 8] {
+    ino.to_be_bytes()
+}
+
+pub fn parse_oi_value(v: &[u8]) -> Result<u64, Errno> {
+    parse_inode_key(v).filter(|i| *i != 0).ok_or(Errno::EIO)
+}
+
+/// A name entry as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirentRec {
+    pub fid: Fid,
+    pub kind: FileKind,
+    /// The child's local inode number; 0 when it lives on another MDT (or the entry
+    /// predates inode numbers).
+    pub ino: u64,
+}
+
+/// A name entry's value; `ino` 0 for a child on another MDT.
+pub fn dirent_value(child: &Fid, kind: FileKind, ino: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(25);
+    v.extend_from_slice(&child.to_bytes());
     v.push(kind_code(kind));
+    if ino != 0 {
+        v.extend_from_slice(&ino.to_be_bytes());
+    }
     v
 }
 
-pub fn parse_dirent_value(v: &[u8]) -> Result<(Fid, FileKind), Errno> {
+pub fn parse_dirent(v: &[u8]) -> Result<DirentRec, Errno> {
     let fid = Fid::from_bytes(v).ok_or(Errno::EIO)?;
     let kind = v
         .get(16)
         .and_then(|c| kind_from_code(*c))
         .ok_or(Errno::EIO)?;
-    Ok((fid, kind))
+    let ino = v.get(17..25).and_then(parse_inode_key).unwrap_or(0);
+    Ok(DirentRec { fid, kind, ino })
+}
+
+pub fn parse_dirent_value(v: &[u8]) -> Result<(Fid, FileKind), Errno> {
+    parse_dirent(v).map(|d| (d.fid, d.kind))
 }
 
 fn kind_code(k: FileKind) -> u8 {
@@ -332,12 +380,32 @@ mod tests {
             link: None,
             symlink: None,
             lsom_valid: true,
+            ino: 0,
         };
         assert_eq!(Inode::decode(&i.encode()), Ok(i.clone()));
+        // The inode number is the record's key, not part of it.
+        let numbered = Inode {
+            ino: 7,
+            ..i.clone()
+        };
+        assert_eq!(numbered.encode(), i.encode());
         assert_eq!(Inode::decode(&[9, 9, 9]), Err(Errno::EIO));
         for k in [FileKind::Regular, FileKind::Socket, FileKind::Directory] {
-            let v = dirent_value(&Fid::ROOT, k);
-            assert_eq!(parse_dirent_value(&v), Ok((Fid::ROOT, k)));
+            for ino in [0, 42] {
+                let v = dirent_value(&Fid::ROOT, k, ino);
+                assert_eq!(
+                    parse_dirent(&v),
+                    Ok(DirentRec {
+                        fid: Fid::ROOT,
+                        kind: k,
+                        ino
+                    })
+                );
+                assert_eq!(parse_dirent_value(&v), Ok((Fid::ROOT, k)));
+            }
         }
+        assert_eq!(parse_oi_value(&oi_value(5)), Ok(5));
+        assert_eq!(parse_oi_value(&oi_value(0)), Err(Errno::EIO));
+        assert_eq!(parse_oi_value(b"x"), Err(Errno::EIO));
     }
 }

@@ -1,12 +1,12 @@
 //! `nacre check`: the namespace checker across MDTs, on a file system that is not running.
 //! Its stores are read as they are, without writing to them (a journal left by a killed
 //! server is replayed in memory), so a full disk does not stop a check. See
-//! [`nacre_mdt::dne::check`] and [`nacre_osd::StoreSnapshot`].
+//! [`nacre_lfsck::offline`] and [`nacre_osd::StoreSnapshot`].
 
 use crate::local::{self, LocalFs};
 use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
-use nacre_mdt::dne::check::{CheckReport, check};
+use nacre_lfsck::offline::{CheckReport, check};
 use nacre_osd::StoreSnapshot;
 use nacre_osd::mdstore::store_dir;
 use std::path::{Path, PathBuf};
@@ -35,12 +35,20 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
         }
         stores.push(s);
     }
-    let views = stores
+    let mut views = stores
         .iter()
         .map(|s| s.read())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("cannot read an MDT store: {e}"))?;
-    check(&views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
+    for (v, d) in views.iter().zip(mdt_dirs) {
+        if nacre_mdt::mdd::predates_oi(v).map_err(|e| anyhow::anyhow!("{e}"))? {
+            bail!(
+                "the MDT store in {} predates the object index: start the file system once to convert it",
+                d.display()
+            );
+        }
+    }
+    check(&mut views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
 }
 
 /// Checks a file system made by `nacre up` / `local::format` in `dir`.

@@ -114,9 +114,38 @@ pub fn unregister(mountpoint: &Path) {
     let _ = std::fs::remove_file(d.join(format!("{name}.sock")));
 }
 
+/// Registers a server process (`nacre serve`) for `lctl`: `mountpoint` is its target
+/// directory, `spec` its target's name.
+pub fn register_server(e: &MountEntry) -> Result<PathBuf> {
+    let d = run_dir()?.join("servers");
+    nacre_osd::create_private_dir(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    let p = d.join(format!("{}.json", entry_name(&e.mountpoint)));
+    crate::target::write_atomic(&p, serde_json::to_string_pretty(e)?.as_bytes())?;
+    Ok(p)
+}
+
+/// Removes the registry entry and socket of the server of target directory `dir`.
+pub fn unregister_server(dir: &Path) {
+    let Ok(d) = run_dir() else {
+        return;
+    };
+    let name = entry_name(dir);
+    let _ = std::fs::remove_file(d.join("servers").join(format!("{name}.json")));
+    let _ = std::fs::remove_file(d.join(format!("{name}.sock")));
+}
+
+/// Server processes registered on this node whose process is alive.
+pub fn servers() -> Result<Vec<MountEntry>> {
+    entries("servers")
+}
+
 /// Mounts registered on this node whose process is alive.
 pub fn mounts() -> Result<Vec<MountEntry>> {
-    let d = run_dir()?.join("mounts");
+    entries("mounts")
+}
+
+fn entries(kind: &str) -> Result<Vec<MountEntry>> {
+    let d = run_dir()?.join(kind);
     let Ok(rd) = std::fs::read_dir(&d) else {
         return Ok(Vec::new());
     };

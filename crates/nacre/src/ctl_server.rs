@@ -2,11 +2,14 @@
 //! with the client library and answers the tools' requests.
 
 use crate::ctl::{self, MAX_LINE, MountEntry};
+use crate::lfsck_ctl::LocalLfsck;
 use crate::params::{NodeParams, ParamValue};
 use anyhow::Result;
 use nacre_client::Client;
 use nacre_core::lmv::LmvTemplate;
 use nacre_core::{Errno, Fid, Layout, TargetName};
+use nacre_lustreapi::lfsck::QueryCounts;
+use nacre_rpc::lfsck::StartArgs;
 use nacre_rpc::msg::{Cred, DirLayoutRequest, Dirent, InodeInfo, LayoutRequest, StatFs};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
@@ -99,6 +102,19 @@ pub enum CtlRequest {
     GetDefaultLmv {
         path: PathBuf,
     },
+    /// `lctl lfsck_start` on a device this process serves (`None`: the one it serves).
+    LfsckStart {
+        device: Option<String>,
+        args: StartArgs,
+    },
+    LfsckStop {
+        device: Option<String>,
+        all: bool,
+    },
+    LfsckQuery {
+        device: Option<String>,
+        types: u16,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -132,6 +148,14 @@ pub enum CtlReply {
         osts: u32,
     },
     DefaultLmv(Option<LmvTemplate>),
+    LfsckStarted {
+        device: String,
+        active: u16,
+    },
+    LfsckStopped {
+        device: String,
+    },
+    LfsckQuery(QueryCounts),
 }
 
 /// A directory entry as a tree walk sees it.
@@ -160,12 +184,15 @@ impl CtlReply {
     }
 }
 
-/// The control state of one mount.
+/// The control state of one mount or server process.
 pub struct CtlServer {
-    pub client: Arc<Client>,
+    /// The client of a mount (`None` in a server process).
+    pub client: Option<Arc<Client>>,
     pub entry: MountEntry,
     /// Parameters of this process, for `lctl`.
     pub params: Arc<NodeParams>,
+    /// Checkers of the targets this process serves.
+    pub lfsck: LocalLfsck,
 }
 
 /// Walks `rel` from the root, one lookup per component.
@@ -206,14 +233,58 @@ async fn resolve_parent<'a>(
 
 impl CtlServer {
     async fn handle(&self, req: CtlRequest) -> CtlReply {
+        let req = match self.handle_server(req).await {
+            Ok(reply) => return reply,
+            Err(req) => req,
+        };
         match self.handle_inner(req).await {
             Ok(r) => r,
             Err(e) => CtlReply::err(e, e.describe()),
         }
     }
 
+    /// Requests any process answers, client or not; others come back.
+    async fn handle_server(&self, req: CtlRequest) -> Result<CtlReply, CtlRequest> {
+        Ok(match req {
+            CtlRequest::GetParams { pattern, within } => {
+                CtlReply::Params(self.params.list_matching(&pattern, within))
+            }
+            CtlRequest::SetParam { pattern, value } => {
+                match self.params.set_matching(&pattern, &value) {
+                    Ok(names) => CtlReply::Set(names),
+                    Err(m) => CtlReply::err(Errno::EINVAL, m),
+                }
+            }
+            CtlRequest::LfsckStart { device, args } => {
+                match self.lfsck.start(device.as_deref(), args).await {
+                    Ok((device, active)) => CtlReply::LfsckStarted { device, active },
+                    Err((e, m)) => CtlReply::err(e, m),
+                }
+            }
+            CtlRequest::LfsckStop { device, all } => {
+                match self.lfsck.stop(device.as_deref(), all).await {
+                    Ok(device) => CtlReply::LfsckStopped { device },
+                    Err((e, m)) => CtlReply::err(e, m),
+                }
+            }
+            CtlRequest::LfsckQuery { device, types } => {
+                match self.lfsck.query(device.as_deref(), types).await {
+                    Ok(q) => CtlReply::LfsckQuery(q),
+                    Err((e, m)) => CtlReply::err(e, m),
+                }
+            }
+            other => return Err(other),
+        })
+    }
+
     async fn handle_inner(&self, req: CtlRequest) -> Result<CtlReply, Errno> {
-        let c = &self.client;
+        // What is left needs a client: a server process has none.
+        let Some(c) = &self.client else {
+            return Ok(CtlReply::err(
+                Errno::ENOTCONN,
+                "this process serves targets and has no client mount",
+            ));
+        };
         Ok(match req {
             CtlRequest::Stat { path } => {
                 let info = resolve(c, &path).await?;
@@ -330,15 +401,6 @@ impl CtlServer {
                 let p = c.fid2path(fid).await?;
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())
             }
-            CtlRequest::GetParams { pattern, within } => {
-                CtlReply::Params(self.params.list_matching(&pattern, within))
-            }
-            CtlRequest::SetParam { pattern, value } => {
-                match self.params.set_matching(&pattern, &value) {
-                    Ok(names) => CtlReply::Set(names),
-                    Err(m) => CtlReply::err(Errno::EINVAL, m),
-                }
-            }
             CtlRequest::SetParamPersistent { name, value } => {
                 c.set_param_persistent(&name, value.as_deref()).await?;
                 CtlReply::Ok
@@ -406,6 +468,11 @@ impl CtlServer {
                 mdts: c.mdt_count() as u32,
                 osts: c.ost_count() as u32,
             },
+            CtlRequest::GetParams { .. }
+            | CtlRequest::SetParam { .. }
+            | CtlRequest::LfsckStart { .. }
+            | CtlRequest::LfsckStop { .. }
+            | CtlRequest::LfsckQuery { .. } => return Err(Errno::EPROTO),
         })
     }
 
@@ -442,10 +509,22 @@ impl CtlServer {
 
 /// Binds the control socket of a mount (owner-only) and registers the mount.
 pub fn bind(entry: &MountEntry) -> Result<UnixListener> {
+    let l = bind_socket(entry)?;
+    ctl::register(entry)?;
+    Ok(l)
+}
+
+/// Binds the control socket of a server process (owner-only) and registers it.
+pub fn bind_server(entry: &MountEntry) -> Result<UnixListener> {
+    let l = bind_socket(entry)?;
+    ctl::register_server(entry)?;
+    Ok(l)
+}
+
+fn bind_socket(entry: &MountEntry) -> Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(&entry.socket);
     let l = UnixListener::bind(&entry.socket)?;
     std::fs::set_permissions(&entry.socket, std::fs::Permissions::from_mode(0o600))?;
-    ctl::register(entry)?;
     Ok(l)
 }

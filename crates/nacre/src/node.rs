@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result, anyhow};
 use nacre_core::TargetName;
+use nacre_lfsck::MdtLfsck;
 use nacre_mdt::{Mdt, MdtConfig};
 use nacre_mgs::Mgs;
 use nacre_osd::{Health, MdStoreConfig, ObjStore, ObjStoreConfig};
@@ -47,14 +48,18 @@ pub struct Served {
     kind: Kind,
     /// Requests handled, by opcode.
     pub stats: Arc<OpStats>,
+    /// The checker of an MDT.
+    pub lfsck: Option<Arc<MdtLfsck>>,
 }
 
 impl Served {
     /// Stops accepting, stops background work and closes the store cleanly.
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
-        if let Kind::Mdt(m) = &self.kind {
-            m.stop().await;
+        match &self.kind {
+            Kind::Mdt(m) => m.stop().await,
+            Kind::Ost(o) => o.stop().await,
+            Kind::Mgs => {}
         }
         let _ = self.task.await;
     }
@@ -122,6 +127,7 @@ pub async fn serve_mgs(
             task,
             kind: Kind::Mgs,
             stats,
+            lfsck: None,
         },
     ))
 }
@@ -184,6 +190,7 @@ pub async fn serve_mdt(
     let mdt = Mdt::start(cfg, config)
         .await
         .with_context(|| format!("cannot start {}", name.full(fsname)))?;
+    let lfsck = MdtLfsck::attach(&mdt);
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);
@@ -196,6 +203,7 @@ pub async fn serve_mdt(
         task,
         kind: Kind::Mdt(mdt),
         stats,
+        lfsck: Some(lfsck),
     })
 }
 
@@ -245,5 +253,6 @@ pub async fn serve_ost(
         task,
         kind: Kind::Ost(ost),
         stats,
+        lfsck: None,
     })
 }

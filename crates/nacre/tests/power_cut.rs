@@ -149,7 +149,7 @@ async fn mkdir_on(c: &Client, parent: Fid, name: &str, mdt: i32) -> Fid {
 }
 
 async fn lookup(c: &Client, dir: Fid, name: &str) -> Option<nacre_rpc::msg::InodeInfo> {
-    match c.lookup(dir, name.as_bytes()).await {
+    match c.lookup(dir, name.as_bytes(), &cred()).await {
         Ok(i) => Some(i),
         Err(Errno::ENOENT) => None,
         Err(e) => panic!("lookup {name}: {e}"),
@@ -158,7 +158,7 @@ async fn lookup(c: &Client, dir: Fid, name: &str) -> Option<nacre_rpc::msg::Inod
 
 /// Writes `data` at 0 of `fid`, then fsyncs when `sync`, and closes.
 async fn write_file(c: &Arc<Client>, fid: Fid, data: &[u8], sync: bool) {
-    let (f, _) = c.open(fid, rw()).await.expect("open");
+    let (f, _) = c.open(fid, rw(), &cred()).await.expect("open");
     let mut off = 0;
     while off < data.len() {
         let end = (off + (1 << 20)).min(data.len());
@@ -179,7 +179,7 @@ async fn fsync_inode(c: &Client, fid: Fid) {
         read: true,
         ..OpenFlags::default()
     };
-    let (f, _) = c.open(fid, ro).await.expect("open");
+    let (f, _) = c.open(fid, ro, &cred()).await.expect("open");
     c.fsync(&f).await.expect("fsync");
     c.release(&f).await.expect("close");
 }
@@ -190,7 +190,7 @@ async fn content(c: &Arc<Client>, fid: Fid) -> (u64, Vec<u8>) {
         read: true,
         ..OpenFlags::default()
     };
-    let (f, info) = c.open(fid, ro).await.expect("open");
+    let (f, info) = c.open(fid, ro, &cred()).await.expect("open");
     let size = info.attr.size;
     let mut out = Vec::new();
     while (out.len() as u64) < size + 1 {
@@ -319,7 +319,9 @@ impl Case {
                     gid: Some(8),
                     ..SetAttr::default()
                 };
-                c.setattr(self.file(), a, &cred()).await.expect("setattr");
+                c.setattr(self.file(), a, &cred(), None)
+                    .await
+                    .expect("setattr");
                 if self.synced {
                     fsync_inode(c, self.file()).await;
                 }
@@ -338,12 +340,14 @@ impl Case {
                 write_file(c, fid, &pattern(DATA, 3), self.synced).await;
             }
             Op::Truncate => {
-                let (f, _) = c.open(self.file(), rw()).await.expect("open");
+                let (f, _) = c.open(self.file(), rw(), &cred()).await.expect("open");
                 let a = SetAttr {
                     size: Some(TRUNC as u64),
                     ..SetAttr::default()
                 };
-                c.setattr(self.file(), a, &cred()).await.expect("truncate");
+                c.setattr(self.file(), a, &cred(), None)
+                    .await
+                    .expect("truncate");
                 if self.synced {
                     c.fsync(&f).await.expect("fsync");
                 }
@@ -354,7 +358,7 @@ impl Case {
                     Component::dom(64 << 10),
                     Component::raid0(64 << 10, nacre_core::layout::EOF, 1, 1 << 20, -1),
                 ]);
-                c.migrate(self.file(), l).await.expect("migrate");
+                c.migrate(self.file(), l, &cred()).await.expect("migrate");
                 if self.synced {
                     fsync_inode(c, self.file()).await;
                 }
@@ -412,7 +416,7 @@ impl Case {
                 );
             }
             Op::Setxattr => {
-                let v = c.getxattr(self.file(), b"user.k").await;
+                let v = c.getxattr(self.file(), b"user.k", &cred()).await;
                 match v {
                     Ok(v) => assert_eq!(v, b"value", "{what}"),
                     Err(Errno::ENODATA) => assert!(!must, "{what}: the xattr was lost"),

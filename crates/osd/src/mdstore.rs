@@ -70,7 +70,8 @@ use tokio::sync::{Semaphore, oneshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Table {
-    /// FID -> inode (attributes, layout, LMV). This is also the object index.
+    /// Local inode number -> inode (attributes, layout, LMV, first link, and its own FID,
+    /// as ldiskfs keeps it in the LMA).
     Inodes = 0,
     /// parent FID + name hash + name -> child FID and type (FID-in-dirent).
     Dirents = 1,
@@ -91,11 +92,17 @@ pub enum Table {
     /// participants have not all confirmed yet.
     DneCommitted = 8,
     /// child FID + parent FID + name hash + name -> nothing: every hard link of an inode
-    /// (the linkEA, one key per link).
+    /// but its first (the linkEA, one key per link).
     Links = 9,
+    /// The object index (Lustre's OI): FID -> local inode number. The OI scrub rebuilds it
+    /// from the inodes' own FIDs.
+    Oi = 10,
+    /// LFSCK's namespace trace: objects its second phase must look at again, and links
+    /// a dry run found that the objects do not record.
+    LfsckTrace = 11,
 }
 
-const TABLE_COUNT: usize = 10;
+const TABLE_COUNT: usize = 12;
 const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::Inodes,
     Table::Dirents,
@@ -107,6 +114,8 @@ const ALL_TABLES: [Table; TABLE_COUNT] = [
     Table::DnePending,
     Table::DneCommitted,
     Table::Links,
+    Table::Oi,
+    Table::LfsckTrace,
 ];
 
 impl Table {
@@ -122,6 +131,8 @@ impl Table {
             Table::DnePending => "dne_pending",
             Table::DneCommitted => "dne_committed",
             Table::Links => "links",
+            Table::Oi => "oi",
+            Table::LfsckTrace => "lfsck_trace",
         })
     }
 
@@ -481,6 +492,19 @@ impl Tx<'_, '_> {
     /// Whether any key lies in `[start, end)`.
     pub fn any_in(&mut self, t: Table, start: &[u8], end: &[u8]) -> Result<bool, Errno> {
         Ok(!self.range(t, start, end, 1)?.is_empty())
+    }
+
+    /// The greatest key of table `t` below `end` (one B-tree descent).
+    pub fn last_key_below(&mut self, t: Table, end: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+        let tab = &self.tables[t as usize];
+        let mut r = tab.range::<&[u8]>(..end).map_err(|e| storage_errno(&e))?;
+        match r.next_back() {
+            Some(item) => {
+                let (k, _) = item.map_err(|e| storage_errno(&e))?;
+                Ok(Some(k.value().to_vec()))
+            }
+            None => Ok(None),
+        }
     }
 
     fn rollback(&mut self, mark: usize) {

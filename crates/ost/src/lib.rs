@@ -26,6 +26,7 @@ use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
 use nacre_osd::{Health, ObjError, ObjStore};
+use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub struct Ost {
     scrub: Arc<Scrub>,
     /// Write bulks refused because they arrived damaged.
     bulk_checksum_errors: AtomicU64,
+    /// The checker, attached once the OST has started ([`Ost::set_lfsck`]).
+    lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
 }
 
 /// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
@@ -69,6 +72,7 @@ impl Ost {
             scrub: Scrub::new(store.clone()),
             store,
             bulk_checksum_errors: AtomicU64::new(0),
+            lfsck: std::sync::OnceLock::new(),
         }
     }
 
@@ -137,6 +141,20 @@ impl Ost {
                 self.scrub.set_param(s, value)
             }
             _ => Err(format!("{name}: read-only or unknown parameter")),
+        }
+    }
+
+    /// Attaches the checker; requests for it go there from now on.
+    pub fn set_lfsck(&self, l: Arc<dyn LfsckService>) {
+        if self.lfsck.set(l).is_err() {
+            tracing::warn!(target: "ost", "OST{:04x}: a checker is already attached", self.index);
+        }
+    }
+
+    /// The OST is stopping: a running check saves where it was.
+    pub async fn stop(&self) {
+        if let Some(l) = self.lfsck.get() {
+            l.clone().stopping().await;
         }
     }
 
@@ -374,6 +392,13 @@ impl Ost {
             Request::OstGetLastId { seq } => {
                 let id = self.blocking(move |s| s.last_id(seq)).await?;
                 Ok((Reply::LastId(id), none))
+            }
+            Request::Lfsck(r) => {
+                if !r.within_bounds() {
+                    return Err(Errno::EINVAL);
+                }
+                let l = self.lfsck.get().cloned().ok_or(Errno::ENOTSUP)?;
+                Ok((Reply::Lfsck(l.handle(r).await?), none))
             }
             _ => Err(Errno::EPROTO),
         }

@@ -2,6 +2,7 @@
 //!
 //! - [`frame`]: the fixed, versioned frame header and its checksum;
 //! - [`msg`]: every request and reply the services exchange, serde-encoded with postcard;
+//!   [`lfsck`]: the checker's own messages, carried in them;
 //! - [`auth`]: the file system's shared key and the handshake that proves a peer holds it;
 //! - [`conn`]: a client connection with many requests in flight and bounded queues;
 //! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
@@ -16,6 +17,7 @@ pub mod conn;
 pub mod error;
 pub mod frame;
 pub mod import;
+pub mod lfsck;
 pub mod lo;
 pub mod memory;
 pub mod mgc;

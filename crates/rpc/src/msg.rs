@@ -509,6 +509,9 @@ pub enum Request {
         cred: Cred,
         mask: u32,
     },
+    // --- LFSCK (appended) ---
+    /// LFSCK between tools and targets and among targets (see [`crate::lfsck`]).
+    Lfsck(crate::lfsck::LfsckRequest),
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -694,6 +697,7 @@ pub enum Reply {
     },
     /// A read's bulk follows, with the checksums of its pieces.
     Checksummed(BulkCksum),
+    Lfsck(crate::lfsck::LfsckReply),
 }
 
 /// The variants that carry the caller's credentials.
@@ -788,6 +792,7 @@ impl Request {
             Request::Sync { .. } => 71,
             Request::DnePermission { .. } => 72,
             Request::Access { .. } => 73,
+            Request::Lfsck(_) => 74,
         }
     }
 
@@ -853,6 +858,7 @@ impl Request {
             71 => "sync",
             72 => "dne_permission",
             73 => "access",
+            74 => "lfsck",
             _ => "other",
         }
     }

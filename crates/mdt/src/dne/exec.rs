@@ -58,11 +58,7 @@ fn put_name(
     fid: &Fid,
     kind: FileKind,
 ) -> Result<(), Errno> {
-    tx.put(
-        Table::Dirents,
-        &dirent_key(parent, name),
-        &records::dirent_value(fid, kind),
-    )
+    mdd::put_dirent(tx, parent, name, fid, kind, 0)
 }
 
 /// The inode a [`DneObject`] describes, with no links yet.
@@ -76,6 +72,7 @@ pub fn object_inode(o: &DneObject) -> Inode {
         link: None,
         symlink: None,
         lsom_valid: true,
+        ino: 0,
     }
 }
 
@@ -99,7 +96,7 @@ pub fn prepare(
     match u {
         DneUpdate::CreateObject(o) => {
             let fid = o.attr.fid;
-            if tx.exists(Table::Inodes, &fid.to_bytes())? {
+            if mdd::exists(tx, &fid)? {
                 // FIDs are allocated once; an existing one is this very object.
                 return Ok(None);
             }

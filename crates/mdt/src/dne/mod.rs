@@ -60,14 +60,13 @@
 //! - A rename that moves a directory to another directory takes the file system's rename
 //!   lock on MDT0 ([`rename_lock`], Lustre's BFL) from its loop check to its commit, so
 //!   renames on different MDTs cannot together make a loop.
-//! - What a crash can still leave is only ever what the checker ([`check`]) reports and
-//!   recovery removes: pending records and the unnamed objects they created.
+//! - What a crash can still leave is only ever what the checker (`nacre_lfsck`) reports
+//!   and recovery removes: pending records and the unnamed objects they created.
 //!
 //! Fault injection points ([`crate::fail`]) sit between the steps: `dne.coord.prepared`,
 //! `dne.coord.committed`, `dne.coord.remote_committed`, `dne.part.prepared`,
 //! `dne.part.committed`, `dne.part.aborted`.
 
-pub mod check;
 pub mod exec;
 pub mod log;
 mod ops;

@@ -140,6 +140,7 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
         &cluster.spec(),
         Duration::from_secs(1),
         Vec::new(),
+        crate::lfsck_ctl::LocalLfsck::default(),
     )?;
     let native = Arc::new(NativeFs::connect(&dir.to_string_lossy())?);
     let native_client = native.client().clone();

@@ -136,11 +136,75 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                 (s, Some(mgc))
             }
         };
+        let ctl = match serve_ctl(&a.dir, &id.fsname, &served.0) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!("{full}: no control socket for lctl: {e:#}");
+                None
+            }
+        };
         daemon::wait_for_signal().await;
         super::say(format_args!("{full} stopping"));
+        if let Some(t) = ctl {
+            t.abort();
+        }
+        crate::ctl::unregister_server(&a.dir);
         served.0.stop().await;
         Ok::<(), anyhow::Error>(())
     })
+}
+
+/// The control socket of a served MDT or OST, so `lctl` on this node reaches its
+/// parameters and its checker.
+fn serve_ctl(dir: &Path, fsname: &str, s: &node::Served) -> Result<tokio::task::JoinHandle<()>> {
+    use crate::ctl::MountEntry;
+    use crate::ctl_server::CtlServer;
+    use crate::lfsck_ctl::{LfsckParams, LocalLfsck};
+    use crate::params::{MdtParams, NodeParams, OstParams, ParamSource, ServerStats};
+    use std::sync::Arc;
+    if s.is_mgs() {
+        bail!("the MGS has no control socket");
+    }
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let entry = MountEntry {
+        socket: crate::ctl::socket_path(&dir)?,
+        mountpoint: dir,
+        spec: s.name.full(fsname),
+        fsname: fsname.to_string(),
+        pid: std::process::id(),
+    };
+    let lfsck = LocalLfsck {
+        mdts: s.lfsck.iter().cloned().collect(),
+    };
+    let mut sources: Vec<Arc<dyn ParamSource>> = Vec::new();
+    if let Some(m) = s.mdt() {
+        sources.push(Arc::new(MdtParams {
+            fsname: fsname.to_string(),
+            mdt: m.clone(),
+        }));
+    }
+    if let Some(o) = s.ost() {
+        sources.push(Arc::new(OstParams {
+            fsname: fsname.to_string(),
+            ost: o.clone(),
+        }));
+    }
+    if let Some(n) = ServerStats::name(fsname, &s.name) {
+        sources.push(Arc::new(ServerStats {
+            stats: vec![(n, s.stats.clone())],
+        }));
+    }
+    sources.push(Arc::new(LfsckParams {
+        lfsck: lfsck.clone(),
+    }));
+    let listener = crate::ctl_server::bind_server(&entry)?;
+    let server = Arc::new(CtlServer {
+        client: None,
+        entry,
+        params: Arc::new(NodeParams { sources }),
+        lfsck,
+    });
+    Ok(tokio::spawn(server.run(listener)))
 }
 
 /// The address of the interface this node uses to reach `peer` (no packet is sent).

@@ -7,8 +7,11 @@ use crate::ctl::{self, MountEntry};
 use crate::ctl_server::{CtlReply, CtlRequest};
 use crate::params::ParamValue;
 use anyhow::{Result, anyhow, bail};
+use nacre_core::{Errno, Fid};
 use nacre_lustreapi as lapi;
 use nacre_lustreapi::lctl::{ParamKind, ParamPattern};
+use nacre_rpc::lfsck::StartArgs;
+use std::path::Path;
 
 pub const USAGE: &str = "usage: nacre lctl COMMAND [ARGS]\n\
 commands (Lustre's syntax and output):\n  \
@@ -16,12 +19,16 @@ get_param [-n] [-N] [-F] PATTERN...      show parameters (glob patterns per dott
 set_param [-n] NAME=VALUE...             change parameters on this node until restart\n  \
 set_param -P NAME=VALUE...               record through the MGS, for every node now and later\n  \
 set_param -P -d NAME...                  delete such a record\n  \
-list_param [-F] PATTERN...               list parameter names\n\
+list_param [-F] PATTERN...               list parameter names\n  \
+lfsck_start [-M DEV] [-A] [-t TYPES] ... start the online checker (lfsck_start -h)\n  \
+lfsck_stop [-M DEV] [-A]                 stop it\n  \
+lfsck_query [-M DEV] [-t TYPES] [-w]     every target's checker status\n\
 examples:\n  nacre lctl get_param osc.*.max_rpcs_in_flight\n  \
 nacre lctl set_param lod.*.dom_stripesize=65536\n  nacre lctl set_param -P llite.*.max_read_ahead_mb=128\n";
 
 fn processes() -> Result<Vec<MountEntry>> {
-    let m = ctl::mounts()?;
+    let mut m = ctl::servers()?;
+    m.extend(ctl::mounts()?);
     if m.is_empty() {
         bail!("lctl: no nacre client or server runs on this node");
     }
@@ -128,6 +135,9 @@ pub fn run(args: &[String]) -> Result<i32> {
             Ok(rc)
         }
         "set_param" => set_param(rest),
+        "lfsck_start" => lfsck_start(rest),
+        "lfsck_stop" => lfsck_stop(rest),
+        "lfsck_query" => lfsck_query(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
@@ -144,7 +154,10 @@ fn set_param(args: &[String]) -> Result<i32> {
         if r.permanent {
             // Any client of the file system can reach its MGS.
             let value = if r.delete { None } else { value.clone() };
-            let m = &procs[0];
+            let mounts = ctl::mounts()?;
+            let Some(m) = mounts.first() else {
+                bail!("set_param -P: no nacre client runs on this node to reach the MGS");
+            };
             match call(
                 m,
                 &CtlRequest::SetParamPersistent {
@@ -190,4 +203,117 @@ fn set_param(args: &[String]) -> Result<i32> {
         }
     }
     Ok(rc)
+}
+
+/// Sends `req` to every process on this node until one serves the device; the reply, or
+/// the first error other than "no such device".
+fn lfsck_call(req: &CtlRequest) -> Result<CtlReply, (Errno, String)> {
+    let procs = processes().map_err(|e| (Errno::ENODEV, format!("{e:#}")))?;
+    let mut last = (
+        Errno::ENODEV,
+        "Fail to get device name: no MDT device on this node. You can specify the device explicitly via '-M' option.".to_string(),
+    );
+    for m in &procs {
+        match call(m, req) {
+            Ok(r) => return Ok(r),
+            Err((e, msg)) if e == Errno::ENODEV || e == Errno::ENOTCONN => last = (e, msg),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+fn lfsck_fail(e: (Errno, String)) -> Result<i32> {
+    eprintln!("{}", e.1);
+    Ok(e.0.code())
+}
+
+/// The FID of a directory on a nacre mount, for `--path`.
+fn path_fid(path: &str) -> Result<Fid> {
+    let (m, rel) = ctl::find_mount(Path::new(path))?;
+    match call(&m, &CtlRequest::Stat { path: rel }) {
+        Ok(CtlReply::Inode { info, .. }) if info.attr.is_dir() => Ok(info.attr.fid),
+        Ok(CtlReply::Inode { .. }) => bail!("{path}: Not a directory"),
+        Ok(_) => bail!("{path}: unexpected reply"),
+        Err((_, msg)) => bail!("{path}: {msg}"),
+    }
+}
+
+fn lfsck_start(args: &[String]) -> Result<i32> {
+    let r = lapi::lfsck::parse_start(args).map_err(usage_err)?;
+    if r.help {
+        print!("{}", lapi::lfsck::START_USAGE);
+        return Ok(0);
+    }
+    let root = r.path.as_deref().map(path_fid).transpose()?;
+    let req = CtlRequest::LfsckStart {
+        device: r.device.clone(),
+        args: StartArgs {
+            valid: r.valid,
+            speed_limit: r.speed_limit,
+            active: r.active,
+            flags: r.flags,
+            async_windows: r.async_windows,
+            root,
+            mdts: Vec::new(),
+            sponsor: None,
+        },
+    };
+    match lfsck_call(&req) {
+        Ok(CtlReply::LfsckStarted { device, active }) => {
+            print!("{}", lapi::lfsck::format_started(&device, active));
+            Ok(0)
+        }
+        Ok(_) => bail!("lfsck_start: unexpected reply"),
+        Err(e) => lfsck_fail(e),
+    }
+}
+
+fn lfsck_stop(args: &[String]) -> Result<i32> {
+    let r = lapi::lfsck::parse_stop(args).map_err(usage_err)?;
+    if r.help {
+        print!("{}", lapi::lfsck::STOP_USAGE);
+        return Ok(0);
+    }
+    let req = CtlRequest::LfsckStop {
+        device: r.device.clone(),
+        all: r.all,
+    };
+    match lfsck_call(&req) {
+        Ok(CtlReply::LfsckStopped { device }) => {
+            println!("Stopped LFSCK on the device {device}.");
+            Ok(0)
+        }
+        Ok(_) => bail!("lfsck_stop: unexpected reply"),
+        Err(e) => lfsck_fail(e),
+    }
+}
+
+/// How often `lfsck_query -w` looks again.
+const QUERY_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn lfsck_query(args: &[String]) -> Result<i32> {
+    let r = lapi::lfsck::parse_query(args).map_err(usage_err)?;
+    if r.help {
+        print!("{}", lapi::lfsck::QUERY_USAGE);
+        return Ok(0);
+    }
+    let req = CtlRequest::LfsckQuery {
+        device: r.device.clone(),
+        types: r.types,
+    };
+    loop {
+        match lfsck_call(&req) {
+            Ok(CtlReply::LfsckQuery(q)) => {
+                if r.wait && q.running() {
+                    std::thread::sleep(QUERY_WAIT_POLL);
+                    continue;
+                }
+                print!("{}", q.format(r.types));
+                return Ok(0);
+            }
+            Ok(_) => bail!("lfsck_query: unexpected reply"),
+            Err(e) => return lfsck_fail(e),
+        }
+    }
 }

@@ -3,6 +3,7 @@
 use crate::ctl::{self, MountEntry};
 use crate::ctl_server::CtlServer;
 use crate::daemon;
+use crate::lfsck_ctl::LocalLfsck;
 use crate::params::{ClientParams, NodeParams, ParamSource, apply_persistent};
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -43,6 +44,7 @@ pub fn mount_client(
     spec: &str,
     attr_timeout: Duration,
     servers: Vec<Arc<dyn ParamSource>>,
+    lfsck: LocalLfsck,
 ) -> Result<Mounted> {
     let opts = nacre_fuse::MountOptions {
         attr_timeout,
@@ -74,9 +76,10 @@ pub fn mount_client(
     sources.extend(servers.iter().cloned());
     let params = Arc::new(NodeParams { sources });
     let server = Arc::new(CtlServer {
-        client: client.clone(),
+        client: Some(client.clone()),
         entry,
         params,
+        lfsck,
     });
     let ctl = rt.spawn(server.run(listener));
     if !servers.is_empty() {
@@ -151,7 +154,15 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     let name = format!("{}-{}", host.trim(), std::process::id());
     let mspec = MountSpec::parse(&spec, key, &name).map_err(anyhow::Error::msg)?;
     let client = rt.block_on(Client::mount(mspec))?;
-    let mounted = mount_client(rt.handle(), client, &mnt, &spec, a.attr_timeout, Vec::new())?;
+    let mounted = mount_client(
+        rt.handle(),
+        client,
+        &mnt,
+        &spec,
+        a.attr_timeout,
+        Vec::new(),
+        LocalLfsck::default(),
+    )?;
     if !a.child {
         super::say(format_args!(
             "mounted {spec} on {} (Ctrl-C to unmount)",

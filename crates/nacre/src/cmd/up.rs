@@ -2,6 +2,7 @@
 
 use super::mount::mount_client;
 use crate::daemon::{self, RunState};
+use crate::lfsck_ctl::{LfsckParams, LocalLfsck};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
 use crate::params::{MdtParams, OstParams, ParamSource, ServerStats};
@@ -146,6 +147,17 @@ pub fn run_up(a: UpArgs) -> Result<()> {
             .filter_map(|s| Some((ServerStats::name(&fs.fsname, &s.name)?, s.stats.clone())))
             .collect(),
     }));
+    let lfsck = LocalLfsck {
+        mdts: cluster
+            .mdts
+            .iter()
+            .flatten()
+            .filter_map(|s| s.lfsck.clone())
+            .collect(),
+    };
+    servers.push(Arc::new(LfsckParams {
+        lfsck: lfsck.clone(),
+    }));
     let mounted = match mount_client(
         rt.handle(),
         client,
@@ -153,6 +165,7 @@ pub fn run_up(a: UpArgs) -> Result<()> {
         &cluster.spec(),
         a.attr_timeout,
         servers,
+        lfsck,
     ) {
         Ok(m) => m,
         Err(e) => {

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod integrity;
+pub mod lfsck;
 pub mod power_cut;
 pub mod procs;
 

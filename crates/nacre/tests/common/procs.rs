@@ -193,7 +193,7 @@ impl ServeCluster {
     }
 
     /// The namespace checker's report on the stopped MDTs.
-    pub fn check(&self) -> nacre_mdt::dne::check::CheckReport {
+    pub fn check(&self) -> nacre_lfsck::offline::CheckReport {
         nacre::check::check_mdts(&self.mdt_dirs()).expect("nacre check")
     }
 }

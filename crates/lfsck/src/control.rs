@@ -1,0 +1,299 @@
+//! What every component needs while it runs: live progress for the status files, the
+//! speed limit, when to save a checkpoint, the stop signal, bounded calls to other
+//! targets, and the log of repairs.
+
+use nacre_core::{Errno, Fid};
+use nacre_lustreapi::lfsck::{LfsckPosition, LiveScan, LiveScrub};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How often a running component saves its position and counters. Lustre saves every
+/// 60 s (`SCRUB_CHECKPOINT_INTERVAL`); a save here is one small store write, so a crash
+/// loses at most a few seconds of scanning.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+/// Longest wait for one request to another target. A target that does not answer within
+/// it is left out of the rest of the run (the run ends "partial"), so an unreachable
+/// target costs one timeout per run, never a hang.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a participant waits without hearing from a peer it waits for (it asks every
+/// [`PEER_POLL`]) before going on without it.
+pub const PEER_SILENCE: Duration = Duration::from_secs(30);
+/// How often a participant asks a peer it waits for how far it is.
+pub const PEER_POLL: Duration = Duration::from_millis(500);
+/// Repairs kept for `lfsck_repairs` (each is also logged); older ones drop out.
+pub const REPAIR_LOG_MAX: usize = 4096;
+
+/// The wall clock in seconds, as the status files print times.
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A running component's progress since its last checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct Live {
+    pub since: Instant,
+    pub new_checked: u64,
+    pub position: LfsckPosition,
+    pub phase2_fid: Fid,
+}
+
+impl Live {
+    pub fn new() -> Live {
+        Live {
+            since: Instant::now(),
+            new_checked: 0,
+            position: LfsckPosition::default(),
+            phase2_fid: Fid::ZERO,
+        }
+    }
+
+    /// Seconds since the last checkpoint (what the run time has not counted yet).
+    pub fn elapsed(&self) -> i64 {
+        self.since.elapsed().as_secs() as i64
+    }
+
+    pub fn scan(&self) -> LiveScan {
+        LiveScan {
+            new_checked: self.new_checked,
+            since_checkpoint: self.elapsed(),
+            position: self.position,
+            phase2_fid: self.phase2_fid,
+        }
+    }
+
+    pub fn scrub(&self) -> LiveScrub {
+        LiveScrub {
+            new_checked: self.new_checked,
+            since_checkpoint: self.elapsed(),
+            position: self.position.oit_cookie,
+            in_prior: false,
+            full_speed: true,
+            partial_scan: false,
+        }
+    }
+
+    /// Whether a checkpoint is due.
+    pub fn checkpoint_due(&self) -> bool {
+        self.since.elapsed() >= CHECKPOINT_INTERVAL
+    }
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live::new()
+    }
+}
+
+/// Steps per second a limited scan takes (see [`Throttle::cap`]).
+const THROTTLE_STEPS_PER_SEC: usize = 10;
+
+/// Keeps a scan at or under `lfsck_speed_limit` items per second (0: no limit). The
+/// limit may change while it runs.
+pub struct Throttle {
+    limit: Arc<AtomicU32>,
+    start: tokio::time::Instant,
+    done: u64,
+    seen_limit: u32,
+}
+
+impl Throttle {
+    pub fn new(limit: Arc<AtomicU32>) -> Throttle {
+        let seen_limit = limit.load(Ordering::Relaxed);
+        Throttle {
+            limit,
+            start: tokio::time::Instant::now(),
+            done: 0,
+            seen_limit,
+        }
+    }
+
+    /// The most items to take in one step: under a limit, a tenth of a second's worth, so
+    /// the scan keeps to it within a step instead of reading a whole window at once.
+    pub fn cap(&self, window: usize) -> usize {
+        match self.limit.load(Ordering::Relaxed) {
+            0 => window,
+            l => window.min((l as usize / THROTTLE_STEPS_PER_SEC).max(1)),
+        }
+    }
+
+    /// After `n` more items: sleeps as long as the scan is ahead of the limit, or until
+    /// `stop`.
+    pub async fn after(&mut self, n: u64, stop: &mut watch::Receiver<Halt>) {
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit != self.seen_limit {
+            // A new limit counts from now.
+            self.seen_limit = limit;
+            self.start = tokio::time::Instant::now();
+            self.done = 0;
+        }
+        self.done += n;
+        if limit == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.done as f64 / f64::from(limit));
+        let ahead = due.saturating_sub(self.start.elapsed());
+        if !ahead.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(ahead) => {}
+                _ = stop.wait_for(|s| *s != Halt::Go) => {}
+            }
+        }
+    }
+}
+
+/// Why a run is asked to end early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Halt {
+    Go,
+    /// `lfsck_stop`.
+    Stop,
+    /// The target is stopping: resume when it starts again.
+    Pause,
+}
+
+/// The recent repairs of a target, newest last, each with the path and FID it touched.
+#[derive(Default)]
+pub struct RepairLog {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl RepairLog {
+    pub fn push(&self, dev: &str, line: String) {
+        tracing::info!(target: "lfsck", "{dev}: {line}");
+        let mut l = self.lines.lock();
+        if l.len() >= REPAIR_LOG_MAX {
+            l.pop_front();
+        }
+        l.push_back(line);
+    }
+
+    pub fn text(&self) -> String {
+        let l = self.lines.lock();
+        let mut s = String::new();
+        for line in l.iter() {
+            s.push_str(line);
+            s.push('\n');
+        }
+        s
+    }
+
+    pub fn clear(&self) {
+        self.lines.lock().clear();
+    }
+}
+
+/// Runs `f` within [`RPC_TIMEOUT`]; a call that takes longer is ETIMEDOUT.
+pub async fn bounded<T>(
+    f: impl std::future::Future<Output = Result<T, Errno>>,
+) -> Result<T, Errno> {
+    match tokio::time::timeout(RPC_TIMEOUT, f).await {
+        Ok(r) => r,
+        Err(_) => Err(Errno::ETIMEDOUT),
+    }
+}
+
+/// A window that adapts to the slower side of a pipeline (the seed study's proposal, in
+/// place of Lustre's fixed `SCRUB_WINDOW_SIZE` and `LFSCK_ASYNC_WIN_DEFAULT`): it doubles
+/// while the side it feeds keeps up (each round finishes within `target` and throughput
+/// grows), and halves when a round takes longer than `target`, so the scan neither
+/// starves a slow peer's pipeline nor floods it.
+#[derive(Clone, Copy, Debug)]
+pub struct AdaptiveWindow {
+    pub value: usize,
+    pub min: usize,
+    pub max: usize,
+    /// Off: the window stays at its initial value (Lustre's behaviour, for comparison).
+    pub adaptive: bool,
+    last_rate: f64,
+}
+
+/// How long one round of a window may take before the window shrinks: short enough that
+/// stop and checkpoints stay prompt, long enough to amortise a round trip.
+pub const WINDOW_ROUND_TARGET: Duration = Duration::from_millis(200);
+
+impl AdaptiveWindow {
+    pub fn new(initial: usize, min: usize, max: usize, adaptive: bool) -> AdaptiveWindow {
+        let min = min.max(1);
+        let max = max.max(min);
+        AdaptiveWindow {
+            value: initial.clamp(min, max),
+            min,
+            max,
+            adaptive,
+            last_rate: 0.0,
+        }
+    }
+
+    /// After a round that handled `items` in `took`.
+    pub fn observe(&mut self, items: usize, took: Duration) {
+        if !self.adaptive || items == 0 {
+            return;
+        }
+        let rate = items as f64 / took.as_secs_f64().max(1e-6);
+        if took > WINDOW_ROUND_TARGET {
+            self.value = (self.value / 2).max(self.min);
+        } else if rate >= self.last_rate * 0.9 && items >= self.value {
+            self.value = (self.value * 2).min(self.max);
+        }
+        self.last_rate = rate;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_grows_while_rounds_are_quick_and_shrinks_when_slow() {
+        let mut w = AdaptiveWindow::new(64, 16, 4096, true);
+        for _ in 0..10 {
+            let v = w.value;
+            w.observe(v, Duration::from_millis(5));
+        }
+        assert_eq!(w.value, 4096);
+        w.observe(4096, Duration::from_secs(1));
+        assert_eq!(w.value, 2048);
+        let mut fixed = AdaptiveWindow::new(1024, 16, 4096, false);
+        fixed.observe(1024, Duration::from_secs(5));
+        assert_eq!(fixed.value, 1024);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttle_keeps_to_the_limit() {
+        let limit = Arc::new(AtomicU32::new(100));
+        let mut t = Throttle::new(limit.clone());
+        let (_tx, mut rx) = watch::channel(Halt::Go);
+        let start = tokio::time::Instant::now();
+        for _ in 0..10 {
+            t.after(50, &mut rx).await;
+        }
+        // 500 items at 100/s: about 5 s.
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(4900) && took <= Duration::from_millis(5100),
+            "{took:?}"
+        );
+        limit.store(0, Ordering::Relaxed);
+        let start = tokio::time::Instant::now();
+        t.after(1_000_000, &mut rx).await;
+        assert!(start.elapsed() < Duration::from_millis(10));
+    }
+
+    #[test]
+    fn repair_log_is_bounded() {
+        let l = RepairLog::default();
+        for i in 0..REPAIR_LOG_MAX + 10 {
+            l.push("t", format!("r{i}"));
+        }
+        let text = l.text();
+        assert_eq!(text.lines().count(), REPAIR_LOG_MAX);
+        assert!(text.starts_with("r10\n"));
+    }
+}

@@ -1,0 +1,374 @@
+//! Inconsistencies made on purpose, as a bug, a crash or a bad disk would leave them:
+//! each function breaks exactly one thing on a live target, through its store, and
+//! returns what it broke. The checker's tests use them; a fault-injection command can.
+//!
+//! Namespace (on an MDT, see [`crate::namespace::check`] for what LFSCK makes of each):
+//!
+//! | function | leaves | LFSCK counts |
+//! | --- | --- | --- |
+//! | [`remove_object`] | names pointing at nothing | `dangling` (repaired with `-C`) |
+//! | [`remove_name`] | an object whose only name is gone | `lost_dirent` |
+//! | [`drop_links`] | a file whose linkEA forgot its names | `linkea` per name |
+//! | [`corrupt_link_name`] | a linkEA entry naming nothing | `linkea` twice (the real name added, the bad one dropped) |
+//! | [`orphan_object`] | an object nothing names, that knows no name | `local_lost_found_moved` |
+//! | [`add_name`] | a second name of a directory | `multiple_referenced` |
+//! | [`set_dirent_type`] | an entry whose type is not its object's | `bad_file_type` |
+//! | [`set_nlink`] | a wrong link count | `nlinks` |
+//! | [`corrupt_dirent_fid`] | an entry whose FID is garbage (its inode number still right) | `dirent` |
+//! | [`set_dir_link`] | a directory whose linkEA names the wrong parent | `unmatched_pairs` |
+//! | [`corrupt_lmv_slot`] | a striped directory's LMV naming a stripe that does not exist | `striped_dirs` |
+//! | [`set_stripe_of`] | a stripe recording the wrong index | `striped_shards` |
+//! | [`misplace_name`] | a name in a stripe its hash does not pick | `name_hash` |
+//! | [`drop_links`] on a remote entry's object | a remote object without its linkEA | `agent_entries` |
+//! | [`stale_dne_record`] | an operation prepared for a coordinator that does not exist | `dne_records` |
+//! | [`loop_dirs`] | two directories naming each other, cut off from the root | `nacre check`: disconnected |
+
+use nacre_core::{Errno, Fid, FileKind, Timespec};
+use nacre_mdt::Mdt;
+use nacre_mdt::dne::exec::STRIPE_XATTR;
+use nacre_mdt::dne::log;
+use nacre_mdt::mdd;
+use nacre_mdt::records;
+use nacre_osd::Table;
+use nacre_rpc::msg::{DneObject, DneUpdate};
+
+/// What an injection broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Injected {
+    pub what: &'static str,
+    pub fid: Fid,
+    pub at: Option<(Fid, Vec<u8>)>,
+}
+
+fn hit(what: &'static str, fid: Fid, at: Option<(Fid, &[u8])>) -> Injected {
+    Injected {
+        what,
+        fid,
+        at: at.map(|(p, n)| (p, n.to_vec())),
+    }
+}
+
+/// The entry `parent/name` on `mdt` (the MDT of `parent`).
+pub async fn lookup(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<(Fid, FileKind), Errno> {
+    let mut v = mdt.store().read()?;
+    mdd::lookup(&mut v, &parent, name)?.ok_or(Errno::ENOENT)
+}
+
+/// Removes object `fid` (on `mdt`) and nothing else: the names pointing at it dangle.
+/// Its OST objects, if any, are left behind.
+pub async fn remove_object(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let ino = mdd::get_inode(tx, &fid)?;
+            tx.delete(Table::Inodes, &records::inode_key(ino.ino))?;
+            tx.delete(Table::Oi, &fid.to_bytes())?;
+            Ok(())
+        })
+        .await?;
+    Ok(hit("object removed", fid, None))
+}
+
+/// Removes the name `parent/name` (on the MDT of `parent`) and nothing else.
+pub async fn remove_name(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    let fid = mdt
+        .store()
+        .write(move |tx| {
+            let (fid, _) = mdd::lookup(tx, &parent, &n)?.ok_or(Errno::ENOENT)?;
+            tx.delete(Table::Dirents, &records::dirent_key(&parent, &n))?;
+            Ok(fid)
+        })
+        .await?;
+    Ok(hit("name removed", fid, Some((parent, name))))
+}
+
+/// Empties the linkEA of `fid` (on `mdt`).
+pub async fn drop_links(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            mdd::set_links(tx, &mut i, Vec::new())?;
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await?;
+    Ok(hit("linkEA emptied", fid, None))
+}
+
+/// Changes the name in the first linkEA entry of `fid` (on `mdt`) to one that does not
+/// exist.
+pub async fn corrupt_link_name(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
+    let at = mdt
+        .store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            let mut links = mdd::all_links(tx, &i)?;
+            let l = links.first_mut().ok_or(Errno::ENOENT)?;
+            l.1.extend_from_slice(b".corrupt");
+            let at = l.clone();
+            mdd::set_links(tx, &mut i, links)?;
+            mdd::put_inode(tx, &i)?;
+            Ok(at)
+        })
+        .await?;
+    Ok(hit("linkEA entry corrupted", fid, Some((at.0, &at.1))))
+}
+
+/// Removes the name `parent/name` and empties its object's linkEA (both on `mdt`): the
+/// object is named nowhere and knows no name.
+pub async fn orphan_object(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, Errno> {
+    let r = remove_name(mdt, parent, name).await?;
+    drop_links(mdt, r.fid).await?;
+    Ok(hit("object orphaned", r.fid, Some((parent, name))))
+}
+
+/// Adds the name `dir/name -> target` (on the MDT of `dir`) without telling the target.
+pub async fn add_name(
+    mdt: &Mdt,
+    dir: Fid,
+    name: &[u8],
+    target: Fid,
+    kind: FileKind,
+) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    mdt.store()
+        .write(move |tx| {
+            if mdd::lookup(tx, &dir, &n)?.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            mdd::put_dirent(tx, &dir, &n, &target, kind, 0)
+        })
+        .await?;
+    Ok(hit("extra name added", target, Some((dir, name))))
+}
+
+/// Sets the type the entry `parent/name` records.
+pub async fn set_dirent_type(
+    mdt: &Mdt,
+    parent: Fid,
+    name: &[u8],
+    kind: FileKind,
+) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    let fid = mdt
+        .store()
+        .write(move |tx| {
+            let d = mdd::lookup_rec(tx, &parent, &n)?.ok_or(Errno::ENOENT)?;
+            tx.put(
+                Table::Dirents,
+                &records::dirent_key(&parent, &n),
+                &records::dirent_value(&d.fid, kind, d.ino),
+            )?;
+            Ok(d.fid)
+        })
+        .await?;
+    Ok(hit("entry type changed", fid, Some((parent, name))))
+}
+
+/// Sets the link count of `fid` (on `mdt`).
+pub async fn set_nlink(mdt: &Mdt, fid: Fid, nlink: u32) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            i.attr.nlink = nlink;
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await?;
+    Ok(hit("link count changed", fid, None))
+}
+
+/// Replaces the FID in the entry `parent/name` by one no object has, keeping the inode
+/// number beside it.
+pub async fn corrupt_dirent_fid(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    let fid = mdt
+        .store()
+        .write(move |tx| {
+            let d = mdd::lookup_rec(tx, &parent, &n)?.ok_or(Errno::ENOENT)?;
+            let bad = Fid::new(d.fid.seq, d.fid.oid ^ 0x00ff_0000, 0x7);
+            tx.put(
+                Table::Dirents,
+                &records::dirent_key(&parent, &n),
+                &records::dirent_value(&bad, d.kind, d.ino),
+            )?;
+            Ok(d.fid)
+        })
+        .await?;
+    Ok(hit("FID-in-dirent corrupted", fid, Some((parent, name))))
+}
+
+/// Makes directory `fid`'s linkEA name `parent/name` instead of its real name.
+pub async fn set_dir_link(
+    mdt: &Mdt,
+    fid: Fid,
+    parent: Fid,
+    name: &[u8],
+) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    mdt.store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            if !i.attr.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            mdd::set_links(tx, &mut i, vec![(parent, n)])?;
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await?;
+    Ok(hit(
+        "directory linkEA pointed elsewhere",
+        fid,
+        Some((parent, name)),
+    ))
+}
+
+/// Replaces slot `index` of striped directory `master`'s LMV by a FID no stripe has.
+pub async fn corrupt_lmv_slot(mdt: &Mdt, master: Fid, index: u32) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &master)?;
+            let slot = i
+                .lmv
+                .as_mut()
+                .and_then(|l| l.stripes.get_mut(index as usize))
+                .ok_or(Errno::EINVAL)?;
+            slot.1 = Fid::new(slot.1.seq, slot.1.oid ^ 0x00ff_0000, 0x7);
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await?;
+    Ok(hit("LMV slot corrupted", master, None))
+}
+
+/// Makes stripe `fid` (on `mdt`) record `master` and `index`.
+pub async fn set_stripe_of(
+    mdt: &Mdt,
+    fid: Fid,
+    master: Fid,
+    index: u32,
+) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let v = postcard::to_allocvec(&(master, index)).map_err(|_| Errno::EIO)?;
+            tx.put(Table::Xattrs, &records::xattr_key(&fid, STRIPE_XATTR), &v)
+        })
+        .await?;
+    Ok(hit("stripe index changed", fid, None))
+}
+
+/// Moves the name `stripe/name` into stripe `to` (another stripe of the same directory),
+/// its object's linkEA following: the name is whole, in the wrong stripe. `from_mdt`
+/// holds `stripe`, `to_mdt` holds `to`, `obj_mdt` holds the object.
+pub async fn misplace_name(
+    from_mdt: &Mdt,
+    to_mdt: &Mdt,
+    obj_mdt: &Mdt,
+    stripe: Fid,
+    name: &[u8],
+    to: Fid,
+) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    let d = {
+        let mut v = from_mdt.store().read()?;
+        mdd::lookup_rec(&mut v, &stripe, name)?.ok_or(Errno::ENOENT)?
+    };
+    let n2 = n.clone();
+    to_mdt
+        .store()
+        .write(move |tx| mdd::put_dirent(tx, &to, &n2, &d.fid, d.kind, 0))
+        .await?;
+    let n3 = n.clone();
+    from_mdt
+        .store()
+        .write(move |tx| {
+            tx.delete(Table::Dirents, &records::dirent_key(&stripe, &n3))
+                .map(|_| ())
+        })
+        .await?;
+    let fid = d.fid;
+    obj_mdt
+        .store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            let mut links = mdd::all_links(tx, &i)?;
+            for l in &mut links {
+                if l.0 == stripe && l.1 == n {
+                    l.0 = to;
+                }
+            }
+            mdd::set_links(tx, &mut i, links)?;
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await?;
+    Ok(hit("name in the wrong stripe", d.fid, Some((to, name))))
+}
+
+/// Records on `mdt` an operation prepared for coordinator MDT `coord` (one the file
+/// system does not have), creating an unnamed directory as its prepare would.
+pub async fn stale_dne_record(mdt: &Mdt, coord: u32, fid: Fid) -> Result<Injected, Errno> {
+    let now = Timespec::now();
+    mdt.store()
+        .write(move |tx| {
+            let obj = DneObject {
+                attr: nacre_core::Attr {
+                    fid,
+                    mode: libc::S_IFDIR | 0o755,
+                    nlink: 2,
+                    atime: now,
+                    mtime: now,
+                    ctime: now,
+                    btime: now,
+                    ..nacre_core::Attr::default()
+                },
+                lmv: None,
+                default_layout: None,
+                default_lmv: None,
+                links: vec![(Fid::ROOT, format!("never-{fid}").into_bytes())],
+                stripe_of: None,
+                xattrs: Vec::new(),
+            };
+            let u = DneUpdate::CreateObject(obj.clone());
+            mdd::put_inode(tx, &nacre_mdt::dne::exec::object_inode(&obj))?;
+            log::put_pending(
+                tx,
+                &log::Pending {
+                    coord,
+                    op: log::op_id(1, u64::from(fid.oid)),
+                    updates: vec![u],
+                    killed: Vec::new(),
+                    since_ms: log::now_ms(),
+                },
+            )
+        })
+        .await?;
+    Ok(hit("distributed operation left prepared", fid, None))
+}
+
+/// Moves directory `parent/name` (whose first subdirectory is `sub/sub_name`) under that
+/// subdirectory, both linkEAs consistent: the two name each other and no path from the
+/// root reaches them.
+pub async fn loop_dirs(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, Errno> {
+    let n = name.to_vec();
+    let fid = mdt
+        .store()
+        .write(move |tx| {
+            let (a, _) = mdd::lookup(tx, &parent, &n)?.ok_or(Errno::ENOENT)?;
+            let rows = tx.range(
+                Table::Dirents,
+                &records::dirent_start(&a, 0),
+                &records::dirent_end(&a),
+                64,
+            )?;
+            let sub = rows
+                .iter()
+                .filter_map(|(_, v)| records::parse_dirent(v).ok())
+                .find(|d| d.kind == FileKind::Directory)
+                .ok_or(Errno::ENOENT)?;
+            tx.delete(Table::Dirents, &records::dirent_key(&parent, &n))?;
+            mdd::put_dirent(tx, &sub.fid, &n, &a, FileKind::Directory, 0)?;
+            let mut ai = mdd::get_inode(tx, &a)?;
+            mdd::set_links(tx, &mut ai, vec![(sub.fid, n.clone())])?;
+            mdd::put_inode(tx, &ai)?;
+            Ok(a)
+        })
+        .await?;
+    Ok(hit("directories looped", fid, Some((parent, name))))
+}

@@ -1,0 +1,22 @@
+//! The online checker, Lustre's lfsck room: it checks and repairs a live file system
+//! while clients keep using it.
+//!
+//! - [`mdt`]: LFSCK on an MDT: start, stop, query, the records and the run of its
+//!   components (hosted by the MDT through [`nacre_rpc::lfsck::LfsckService`]);
+//! - [`namespace`]: the namespace checks and repairs (FID-in-dirent, linkEA, dangling
+//!   names, orphans, multiply-referenced names, file types, link counts, striped
+//!   directories and name hashes, remote entries, unfinished distributed operations);
+//! - [`offline`]: the same checks on the stores of a stopped file system (`nacre check`);
+//! - [`inject`]: making each inconsistency on purpose, for tests and fault injection;
+//! - [`control`]: what every running component shares (progress, speed limit,
+//!   checkpoints, bounded calls, the repair log, adaptive windows).
+//!
+//! The status formats and command syntax are Lustre's, in `nacre_lustreapi::lfsck`.
+
+pub mod control;
+pub mod inject;
+pub mod mdt;
+pub mod namespace;
+pub mod offline;
+
+pub use mdt::MdtLfsck;

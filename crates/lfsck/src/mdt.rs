@@ -1,0 +1,578 @@
+//! LFSCK on an MDT (Lustre's `lfsck_instance` of an MDT device): starts, stops and
+//! reports its components, runs them, keeps their records in the MDT's store, answers
+//! other MDTs' questions and repairs, and hands out what its components need.
+//!
+//! A run's components are independent tasks: the OI scrub first (the others look
+//! objects up through the index it checks), then namespace and layout side by side,
+//! each with its own scan of the object table and its own windows, so a slow OST does
+//! not hold the namespace check back and a large directory does not hold the layout
+//! check back (the seed study's finding about Lustre's shared pipeline).
+
+use crate::control::{self, Halt, Live, RepairLog, bounded, now_secs};
+use crate::namespace;
+use nacre_core::{Errno, Fid, TargetName};
+use nacre_lustreapi::lfsck::{
+    self as api, LfsckPosition, LfsckStatus, NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
+};
+use nacre_mdt::Mdt;
+use nacre_osd::Table;
+use nacre_rpc::lfsck::{
+    BoxFuture, ComponentState, Event, LfsckReply, LfsckRequest, LfsckService, NsFact, Outcome,
+    StartArgs,
+};
+use nacre_rpc::msg::{Reply, Request};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
+
+/// Types this MDT runs.
+pub const MDT_TYPES: u16 = TYPE_NAMESPACE;
+
+/// How long a stopping MDT waits for its run to save its place.
+const PAUSE_WAIT: Duration = Duration::from_secs(10);
+
+const KEY_BOOKMARK: &[u8] = b"lfsck.bookmark";
+const KEY_NAMESPACE: &[u8] = b"lfsck.namespace";
+
+/// A run's parameters (Lustre's bookmark), kept so a resumed run goes on as it began.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bookmark {
+    /// `LPF_*`.
+    pub param: u16,
+    pub speed_limit: u32,
+    pub async_windows: u32,
+    /// Type bits of the run.
+    pub types: u16,
+    pub root: Option<Fid>,
+    pub mdts: Vec<u32>,
+    pub sponsor: Option<u32>,
+}
+
+struct RunHandle {
+    halt: watch::Sender<Halt>,
+    done: watch::Receiver<bool>,
+}
+
+/// The records of this MDT's components, and their progress while they run.
+#[derive(Default)]
+pub struct MdtState {
+    pub bookmark: Bookmark,
+    pub ns: NamespaceStatus,
+    pub ns_live: Option<Live>,
+}
+
+/// LFSCK on one MDT.
+pub struct MdtLfsck {
+    mdt: Weak<Mdt>,
+    pub index: u32,
+    /// `fs-MDT0000`.
+    pub dev: String,
+    pub state: Mutex<MdtState>,
+    /// `mdd.*.lfsck_speed_limit`.
+    pub speed_limit: Arc<AtomicU32>,
+    /// `mdd.*.lfsck_async_windows`.
+    pub async_windows: Arc<AtomicU32>,
+    /// Windows adapt to the slower side (nacre); off: fixed, as Lustre's.
+    pub adaptive: Arc<AtomicBool>,
+    run: Mutex<Option<RunHandle>>,
+    /// Peers reported progress: whoever waits for peers looks again.
+    pub peer_news: Notify,
+    pub repairs: RepairLog,
+}
+
+/// Saves `v` under `key` in the MDT's store.
+async fn save<T: Serialize>(mdt: &Mdt, key: &'static [u8], v: &T) -> Result<(), Errno> {
+    let b = postcard::to_allocvec(v).map_err(|_| Errno::EIO)?;
+    mdt.store()
+        .write(move |tx| tx.put(Table::Meta, key, &b))
+        .await
+}
+
+fn load<T: for<'a> Deserialize<'a> + Default>(mdt: &Mdt, key: &[u8]) -> T {
+    mdt.store()
+        .read()
+        .ok()
+        .and_then(|v| v.get(Table::Meta, key).ok().flatten())
+        .and_then(|b| postcard::from_bytes(&b).ok())
+        .unwrap_or_default()
+}
+
+impl MdtLfsck {
+    /// The checker of `mdt`, with the records a previous run left. A run the process
+    /// died in shows as crashed; one the MDT stopped in (paused), or one that crashed,
+    /// resumes from its last checkpoint when it ran on this MDT alone.
+    pub fn attach(mdt: &Arc<Mdt>) -> Arc<MdtLfsck> {
+        let mut st = MdtState {
+            bookmark: load(mdt, KEY_BOOKMARK),
+            ns: load(mdt, KEY_NAMESPACE),
+            ns_live: None,
+        };
+        let mut resume = false;
+        if st.ns.status.is_running() {
+            st.ns.status = LfsckStatus::Crashed;
+            resume = true;
+        }
+        if st.ns.status == LfsckStatus::Paused {
+            resume = true;
+        }
+        let me = Arc::new(MdtLfsck {
+            mdt: Arc::downgrade(mdt),
+            index: mdt.index,
+            dev: mdt.target().full(&mdt.fsname),
+            speed_limit: Arc::new(AtomicU32::new(st.bookmark.speed_limit)),
+            async_windows: Arc::new(AtomicU32::new(if st.bookmark.async_windows == 0 {
+                api::ASYNC_WIN_DEFAULT
+            } else {
+                st.bookmark.async_windows
+            })),
+            adaptive: Arc::new(AtomicBool::new(true)),
+            state: Mutex::new(st),
+            run: Mutex::new(None),
+            peer_news: Notify::new(),
+            repairs: RepairLog::default(),
+        });
+        mdt.set_lfsck(me.clone());
+        let local_run = me.state.lock().bookmark.param & api::LPF_ALL_TGT == 0;
+        if resume && local_run {
+            let m = me.clone();
+            let bm = me.state.lock().bookmark.clone();
+            tokio::spawn(async move {
+                let args = StartArgs {
+                    valid: 0,
+                    speed_limit: bm.speed_limit,
+                    active: bm.types,
+                    flags: bm.param & !api::LPF_RESET,
+                    async_windows: bm.async_windows as u16,
+                    root: bm.root,
+                    mdts: bm.mdts.clone(),
+                    sponsor: bm.sponsor,
+                };
+                match m.start(args).await {
+                    Ok(_) => {
+                        tracing::info!(target: "lfsck", "{}: resuming the interrupted check", m.dev)
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "lfsck", "{}: cannot resume the interrupted check: {e}", m.dev)
+                    }
+                }
+            });
+        }
+        me
+    }
+
+    pub fn mdt(&self) -> Result<Arc<Mdt>, Errno> {
+        self.mdt.upgrade().ok_or(Errno::ESHUTDOWN)
+    }
+
+    /// `mdd.*.lfsck_namespace`.
+    pub fn namespace_text(&self) -> String {
+        let st = self.state.lock();
+        let live = st.ns_live.map(|l| l.scan());
+        st.ns.format(now_secs(), live.as_ref())
+    }
+
+    /// Whether a run is going on.
+    pub fn running(&self) -> bool {
+        self.run.lock().as_ref().is_some_and(|r| !*r.done.borrow())
+    }
+
+    /// This MDT's components, for `lfsck_query`.
+    pub fn components(&self) -> Vec<ComponentState> {
+        let st = self.state.lock();
+        vec![ComponentState {
+            kind: TYPE_NAMESPACE,
+            status: st.ns.status.index() as u8,
+            repaired: st.ns.repaired(),
+        }]
+    }
+
+    /// Starts a run (`lfsck_start` on this MDT). With `-A` (and no sponsor), this MDT
+    /// is the sponsor and starts every other MDT too.
+    pub async fn start(self: &Arc<Self>, a: StartArgs) -> Result<u16, Errno> {
+        let mdt = self.mdt()?;
+        if self.running() {
+            return Err(Errno::EALREADY);
+        }
+        let mut active = a.active & api::TYPES_SUPPORTED;
+        let (types, bm) = {
+            let mut st = self.state.lock();
+            if active == 0 {
+                // The types of the last run that did not finish, else all.
+                let incomplete =
+                    !matches!(st.ns.status, LfsckStatus::Init | LfsckStatus::Completed);
+                active = if incomplete && st.bookmark.types != 0 {
+                    st.bookmark.types
+                } else {
+                    api::TYPES_SUPPORTED
+                };
+            }
+            let types = active & MDT_TYPES;
+            let mut bm = st.bookmark.clone();
+            // Flags of this run: those a switch gave, the rest start afresh.
+            bm.param = a.flags & !(api::LPF_WAIT);
+            if a.valid & api::LSV_SPEED_LIMIT != 0 {
+                bm.speed_limit = a.speed_limit;
+            }
+            if a.valid & api::LSV_ASYNC_WINDOWS != 0 {
+                bm.async_windows = u32::from(a.async_windows);
+            }
+            bm.types = active;
+            bm.root = a.root;
+            bm.sponsor = a.sponsor;
+            bm.mdts = if a.mdts.is_empty() {
+                if a.flags & api::LPF_ALL_TGT != 0 {
+                    (0..mdt.mdt_count()).collect()
+                } else {
+                    vec![self.index]
+                }
+            } else {
+                a.mdts.clone()
+            };
+            st.bookmark = bm.clone();
+            let now = now_secs();
+            if types & TYPE_NAMESPACE != 0 {
+                let ns = &mut st.ns;
+                let resume = a.flags & api::LPF_RESET == 0
+                    && !matches!(ns.status, LfsckStatus::Init | LfsckStatus::Completed)
+                    && ns.param & api::LPF_DRYRUN == bm.param & api::LPF_DRYRUN;
+                if !resume {
+                    *ns = NamespaceStatus {
+                        success_count: ns.success_count,
+                        time_last_complete: ns.time_last_complete,
+                        flags: ns.flags & api::FLAG_SCANNED_ONCE,
+                        ..NamespaceStatus::default()
+                    };
+                }
+                ns.param = bm.param;
+                ns.status = LfsckStatus::ScanningPhase1;
+                ns.time_latest_start = now;
+                ns.pos_latest_start = ns.pos_last_checkpoint;
+                st.ns_live = Some(Live {
+                    position: st.ns.pos_last_checkpoint,
+                    ..Live::new()
+                });
+            }
+            (types, bm)
+        };
+        self.speed_limit.store(bm.speed_limit, Ordering::Relaxed);
+        if bm.async_windows != 0 {
+            self.async_windows
+                .store(bm.async_windows, Ordering::Relaxed);
+        }
+        self.save_all(&mdt).await?;
+        if types & TYPE_NAMESPACE != 0 && a.flags & api::LPF_RESET != 0 {
+            // A fresh run starts with an empty trace.
+            namespace::clear_trace(&mdt).await?;
+        }
+        let (halt, halt_rx) = watch::channel(Halt::Go);
+        let (done_tx, done) = watch::channel(false);
+        *self.run.lock() = Some(RunHandle { halt, done });
+        // The sponsor of a run on all targets starts the other MDTs.
+        if a.flags & api::LPF_BROADCAST != 0 && a.sponsor.is_none() {
+            let peer_args = StartArgs {
+                flags: a.flags & !api::LPF_BROADCAST,
+                sponsor: Some(self.index),
+                mdts: bm.mdts.clone(),
+                active,
+                ..a.clone()
+            };
+            for m in bm.mdts.iter().copied().filter(|m| *m != self.index) {
+                match self
+                    .call_mdt(m, LfsckRequest::Start(peer_args.clone()))
+                    .await
+                {
+                    Ok(_) | Err(Errno::EALREADY) => {}
+                    Err(e) => {
+                        tracing::warn!(target: "lfsck", "{}: cannot start LFSCK on MDT{m:04x}: {e}", self.dev)
+                    }
+                }
+            }
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.run_all(mdt, types, bm, halt_rx).await;
+            let _ = done_tx.send(true);
+        });
+        Ok(active)
+    }
+
+    async fn run_all(
+        self: Arc<Self>,
+        mdt: Arc<Mdt>,
+        types: u16,
+        bm: Bookmark,
+        halt: watch::Receiver<Halt>,
+    ) {
+        if types & TYPE_NAMESPACE != 0 {
+            let status = namespace::run(&self, &mdt, &bm, halt.clone()).await;
+            let done = {
+                let mut st = self.state.lock();
+                st.ns.status = status;
+                st.ns_live = None;
+                let now = now_secs();
+                if matches!(status, LfsckStatus::Completed | LfsckStatus::Partial) {
+                    st.ns.time_last_complete = now;
+                    st.ns.success_count += u32::from(status == LfsckStatus::Completed);
+                    st.ns.pos_last_checkpoint = LfsckPosition::default();
+                }
+                status
+            };
+            if let Err(e) = self.save_all(&mdt).await {
+                tracing::warn!(target: "lfsck", "{}: cannot save the namespace record: {e}", self.dev);
+            }
+            tracing::info!(target: "lfsck", "{}: namespace check {}", self.dev, done.name());
+        }
+    }
+
+    /// Saves the bookmark and every component's record.
+    pub async fn save_all(&self, mdt: &Mdt) -> Result<(), Errno> {
+        let (bm, ns) = {
+            let st = self.state.lock();
+            (st.bookmark.clone(), st.ns.clone())
+        };
+        save(mdt, KEY_BOOKMARK, &bm).await?;
+        save(mdt, KEY_NAMESPACE, &ns).await
+    }
+
+    /// Saves the namespace record (a checkpoint).
+    pub async fn save_namespace(&self, mdt: &Mdt) -> Result<(), Errno> {
+        let ns = self.state.lock().ns.clone();
+        save(mdt, KEY_NAMESPACE, &ns).await
+    }
+
+    /// Stops the run (`lfsck_stop`), waiting until it has saved its place; with `all`,
+    /// every participant too.
+    pub async fn stop(self: &Arc<Self>, all: bool) -> Result<(), Errno> {
+        let was = self.halt(Halt::Stop).await;
+        if all {
+            let peers: Vec<u32> = self
+                .state
+                .lock()
+                .bookmark
+                .mdts
+                .iter()
+                .copied()
+                .filter(|m| *m != self.index)
+                .collect();
+            for m in peers {
+                let _ = self.call_mdt(m, LfsckRequest::Stop { all: false }).await;
+            }
+        }
+        if was { Ok(()) } else { Err(Errno::EALREADY) }
+    }
+
+    /// Asks the run to end and waits for it (at most [`PAUSE_WAIT`]); whether one ran.
+    async fn halt(&self, how: Halt) -> bool {
+        let h = self.run.lock().take();
+        let Some(h) = h else { return false };
+        if *h.done.borrow() {
+            return false;
+        }
+        let _ = h.halt.send(how);
+        let mut done = h.done.clone();
+        let _ = tokio::time::timeout(PAUSE_WAIT, done.wait_for(|d| *d)).await;
+        true
+    }
+
+    /// A call to another MDT, bounded by [`control::RPC_TIMEOUT`].
+    pub async fn call_mdt(&self, idx: u32, req: LfsckRequest) -> Result<LfsckReply, Errno> {
+        let mdt = self.mdt()?;
+        let px = mdt.mdt_proxy(idx)?;
+        match bounded(async { px.call(&Request::Lfsck(req)).await.map_err(|e| e.errno()) }).await? {
+            Reply::Lfsck(r) => Ok(r),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Tells every other participant MDT that this one finished `event`.
+    pub async fn notify_peers(&self, event: Event) {
+        let peers: Vec<u32> = self
+            .state
+            .lock()
+            .bookmark
+            .mdts
+            .iter()
+            .copied()
+            .filter(|m| *m != self.index)
+            .collect();
+        let from = TargetName::mdt(self.index);
+        for m in peers {
+            let _ = self.call_mdt(m, LfsckRequest::Notify { from, event }).await;
+        }
+    }
+
+    /// Waits until every other participant MDT has finished the first phase of component
+    /// `kind` (its status moved past phase 1), left the run, or stayed silent for
+    /// [`control::PEER_SILENCE`]. Returns the MDTs it went on without.
+    pub async fn wait_peers(&self, kind: u16, halt: &mut watch::Receiver<Halt>) -> Vec<u32> {
+        let mut waiting: Vec<u32> = self
+            .state
+            .lock()
+            .bookmark
+            .mdts
+            .iter()
+            .copied()
+            .filter(|m| *m != self.index)
+            .collect();
+        let mut heard: std::collections::HashMap<u32, Instant> =
+            waiting.iter().map(|m| (*m, Instant::now())).collect();
+        let mut gone = Vec::new();
+        while !waiting.is_empty() {
+            if *halt.borrow() != Halt::Go {
+                break;
+            }
+            let mut still = Vec::new();
+            for m in waiting {
+                match self.call_mdt(m, LfsckRequest::Query).await {
+                    Ok(LfsckReply::State(cs)) => {
+                        heard.insert(m, Instant::now());
+                        let s = cs
+                            .iter()
+                            .find(|c| c.kind == kind)
+                            .and_then(|c| LfsckStatus::ALL.get(c.status as usize).copied());
+                        match s {
+                            Some(LfsckStatus::ScanningPhase1) => still.push(m),
+                            Some(
+                                LfsckStatus::ScanningPhase2
+                                | LfsckStatus::Completed
+                                | LfsckStatus::Partial,
+                            ) => {}
+                            _ => gone.push(m),
+                        }
+                    }
+                    _ => {
+                        if heard
+                            .get(&m)
+                            .is_some_and(|t| t.elapsed() >= control::PEER_SILENCE)
+                        {
+                            tracing::warn!(target: "lfsck", "{}: MDT{m:04x} does not answer: going on without it", self.dev);
+                            gone.push(m);
+                        } else {
+                            still.push(m);
+                        }
+                    }
+                }
+            }
+            waiting = still;
+            if !waiting.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep(control::PEER_POLL) => {}
+                    _ = self.peer_news.notified() => {}
+                    _ = halt.changed() => {}
+                }
+            }
+        }
+        gone
+    }
+
+    /// Counts a sponsor's view of every participant for `lfsck_query`.
+    pub async fn query_all(&self, types: u16) -> api::QueryCounts {
+        let mut q = api::QueryCounts::default();
+        let mdts = self.mdt().map(|m| m.mdt_count()).unwrap_or(1);
+        for m in 0..mdts {
+            let cs = if m == self.index {
+                Ok(self.components())
+            } else {
+                match self.call_mdt(m, LfsckRequest::Query).await {
+                    Ok(LfsckReply::State(cs)) => Ok(cs),
+                    Ok(_) => Err(Errno::EPROTO),
+                    Err(e) => Err(e),
+                }
+            };
+            add_states(&mut q, types, true, cs);
+        }
+        q
+    }
+
+    async fn handle_req(self: Arc<Self>, req: LfsckRequest) -> Result<LfsckReply, Errno> {
+        match req {
+            LfsckRequest::Start(a) => {
+                let active = self.start(a).await?;
+                Ok(LfsckReply::Started { active })
+            }
+            LfsckRequest::Stop { all } => {
+                self.stop(all).await?;
+                Ok(LfsckReply::Outcomes(Vec::new()))
+            }
+            LfsckRequest::Query => Ok(LfsckReply::State(self.components())),
+            LfsckRequest::Notify { .. } => {
+                self.peer_news.notify_waiters();
+                Ok(LfsckReply::Outcomes(Vec::new()))
+            }
+            LfsckRequest::NsFacts(qs) => {
+                let mdt = self.mdt()?;
+                let facts: Vec<NsFact> = tokio::task::spawn_blocking(move || {
+                    let mut v = mdt.store().read()?;
+                    let busy = namespace::facts::Busy::read(&mut v)?;
+                    Ok::<_, Errno>(
+                        qs.iter()
+                            .map(|q| namespace::facts::answer(&mut v, q, &busy))
+                            .collect(),
+                    )
+                })
+                .await
+                .map_err(|_| Errno::EIO)??;
+                Ok(LfsckReply::NsFacts(facts))
+            }
+            LfsckRequest::NsRepair(ops) => {
+                let mdt = self.mdt()?;
+                let mut out = Vec::with_capacity(ops.len());
+                for op in ops {
+                    let r: Outcome = namespace::repair::apply(&mdt, op).await;
+                    out.push(r);
+                }
+                Ok(LfsckReply::Outcomes(out))
+            }
+            LfsckRequest::Probe { .. }
+            | LfsckRequest::OstRepair(_)
+            | LfsckRequest::Orphans { .. } => Err(Errno::ENOTSUP),
+        }
+    }
+}
+
+/// Adds one target's answer to query counts: its components, or "unknown" if it did not
+/// answer.
+pub fn add_states(
+    q: &mut api::QueryCounts,
+    types: u16,
+    is_mdt: bool,
+    cs: Result<Vec<ComponentState>, Errno>,
+) {
+    for t in [TYPE_LAYOUT, TYPE_NAMESPACE] {
+        if types & t == 0 || (!is_mdt && t == TYPE_NAMESPACE) {
+            continue;
+        }
+        match &cs {
+            Ok(cs) => match cs.iter().find(|c| c.kind == t) {
+                Some(c) => q.add(
+                    t,
+                    is_mdt,
+                    LfsckStatus::ALL
+                        .get(c.status as usize)
+                        .copied()
+                        .unwrap_or_default(),
+                    c.repaired,
+                ),
+                None => q.add(t, is_mdt, LfsckStatus::Init, 0),
+            },
+            Err(_) => q.add_unknown(t, is_mdt),
+        }
+    }
+}
+
+impl LfsckService for MdtLfsck {
+    fn handle(self: Arc<Self>, req: LfsckRequest) -> BoxFuture<'static, Result<LfsckReply, Errno>> {
+        Box::pin(self.handle_req(req))
+    }
+
+    fn stopping(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            if self.halt(Halt::Pause).await {
+                tracing::info!(target: "lfsck", "{}: check paused; it resumes when the MDT starts again", self.dev);
+            }
+        })
+    }
+}
