@@ -22,6 +22,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// Longest a stopping MDT waits for its background tasks to let go of it (a settle syncs
+/// the objects of one file; the loops end at the shutdown signal).
+pub const MDT_STOP_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Binds `addr`, saying clearly when the port is taken.
 pub async fn bind(addr: &str) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| {
@@ -62,6 +66,22 @@ impl Served {
             Kind::Mgs => {}
         }
         let _ = self.task.await;
+        if let Kind::Mdt(m) = &self.kind {
+            let started = std::time::Instant::now();
+            // The MDT's background work (size settles, its loops) holds it until it sees
+            // the shutdown, and with it the store's database, which a restart in this
+            // process or `nacre check` can open only once the last holder lets go.
+            while Arc::strong_count(m) > 1 && started.elapsed() < MDT_STOP_DRAIN {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            if Arc::strong_count(m) > 1 {
+                tracing::warn!(
+                    "MDT{:04x}: background work still holds it {} s after the stop",
+                    m.index,
+                    MDT_STOP_DRAIN.as_secs()
+                );
+            }
+        }
     }
 
     pub fn mdt(&self) -> Option<&Arc<Mdt>> {
