@@ -1390,6 +1390,30 @@ mod tests {
     use super::*;
     use nacre_osd::{MdStore, MdStoreConfig};
 
+    /// A formatted store holding `/d` and `/d/f`: the store, d's FID and f's FID.
+    async fn store_with_dir_and_file(at: &std::path::Path) -> (MdStore, Fid, Fid) {
+        let health = nacre_osd::Health::open("test-MDT0000", at).expect("health");
+        let store = MdStore::open(at, MdStoreConfig::default(), health).expect("store");
+        let (dir, file) = store
+            .write(|tx| {
+                format_root(tx, Timespec::default())?;
+                let Created::New(dir) =
+                    create(tx, 0, args(Fid::ROOT, b"d", libc::S_IFDIR | 0o755), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                let Created::New(file) =
+                    create(tx, 0, args(dir.fid(), b"f", libc::S_IFREG | 0o644), false)?
+                else {
+                    return Err(Errno::EIO);
+                };
+                Ok((dir.fid(), file.fid()))
+            })
+            .await
+            .expect("create");
+        (store, dir, file)
+    }
+
     fn args(parent: Fid, name: &[u8], mode: u32) -> CreateArgs {
         CreateArgs {
             parent,
@@ -1434,25 +1458,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_link_costs_the_same_however_many_links_the_file_has() {
         let d = tempfile::tempdir().expect("tmp");
-        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
-        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
-        let (dir, file) = store
-            .write(|tx| {
-                format_root(tx, Timespec::default())?;
-                let Created::New(dir) =
-                    create(tx, 0, args(Fid::ROOT, b"d", libc::S_IFDIR | 0o755), false)?
-                else {
-                    return Err(Errno::EIO);
-                };
-                let Created::New(file) =
-                    create(tx, 0, args(dir.fid(), b"f", libc::S_IFREG | 0o644), false)?
-                else {
-                    return Err(Errno::EIO);
-                };
-                Ok((dir.fid(), file.fid()))
-            })
-            .await
-            .expect("create");
+        let (store, dir, file) = store_with_dir_and_file(d.path()).await;
         let name = |i: u32| format!("link{i:06}").into_bytes();
         let first = journaled(&store, move |tx| {
             link(
@@ -1695,25 +1701,7 @@ mod tests {
     #[tokio::test]
     async fn lookup_checks_names_and_resolves_dots() {
         let d = tempfile::tempdir().expect("tmp");
-        let health = nacre_osd::Health::open("test-MDT0000", d.path()).expect("health");
-        let store = MdStore::open(d.path(), MdStoreConfig::default(), health).expect("store");
-        let (dir, file) = store
-            .write(|tx| {
-                format_root(tx, Timespec::default())?;
-                let Created::New(dir) =
-                    create(tx, 0, args(Fid::ROOT, b"d", libc::S_IFDIR | 0o755), false)?
-                else {
-                    return Err(Errno::EIO);
-                };
-                let Created::New(file) =
-                    create(tx, 0, args(dir.fid(), b"f", libc::S_IFREG | 0o644), false)?
-                else {
-                    return Err(Errno::EIO);
-                };
-                Ok((dir.fid(), file.fid()))
-            })
-            .await
-            .expect("create");
+        let (store, dir, file) = store_with_dir_and_file(d.path()).await;
         let mut v = store.read().expect("view");
         assert_eq!(lookup_name(&mut v, &dir, b"f"), Ok(file));
         assert_eq!(lookup_name(&mut v, &dir, b"."), Ok(dir));
