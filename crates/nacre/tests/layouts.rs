@@ -447,3 +447,26 @@ fn getstripe_prints_lustres_composite_format() {
     }
     fs.down();
 }
+
+#[test]
+fn a_stripe_count_over_the_osts_gets_every_ost() {
+    if !require_fuse() {
+        return;
+    }
+    // Lustre's MDT adjusts the count rather than refusing it, and `lfs` lets it through.
+    let fs = UpFs::new(&["--osts", "4"]);
+    let f = fs.path("wide");
+    let fp = f.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "16", fp]);
+    assert_eq!(lfs(&["getstripe", "-c", fp]).trim(), "4");
+    let d = fs.path("widedir");
+    std::fs::create_dir(&d).expect("mkdir");
+    let dp = d.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "16", dp]);
+    let g = d.join("child");
+    std::fs::write(&g, b"x").expect("write");
+    assert_eq!(
+        lfs(&["getstripe", "-c", g.to_str().expect("utf8")]).trim(),
+        "4"
+    );
+}
