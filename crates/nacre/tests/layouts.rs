@@ -368,7 +368,7 @@ fn defaults_are_inherited_and_migrate_keeps_fid_and_bytes() {
     assert_eq!(lfs(&["path2fid", fp]), fid);
     same(&f, &data);
     // A migration refused (invalid layout) leaves the file as it was.
-    let o = run(&["lfs", "migrate", "-c", "7", fp]);
+    let o = run(&["lfs", "migrate", "-i", "99", fp]);
     assert!(!o.status.success());
     assert_eq!(lfs(&["getstripe", fp]), gs);
     // A file open for writing is not migrated under the writer.
