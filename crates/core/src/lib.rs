@@ -12,6 +12,7 @@ pub mod errno;
 pub mod fid;
 pub mod fiemap;
 pub mod layout;
+pub mod layout_rules;
 pub mod lmv;
 pub mod size;
 pub mod target;

@@ -705,19 +705,22 @@ fn validate_against_the_file_system() {
     let ctx = LayoutCtx::with_ost_count(4);
     assert_eq!(validate(&Layout::plain(4, 0, 3), &ctx), Ok(()));
     assert_eq!(validate(&Layout::plain(-1, 0, -1), &ctx), Ok(()));
-    let e = validate(&Layout::plain(5, 0, -1), &ctx).unwrap_err();
+    // More stripes than OSTs: Lustre's MDT gives the file every OST, so it passes.
+    assert_eq!(validate(&Layout::plain(16, 0, -1), &ctx), Ok(()));
+    let e = validate(&Layout::plain(1, 0, -2), &ctx).unwrap_err();
     assert_eq!(
         e,
-        LayoutError::StripeCountOverOsts {
+        LayoutError::InvalidStripeOffset {
             comp: 1,
-            count: 5,
-            osts: 4
+            offset: -2
         }
     );
-    assert_eq!(
-        e.to_string(),
-        "component 1: stripe count 5 is more than the 4 OSTs of the file system"
-    );
+    let mut l = Layout::plain(1, 0, -1);
+    l.components[0].pool = "po\0ol".to_string();
+    assert!(matches!(
+        validate(&l, &ctx),
+        Err(LayoutError::PoolNameInvalid { comp: 1, .. })
+    ));
     let e = validate(&Layout::plain(1, 0, 4), &ctx).unwrap_err();
     assert_eq!(e, LayoutError::UnknownOst { comp: 1, ost: 4 });
     assert_eq!(e.to_string(), "component 1: OST index 4 does not exist");

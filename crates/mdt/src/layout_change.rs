@@ -12,7 +12,7 @@
 use crate::mdd;
 use crate::open::OpenHandle;
 use crate::{Mdt, now};
-use nacre_core::layout::{EOF, LCME_FL_INIT, MIN_STRIPE_SIZE, Pattern};
+use nacre_core::layout::{EOF, LCME_FL_INIT, Pattern};
 use nacre_core::{Attr, Component, Errno, Fid, Layout};
 use nacre_osd::Table;
 use nacre_rpc::msg::Reply;
@@ -38,6 +38,7 @@ impl Mdt {
             c.dom_object = None;
         }
         let params = self.lod().params();
+        let ctx = self.lod().layout_ctx();
         let t = now();
         let ino = self
             .store()
@@ -59,10 +60,7 @@ impl Mdt {
                     .find(|c| c.pattern == Pattern::Raid0)
                     .map(|c| (c.stripe_count, c.stripe_size));
                 for (id, mut c) in (first_id..).zip(comps) {
-                    if c.start != end
-                        || c.end <= c.start
-                        || (c.end != EOF && c.end % u64::from(MIN_STRIPE_SIZE) != 0)
-                    {
+                    if c.start != end {
                         return Err(Errno::EINVAL);
                     }
                     crate::lod::fill_raid0(&mut c, prev, &params);
@@ -71,6 +69,9 @@ impl Mdt {
                     end = c.end;
                     layout.components.push(c);
                 }
+                // The whole layout, as it would be stored, follows Lustre's rules; a
+                // refusal here aborts the transaction, so nothing is stored.
+                crate::lod::check_layout(layout, &ctx)?;
                 layout.layout_gen += 1;
                 ino.attr.ctime = t;
                 mdd::put_inode(tx, &ino)?;

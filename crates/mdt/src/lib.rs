@@ -1056,10 +1056,8 @@ impl Mdt {
     }
 
     async fn set_layout(&self, fid: Fid, layout: Option<Layout>) -> Result<Reply, Errno> {
-        if let Some(l) = &layout
-            && l.components.is_empty()
-        {
-            return Err(Errno::EINVAL);
+        if let Some(l) = &layout {
+            self.lod.check(l)?;
         }
         self.store
             .write(move |tx| {

@@ -10,6 +10,7 @@ use nacre_core::layout::{
     Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCME_FL_INIT,
     Layout, MIN_STRIPE_SIZE, Pattern,
 };
+use nacre_core::layout_rules::{LayoutCtx, validate};
 use nacre_core::{Errno, StripeObject};
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
@@ -89,6 +90,9 @@ impl Lod {
         root_default: Option<&Layout>,
     ) -> Result<Layout, Errno> {
         let p = self.params();
+        if let Some(l) = explicit {
+            self.check(l)?;
+        }
         let mut l = explicit
             .or(parent_default)
             .or(root_default)
@@ -116,6 +120,18 @@ impl Lod {
             }
         }
         Ok(l)
+    }
+
+    /// Lustre's layout rules (`lod_verify_striping`) for a layout a client sent: EINVAL
+    /// when one is broken. A stripe count above the OSTs passes: [`Lod::instantiate`] gives
+    /// the file every OST instead.
+    pub fn check(&self, l: &Layout) -> Result<(), Errno> {
+        check_layout(l, &self.layout_ctx())
+    }
+
+    /// What the layout rules know of this file system: its OSTs.
+    pub fn layout_ctx(&self) -> LayoutCtx {
+        LayoutCtx::with_ost_count(u32::try_from(self.ost_count()).unwrap_or(u32::MAX))
     }
 
     /// Usable OSTs: reachable and not full.
@@ -208,6 +224,14 @@ impl Lod {
     }
 }
 
+/// [`validate`] with the errno the MDT answers.
+pub fn check_layout(l: &Layout, ctx: &LayoutCtx) -> Result<(), Errno> {
+    validate(l, ctx).map_err(|e| {
+        tracing::debug!("layout refused: {e}");
+        e.errno()
+    })
+}
+
 /// A default stripe size for a component ending at `end`: the default, halved until it
 /// divides the end (extents are 64 KiB multiples, so this stops at 64 KiB at worst).
 pub fn fit_stripe_size(default: u32, end: u64) -> u32 {
@@ -256,6 +280,7 @@ pub fn apply_dom_limit(l: &mut Layout, limit: u64) -> Result<(), Errno> {
 /// settings forward: from the raid0 component before it (`prev`: count, size), else the
 /// file system's default; a carried stripe size shrinks until it divides the component's
 /// end. Used for new files and for components added later, so both get the same rule.
+/// A size that was given is kept: [`Lod::check`] refused it already if it was bad.
 pub fn fill_raid0(c: &mut Component, prev: Option<(i32, u32)>, p: &LodParams) {
     debug_assert_eq!(c.pattern, Pattern::Raid0);
     let (pc, ps) = prev.unwrap_or((p.stripe_count, p.stripe_size));
@@ -265,7 +290,6 @@ pub fn fill_raid0(c: &mut Component, prev: Option<(i32, u32)>, p: &LodParams) {
     if c.stripe_size == 0 {
         c.stripe_size = fit_stripe_size(ps, c.end);
     }
-    c.stripe_size = c.stripe_size.max(MIN_STRIPE_SIZE);
 }
 
 #[cfg(test)]
@@ -297,9 +321,9 @@ mod tests {
         let mut c = Component::raid0(6 << 20, EOF, 0, 0, -1);
         fill_raid0(&mut c, Some((3, 1 << 20)), &p);
         assert_eq!((c.stripe_count, c.stripe_size), (3, 1 << 20));
-        let mut c = Component::raid0(0, EOF, 2, 4096, -1);
+        let mut c = Component::raid0(0, EOF, 2, 1 << 20, -1);
         fill_raid0(&mut c, None, &p);
-        assert_eq!((c.stripe_count, c.stripe_size), (2, MIN_STRIPE_SIZE));
+        assert_eq!((c.stripe_count, c.stripe_size), (2, 1 << 20));
     }
 
     #[test]

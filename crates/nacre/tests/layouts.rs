@@ -368,7 +368,7 @@ fn defaults_are_inherited_and_migrate_keeps_fid_and_bytes() {
     assert_eq!(lfs(&["path2fid", fp]), fid);
     same(&f, &data);
     // A migration refused (invalid layout) leaves the file as it was.
-    let o = run(&["lfs", "migrate", "-c", "7", fp]);
+    let o = run(&["lfs", "migrate", "-i", "99", fp]);
     assert!(!o.status.success());
     assert_eq!(lfs(&["getstripe", fp]), gs);
     // A file open for writing is not migrated under the writer.
@@ -446,4 +446,27 @@ fn getstripe_prints_lustres_composite_format() {
         );
     }
     fs.down();
+}
+
+#[test]
+fn a_stripe_count_over_the_osts_gets_every_ost() {
+    if !require_fuse() {
+        return;
+    }
+    // Lustre's MDT adjusts the count rather than refusing it, and `lfs` lets it through.
+    let fs = UpFs::new(&["--osts", "4"]);
+    let f = fs.path("wide");
+    let fp = f.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "16", fp]);
+    assert_eq!(lfs(&["getstripe", "-c", fp]).trim(), "4");
+    let d = fs.path("widedir");
+    std::fs::create_dir(&d).expect("mkdir");
+    let dp = d.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "16", dp]);
+    let g = d.join("child");
+    std::fs::write(&g, b"x").expect("write");
+    assert_eq!(
+        lfs(&["getstripe", "-c", g.to_str().expect("utf8")]).trim(),
+        "4"
+    );
 }

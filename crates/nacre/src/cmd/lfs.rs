@@ -4,11 +4,12 @@
 use crate::ctl::{self, MountEntry};
 use crate::ctl_server::{Child, CtlReply, CtlRequest};
 use anyhow::{Result, anyhow, bail};
+use nacre_core::layout_rules::{LayoutCtx, validate};
 use nacre_core::{Errno, Fid, Layout};
 use nacre_lustreapi as lapi;
 use nacre_lustreapi::find::FindEntry;
 use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
-use nacre_lustreapi::setstripe::{ComponentSelector, LayoutCtx, MigrateRequest, SetstripeAction};
+use nacre_lustreapi::setstripe::{ComponentSelector, MigrateRequest, SetstripeAction};
 use nacre_rpc::msg::InodeInfo;
 use std::path::{Path, PathBuf};
 
@@ -343,8 +344,7 @@ fn add_components(
     let mut whole = existing.clone();
     whole.components.extend(comps.iter().cloned());
     let osts = ost_count(m)?;
-    lapi::setstripe::validate(&whole, &LayoutCtx::with_ost_count(osts))
-        .map_err(|e| (Errno::EINVAL, e.to_string()))?;
+    validate(&whole, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
     call(
         m,
         &CtlRequest::AddComponents {
@@ -413,8 +413,7 @@ fn set_layout(
     mode: u32,
 ) -> Result<(), (Errno, String)> {
     let osts = ost_count(m)?;
-    lapi::setstripe::validate(layout, &LayoutCtx::with_ost_count(osts))
-        .map_err(|e| (Errno::EINVAL, e.to_string()))?;
+    validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
     match stat(m, rel) {
         Ok((info, _)) if info.attr.is_dir() => call(
             m,
@@ -660,8 +659,8 @@ fn migrate(args: &[String]) -> Result<i32> {
                 ),
             };
             let osts = ost_count(&mnt)?;
-            lapi::setstripe::validate(&layout, &LayoutCtx::with_ost_count(osts))
-                .map_err(|e| (Errno::EINVAL, e.to_string()))?;
+            validate(&layout, &LayoutCtx::with_ost_count(osts))
+                .map_err(|e| (e.errno(), e.to_string()))?;
             call(&mnt, &CtlRequest::Migrate { path: rel, layout }).map(|_| ())
         })();
         match res {

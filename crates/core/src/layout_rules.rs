@@ -1,0 +1,320 @@
+//! Lustre's layout rules, in one place for both sides: `lfs` checks a layout before it
+//! sends it, and the MDT's `lod` checks every layout a client sends (create, directory
+//! default, component add, migrate), so a client that bypasses `lfs` gets the same EINVAL
+//! and nothing is stored. This follows Lustre's `lod_verify_striping` and the checks of
+//! `llapi_layout`. Where Lustre adjusts rather than refuses (a stripe count above the
+//! number of OSTs becomes that number; a Data-on-MDT component above
+//! `lod.*.dom_stripesize` is cut to it), these rules accept and the MDT adjusts.
+
+use crate::Errno;
+use crate::layout::{
+    Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_STRIPE_COUNT, MIN_STRIPE_SIZE, Pattern,
+    STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
+};
+
+/// `LOV_MAXPOOLNAME`.
+pub const MAX_POOL_NAME: usize = 15;
+
+/// Components of mirror N carry N in bits 16-30 of `lcme_id`.
+pub fn mirror_id_of(lcme_id: u32) -> u32 {
+    (lcme_id >> 16) & 0x7fff
+}
+
+/// What [`validate`] knows about the file system.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LayoutCtx {
+    /// Indexes of the OSTs that exist. `None`: unknown, target checks are skipped.
+    pub osts: Option<Vec<u32>>,
+}
+
+impl LayoutCtx {
+    /// A file system whose OSTs are numbered `0..count`.
+    pub fn with_ost_count(count: u32) -> LayoutCtx {
+        LayoutCtx {
+            osts: Some((0..count).collect()),
+        }
+    }
+
+    fn ost_exists(&self, idx: u32) -> bool {
+        self.osts.as_ref().is_none_or(|o| o.contains(&idx))
+    }
+}
+
+/// Why a layout is not valid. Components are numbered from 1 in layout order.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("the layout has no component")]
+    NoComponents,
+    #[error("a plain layout must have exactly one component covering [0, EOF), not {0}")]
+    PlainShape(String),
+    #[error("component {comp}: the first component of a mirror must start at 0, not {start}")]
+    FirstNotAtZero { comp: usize, start: u64 },
+    #[error(
+        "component {comp}: extent starting at {start} overlaps the previous component, which ends at {prev_end}"
+    )]
+    Overlap {
+        comp: usize,
+        start: u64,
+        prev_end: u64,
+    },
+    #[error(
+        "component {comp}: extent starting at {start} leaves a gap after the previous component, which ends at {prev_end} (extents must be contiguous)"
+    )]
+    Gap {
+        comp: usize,
+        start: u64,
+        prev_end: u64,
+    },
+    #[error(
+        "component {comp}: end {end} is not after its start {start} (extents must be increasing)"
+    )]
+    NotIncreasing { comp: usize, start: u64, end: u64 },
+    #[error("component {comp}: end {end} is not a multiple of 64KiB")]
+    EndNotAligned { comp: usize, end: u64 },
+    #[error("component {comp}: stripe size {size} is not a multiple of 64KiB")]
+    StripeSizeNotAligned { comp: usize, size: u32 },
+    #[error("component {comp}: end {end} is not a multiple of its stripe size {size}")]
+    EndNotStripeAligned { comp: usize, end: u64, size: u32 },
+    #[error(
+        "component {comp}: a Data-on-MDT component must be the first component of the file (or mirror)"
+    )]
+    DomNotFirst { comp: usize },
+    #[error("more than one Data-on-MDT component (components {first} and {second})")]
+    MultipleDom { first: usize, second: usize },
+    #[error("component {comp}: Data-on-MDT size {size} is over the 1GiB limit")]
+    DomTooLarge { comp: usize, size: u64 },
+    #[error("component {comp}: Data-on-MDT stripe size {size} must equal the component end {end}")]
+    DomStripeSize { comp: usize, size: u32, end: u64 },
+    #[error(
+        "component {comp}: stripe count {count} is invalid (use -1 for all OSTs, 0 for the default, or 1 to 2000)"
+    )]
+    InvalidStripeCount { comp: usize, count: i32 },
+    #[error("component {comp}: stripe offset {offset} is invalid (use -1 or an OST index)")]
+    InvalidStripeOffset { comp: usize, offset: i32 },
+    #[error("component {comp}: OST index {ost} does not exist")]
+    UnknownOst { comp: usize, ost: u32 },
+    #[error("component {comp}: OST index {ost} is listed twice")]
+    DuplicateOst { comp: usize, ost: u32 },
+    #[error("component {comp}: stripe count {count} does not match the {listed} OSTs listed")]
+    OstListCount {
+        comp: usize,
+        count: i32,
+        listed: usize,
+    },
+    #[error("component {comp}: stripe offset {offset} is not in the OST list")]
+    OffsetNotInList { comp: usize, offset: i32 },
+    #[error("component {comp}: pool name '{pool}' is longer than 15 characters")]
+    PoolNameTooLong { comp: usize, pool: String },
+    #[error("component {comp}: pool name {pool:?} contains a NUL byte")]
+    PoolNameInvalid { comp: usize, pool: String },
+    #[error("component {comp}: mirror {mirror} ends at {end}; every mirror must extend to EOF")]
+    IncompleteMirror { comp: usize, mirror: u32, end: u64 },
+}
+
+impl LayoutError {
+    /// What the MDT answers, as `lod_verify_striping` does for every rule here.
+    pub fn errno(&self) -> Errno {
+        Errno::EINVAL
+    }
+}
+
+/// Checks everything that does not depend on the file system.
+pub fn check_structure(layout: &Layout) -> std::result::Result<(), LayoutError> {
+    validate(layout, &LayoutCtx::default())
+}
+
+/// Refuses the layouts Lustre refuses: extents that do not start at 0, overlap, leave
+/// gaps or do not increase; ends and stripe sizes that are not multiples of 64 KiB (or of
+/// the stripe size); a Data-on-MDT component that is not first, is repeated or is over
+/// 1 GiB; stripe counts beyond `LOV_MAX_STRIPE_COUNT`; stripe offsets and OST indexes that
+/// do not exist; pool names Lustre cannot store. A stripe size is a `u32`, so always below
+/// Lustre's 4 GiB limit. A stripe count above the file system's OSTs is accepted: the MDT
+/// gives the file every OST, as Lustre does.
+pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), LayoutError> {
+    let comps = &layout.components;
+    if comps.is_empty() {
+        return Err(LayoutError::NoComponents);
+    }
+    if !layout.composite {
+        let c = &comps[0];
+        if comps.len() != 1 || c.start != 0 || c.end != EOF || c.pattern == Pattern::Mdt {
+            let shape = if comps.len() != 1 {
+                format!("{} components", comps.len())
+            } else if c.pattern == Pattern::Mdt {
+                "a Data-on-MDT component (use -E with -L mdt)".to_string()
+            } else {
+                format!("[{}, {})", c.start, c.end)
+            };
+            return Err(LayoutError::PlainShape(shape));
+        }
+    }
+    // Mirrors are runs of components sharing a mirror id.
+    let mut mirrors: Vec<(u32, Vec<usize>)> = Vec::new();
+    for (i, c) in comps.iter().enumerate() {
+        let m = mirror_id_of(c.id);
+        match mirrors.iter_mut().find(|(id, _)| *id == m) {
+            Some((_, v)) => v.push(i),
+            None => mirrors.push((m, vec![i])),
+        }
+    }
+    for (mirror, idx) in &mirrors {
+        let mut dom_seen: Option<usize> = None;
+        for (k, &i) in idx.iter().enumerate() {
+            let c = &comps[i];
+            let comp = i + 1;
+            if k == 0 {
+                if c.start != 0 {
+                    return Err(LayoutError::FirstNotAtZero {
+                        comp,
+                        start: c.start,
+                    });
+                }
+            } else {
+                let prev_end = comps[idx[k - 1]].end;
+                if c.start < prev_end {
+                    return Err(LayoutError::Overlap {
+                        comp,
+                        start: c.start,
+                        prev_end,
+                    });
+                }
+                if c.start > prev_end {
+                    return Err(LayoutError::Gap {
+                        comp,
+                        start: c.start,
+                        prev_end,
+                    });
+                }
+            }
+            if c.end <= c.start {
+                return Err(LayoutError::NotIncreasing {
+                    comp,
+                    start: c.start,
+                    end: c.end,
+                });
+            }
+            if c.end != EOF && !c.end.is_multiple_of(u64::from(MIN_STRIPE_SIZE)) {
+                return Err(LayoutError::EndNotAligned { comp, end: c.end });
+            }
+            if c.pattern == Pattern::Mdt {
+                if let Some(first) = dom_seen {
+                    return Err(LayoutError::MultipleDom {
+                        first: first + 1,
+                        second: comp,
+                    });
+                }
+                dom_seen = Some(i);
+                if k != 0 {
+                    return Err(LayoutError::DomNotFirst { comp });
+                }
+                if c.end > MAX_DOM_SIZE {
+                    return Err(LayoutError::DomTooLarge { comp, size: c.end });
+                }
+                if u64::from(c.stripe_size) != c.end {
+                    return Err(LayoutError::DomStripeSize {
+                        comp,
+                        size: c.stripe_size,
+                        end: c.end,
+                    });
+                }
+                continue;
+            }
+            check_raid0(c, comp, ctx)?;
+        }
+        let last = &comps[idx[idx.len() - 1]];
+        if mirrors.len() > 1 && last.end != EOF {
+            return Err(LayoutError::IncompleteMirror {
+                comp: idx[idx.len() - 1] + 1,
+                mirror: *mirror,
+                end: last.end,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_raid0(
+    c: &Component,
+    comp: usize,
+    ctx: &LayoutCtx,
+) -> std::result::Result<(), LayoutError> {
+    if c.stripe_size != 0 {
+        if !c.stripe_size.is_multiple_of(MIN_STRIPE_SIZE) {
+            return Err(LayoutError::StripeSizeNotAligned {
+                comp,
+                size: c.stripe_size,
+            });
+        }
+        if c.end != EOF && !c.end.is_multiple_of(u64::from(c.stripe_size)) {
+            return Err(LayoutError::EndNotStripeAligned {
+                comp,
+                end: c.end,
+                size: c.stripe_size,
+            });
+        }
+    }
+    if c.stripe_count < STRIPE_COUNT_ALL || c.stripe_count > MAX_STRIPE_COUNT as i32 {
+        return Err(LayoutError::InvalidStripeCount {
+            comp,
+            count: c.stripe_count,
+        });
+    }
+    if c.stripe_offset < STRIPE_OFFSET_ANY {
+        return Err(LayoutError::InvalidStripeOffset {
+            comp,
+            offset: c.stripe_offset,
+        });
+    }
+    if c.pool.len() > MAX_POOL_NAME {
+        return Err(LayoutError::PoolNameTooLong {
+            comp,
+            pool: c.pool.clone(),
+        });
+    }
+    if c.pool.contains('\0') {
+        return Err(LayoutError::PoolNameInvalid {
+            comp,
+            pool: c.pool.clone(),
+        });
+    }
+    for (k, &ost) in c.ost_list.iter().enumerate() {
+        if c.ost_list[..k].contains(&ost) {
+            return Err(LayoutError::DuplicateOst { comp, ost });
+        }
+        if !ctx.ost_exists(ost) {
+            return Err(LayoutError::UnknownOst { comp, ost });
+        }
+    }
+    if !c.ost_list.is_empty() {
+        if c.stripe_count > 0 && c.stripe_count as usize != c.ost_list.len() {
+            return Err(LayoutError::OstListCount {
+                comp,
+                count: c.stripe_count,
+                listed: c.ost_list.len(),
+            });
+        }
+        if c.stripe_offset >= 0 && !c.ost_list.contains(&(c.stripe_offset as u32)) {
+            return Err(LayoutError::OffsetNotInList {
+                comp,
+                offset: c.stripe_offset,
+            });
+        }
+    }
+    if c.stripe_offset >= 0 && !ctx.ost_exists(c.stripe_offset as u32) {
+        return Err(LayoutError::UnknownOst {
+            comp,
+            ost: c.stripe_offset as u32,
+        });
+    }
+    if c.flags & LCME_FL_INIT != 0 {
+        for o in &c.objects {
+            if !ctx.ost_exists(o.ost_idx) {
+                return Err(LayoutError::UnknownOst {
+                    comp,
+                    ost: o.ost_idx,
+                });
+            }
+        }
+    }
+    Ok(())
+}
