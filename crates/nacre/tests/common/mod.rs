@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod integrity;
 pub mod lfsck;
+pub mod netns;
 pub mod power_cut;
 pub mod procs;
 
