@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
 # tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest,
-# fsx and outagefs from crates.io). Safe to run again: it skips what is already there.
+# fsx and outagefs from crates.io, iproute2). Safe to run again: it skips what is already there.
 set -euo pipefail
 
 want_tests=0
@@ -16,7 +16,9 @@ need_root() {
 
 pkgs=(fuse3)
 # xfsprogs, libfuse-dev and pkg-config: the power-cut harness (xfs_io; building outagefs).
-[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git xfsprogs libfuse-dev pkg-config)
+# iproute2 and util-linux (ip, tc, nsenter): the network namespace cluster.
+[ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git xfsprogs libfuse-dev pkg-config
+    iproute2 util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

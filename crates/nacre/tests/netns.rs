@@ -3,7 +3,7 @@
 //! and a little loss ([`common::netns`]). Through the clients' mounts, with plain file I/O:
 //! an OSS partitioned for less than the timeout costs the application nothing; for longer,
 //! it gets EIO within a bound and never hangs, and the file system works after the heal; a
-//! client killed with files open and written leaves nothing that blocks the other client.
+//! client node that dies with files open and written leaves nothing that blocks the other client.
 //!
 //! The bounds follow the client's timeouts: a request waits `RPC_TIMEOUT` for its reply,
 //! then the import tries to reconnect until `llite.*.recovery_timeout` runs out.
@@ -91,6 +91,11 @@ fn oss_partitioned_shorter_than_timeout_costs_nothing() {
         .expect("writer started");
     c.partition("ost1");
     std::thread::sleep(Duration::from_secs(8));
+    // The partition must have reached the writer: it is still waiting on ost1.
+    assert!(
+        !writer.is_finished(),
+        "the write ended before the heal: nothing tested"
+    );
     c.heal("ost1");
     let r = bounded(RPC_TIMEOUT * 4, "streaming write", move || writer.join());
     r.expect("writer thread")
@@ -182,6 +187,9 @@ fn killed_client_leaves_nothing_that_blocks_others() {
         f.write_all(&pattern(99, 64 << 10)).expect("write on c0");
         open.push(f);
     }
+    // The node dies without a word: no FIN or RST reaches the servers, which must find
+    // out by themselves (a lock callback that times out) before c1 can go on.
+    c.partition("c0");
     let killed = Instant::now();
     c.kill("c0");
     drop(open);
