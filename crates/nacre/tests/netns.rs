@@ -214,3 +214,56 @@ fn killed_client_leaves_nothing_that_blocks_others() {
     });
     eprintln!("c1 reclaimed c0's files in {took:?}");
 }
+
+#[test]
+fn mds_restarted_under_create_load_loses_nothing() {
+    if !require_netns() {
+        return;
+    }
+    let mut c = NetnsCluster::up(NETEM);
+    const FILES: usize = 2000;
+    let dir = c.mnt("c0").join("mdtest");
+    let o = c.nacre_on("c0", &["lfs", "mkdir", "-i", "0", &dir.to_string_lossy()]);
+    assert!(
+        o.status.success(),
+        "lfs mkdir: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (progress_tx, progress_rx) = mpsc::channel();
+    let d = dir.clone();
+    let creator = std::thread::spawn(move || -> std::io::Result<()> {
+        for i in 0..FILES {
+            std::fs::write(d.join(format!("f{i}")), i.to_string())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("create f{i}: {e}")))?;
+            let _ = progress_tx.send(i);
+        }
+        Ok(())
+    });
+    // Restart MDT0 (which holds the directory) a little way into the run.
+    while progress_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("creates go on")
+        < 50
+    {}
+    c.kill("mdt0");
+    assert!(
+        !creator.is_finished(),
+        "the creates ended before the restart: nothing tested"
+    );
+    c.start("mdt0");
+    let r = bounded(
+        Duration::from_secs(120),
+        "creates across an MDS restart",
+        move || creator.join(),
+    );
+    r.expect("creator thread")
+        .expect("a create failed across the MDS restart");
+    let names = std::fs::read_dir(c.mnt("c1").join("mdtest"))
+        .expect("readdir on c1")
+        .count();
+    assert_eq!(names, FILES, "files lost across the MDS restart");
+    for i in 0..FILES {
+        let p = dir.join(format!("f{i}"));
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), i.to_string());
+    }
+}
