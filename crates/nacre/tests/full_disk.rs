@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Second, Tmpfs, UpFs, param, require_fuse, require_root};
+use common::{Second, Tmpfs, UpFs, require_fuse, require_root};
 use std::io::Write;
 use std::os::unix::io::IntoRawFd;
 use std::time::{Duration, Instant};

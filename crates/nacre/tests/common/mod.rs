@@ -150,7 +150,7 @@ impl Drop for UpFs {
 }
 
 /// A second client of an [`UpFs`] (a `nacre mount` process, over TCP), unmounted on drop.
-pub struct Second(PathBuf);
+pub struct Second(pub PathBuf);
 
 impl Second {
     pub fn mount(fs: &UpFs) -> Second {
