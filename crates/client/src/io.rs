@@ -21,7 +21,7 @@ use futures::future::join_all;
 use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
-use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request};
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
 
@@ -157,13 +157,14 @@ impl Client {
         off: u64,
         data: Bytes,
     ) -> Result<(), Errno> {
-        self.write_objects_summed(fid, layout, off, data, None)
+        self.write_objects_summed(fid, layout, off, data, None, false)
             .await
     }
 
     /// [`write_objects`](Self::write_objects) with the checksums of the pieces of `data`
     /// (cut at every 4 KiB of file offset) when they were computed already, as the bytes
-    /// were copied into the write-behind extent.
+    /// were copied into the write-behind extent. `from_grant`: the bytes were cached
+    /// against the OSTs' grant (see [`crate::grant`]).
     pub(crate) async fn write_objects_summed(
         &self,
         fid: Fid,
@@ -171,7 +172,12 @@ impl Client {
         off: u64,
         data: Bytes,
         sums: Option<Vec<u32>>,
+        from_grant: bool,
     ) -> Result<(), Errno> {
+        let grant = WriteGrant {
+            from_grant,
+            want: self.grant_want(),
+        };
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
         let file_sums = sums.filter(|s| s.len() == piece_count(off, data.len()));
         let sums_of = |buf_off: u64, len: u64, obj_off: u64| {
@@ -205,6 +211,7 @@ impl Client {
                         }
                     })
                     .await
+                    .map(drop)
                 }
             });
         let calls = p.chunks.iter().map(|c| {
@@ -215,15 +222,23 @@ impl Client {
             async move {
                 let imp = self.osc(ost)?;
                 self.rpc_stats.record(ost, true, bulk.len() as u64);
-                self.send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
-                    Request::OstWrite {
-                        obj,
-                        parent,
-                        offset,
-                        cksum,
-                    }
-                })
-                .await
+                let reply = self
+                    .send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
+                        Request::OstWrite {
+                            obj,
+                            parent,
+                            offset,
+                            cksum,
+                            grant,
+                        }
+                    })
+                    .await?;
+                if let Reply::OstWritten { grant, .. } = reply {
+                    // The connection that carried the reply (the first write also makes
+                    // the first connection).
+                    self.grants.add(ost, imp.generation(), grant);
+                }
+                Ok(())
             }
         });
         let (a, b) = futures::join!(join_all(dom_calls), join_all(calls));
@@ -245,7 +260,7 @@ impl Client {
         bulk: Bytes,
         sums: Option<Vec<u32>>,
         req: impl FnOnce(Option<BulkCksum>) -> Request,
-    ) -> Result<(), Errno> {
+    ) -> Result<Reply, Errno> {
         let cksum = self.tunables.checksums().map(|kind| BulkCksum {
             kind,
             sums: sums.unwrap_or_else(|| bulk_sums(obj_off, &bulk)),
@@ -260,7 +275,7 @@ impl Client {
                 bulk.clone()
             };
             match imp.call(&req, sent).await {
-                Ok(_) => return Ok(()),
+                Ok((reply, _)) => return Ok(reply),
                 Err(RpcError::Errno(Errno::EBADMSG)) if checked => {
                     self.cksum_stats.damaged(target);
                     resends += 1;

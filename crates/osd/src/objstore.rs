@@ -806,6 +806,11 @@ impl ObjStore {
     }
 
     /// Whether large aligned writes bypass the page cache (`writethrough_cache_enable=0`).
+    /// The directory holding the objects.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn direct_io(&self) -> bool {
         self.direct.load(Ordering::Relaxed)
     }

@@ -31,6 +31,9 @@ pub struct Import {
     stats: crate::stats::OpStats,
     /// The target itself, when this process serves it ([`crate::lo`]).
     local: parking_lot::Mutex<Option<Arc<LocalLink>>>,
+    /// Connections made so far: a new one is a new export on the target, which holds
+    /// nothing the old one was given (grant).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Import {
@@ -45,6 +48,7 @@ impl Import {
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
             stats: crate::stats::OpStats::default(),
             local: parking_lot::Mutex::new(None),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -68,7 +72,14 @@ impl Import {
             .load(std::sync::atomic::Ordering::Acquire);
         let l = Arc::new(LocalLink::new(t, &self.cfg.client, rif));
         *g = Some(l.clone());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Some(l)
+    }
+
+    /// Changes whenever a new connection (a new export on the target) replaces the last.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn target(&self) -> TargetName {
@@ -144,6 +155,8 @@ impl Import {
             .load(std::sync::atomic::Ordering::Acquire);
         let c = Conn::connect(&addr, &cfg).await?;
         *g = Some(c.clone());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(c)
     }
 
