@@ -29,37 +29,42 @@ impl OstLfsck {
 
     async fn handle_req(self: Arc<Self>, req: LfsckRequest) -> Result<LfsckReply, Errno> {
         let store = self.store.clone();
-        let blocking = move |f: Box<dyn FnOnce(&ObjStore) -> Result<LfsckReply, Errno> + Send>| async move {
-            tokio::task::spawn_blocking(move || f(&store))
-                .await
-                .map_err(|_| Errno::EIO)?
-        };
         match req {
             LfsckRequest::Probe { objs, .. } => {
-                blocking(Box::new(move |s| {
+                blocking(store, move |s| {
                     let mut out = Vec::with_capacity(objs.len());
                     for p in &objs {
                         out.push(probe(s, &p.obj)?);
                     }
                     Ok(LfsckReply::Probed(out))
-                }))
+                })
                 .await
             }
             LfsckRequest::OstRepair(ops) => {
-                blocking(Box::new(move |s| {
+                blocking(store, move |s| {
                     Ok(LfsckReply::Outcomes(
                         ops.iter().map(|op| repair(s, op)).collect(),
                     ))
-                }))
+                })
                 .await
             }
             LfsckRequest::Objects { from, max } => {
-                blocking(Box::new(move |s| list(s, from, max as usize))).await
+                blocking(store, move |s| list(s, from, max as usize)).await
             }
             LfsckRequest::Query => Ok(LfsckReply::State(Vec::new())),
             _ => Err(Errno::ENOTSUP),
         }
     }
+}
+
+/// Runs `f` on the store on a blocking thread (object files are read and written there).
+async fn blocking(
+    store: Arc<ObjStore>,
+    f: impl FnOnce(&ObjStore) -> Result<LfsckReply, Errno> + Send + 'static,
+) -> Result<LfsckReply, Errno> {
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|_| Errno::EIO)?
 }
 
 /// What the OST knows of one object.
