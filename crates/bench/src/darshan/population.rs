@@ -210,8 +210,8 @@ impl Population {
         };
         // Sizes repeat every `records` files: count one pass, scale it, add the remainder.
         let n = self.records.len() as u64;
-        if n > 0 {
-            let (full, rest) = (self.files / n, self.files % n);
+        if let Some(full) = self.files.checked_div(n) {
+            let rest = self.files % n;
             for (i, r) in self.records.iter().enumerate() {
                 let times = full + u64::from((i as u64) < rest);
                 if times == 0 {
