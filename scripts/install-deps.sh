@@ -1,11 +1,37 @@
 #!/usr/bin/env bash
-# Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
-# tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest,
-# fsx and outagefs from crates.io). Safe to run again: it skips what is already there.
+# Installs what nacre needs on a Debian machine: fuse3 to mount, the darshan Python package
+# (`nacre darshan-age` reads Darshan logs with it), and with --test the tools the test suite
+# runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest, fsx and outagefs
+# from crates.io). --darshan installs only the darshan package. Safe to run again: it skips
+# what is already there.
 set -euo pipefail
 
 want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
+
+# The darshan package (PyDarshan, with libdarshan-util and real sample logs inside), for the
+# Python that `nacre darshan-age` runs: NACRE_PYTHON, or python3.
+install_darshan() {
+    local py="${NACRE_PYTHON:-python3}"
+    if ! command -v "$py" >/dev/null 2>&1; then
+        echo "install-deps: $py is missing; install Python 3 (Debian: python3 python3-pip)" >&2
+        exit 1
+    fi
+    if ! "$py" -c 'import darshan' >/dev/null 2>&1; then
+        echo "install-deps: pip install darshan (for $py)"
+        "$py" -m pip install --quiet darshan ||
+            "$py" -m pip install --quiet --break-system-packages darshan
+    fi
+    "$py" -c 'import darshan' || {
+        echo "install-deps: the darshan package does not import in $py" >&2
+        exit 1
+    }
+}
+
+if [ "${1:-}" = "--darshan" ]; then
+    install_darshan
+    exit 0
+fi
 
 need_root() {
     if [ "$(id -u)" -ne 0 ]; then
@@ -15,6 +41,8 @@ need_root() {
 }
 
 pkgs=(fuse3)
+# Python and pip for the darshan package, where the machine has no Python of its own.
+command -v "${NACRE_PYTHON:-python3}" >/dev/null 2>&1 || pkgs+=(python3 python3-pip)
 # xfsprogs, libfuse-dev and pkg-config: the power-cut harness (xfs_io; building outagefs).
 [ $want_tests = 1 ] && pkgs+=(fio dbench e2fsprogs attr acl git xfsprogs libfuse-dev pkg-config)
 missing=()
@@ -27,6 +55,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+install_darshan
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "install-deps: cargo is missing; install Rust from https://rustup.rs" >&2
