@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what nacre needs on a Debian machine: fuse3 to mount, and with --test the
 # tools the test suite runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest,
-# fsx and outagefs from crates.io). Safe to run again: it skips what is already there.
+# fsx and outagefs from crates.io, and the nightly toolchain and cargo-fuzz for
+# scripts/fuzz.sh); with --fuzz only the last two. Safe to run again: it skips what is
+# already there.
 set -euo pipefail
 
 want_tests=0
-[ "${1:-}" = "--test" ] && want_tests=1
+want_fuzz=0
+[ "${1:-}" = "--test" ] && want_tests=1 && want_fuzz=1
+[ "${1:-}" = "--fuzz" ] && want_fuzz=1
 
 need_root() {
     if [ "$(id -u)" -ne 0 ]; then
@@ -41,4 +45,17 @@ if [ $want_tests = 1 ]; then
             cargo install --quiet "$tool"
         fi
     done
+fi
+
+if [ $want_fuzz = 1 ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+    # libFuzzer's instrumentation needs nightly rustc.
+    if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+        echo "install-deps: rustup toolchain install nightly"
+        rustup toolchain install nightly --profile minimal
+    fi
+    if ! command -v cargo-fuzz >/dev/null 2>&1; then
+        echo "install-deps: cargo install cargo-fuzz"
+        cargo install --quiet --locked cargo-fuzz
+    fi
 fi
