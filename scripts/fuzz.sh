@@ -70,7 +70,8 @@ for t in "${targets[@]}"; do
         grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" | tail -1 || true
     else
         tail -40 "$log"
-        echo "fuzz: $t FAILED; input in:" $(grep -o "$artifacts/[^ ]*" "$log" | sort -u)
+        echo "fuzz: $t FAILED; input in:" \
+            $(grep -oE "$artifacts/(crash|leak|timeout|oom|slow-unit)-[0-9a-f]+" "$log" | sort -u)
         failed+=("$t")
     fi
     rm -f "$log"

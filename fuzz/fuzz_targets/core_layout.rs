@@ -3,20 +3,26 @@
 //! panic, and on a layout they accept, offset mapping is consistent.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use nacre_core::Layout;
 use nacre_core::layout::Pattern;
 use nacre_core::layout_rules::{LayoutCtx, check_structure, validate};
-use nacre_core::Layout;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(layout) = postcard::from_bytes::<Layout>(data) else {
         return;
     };
     let enc = postcard::to_allocvec(&layout).expect("re-encode");
-    assert_eq!(postcard::from_bytes::<Layout>(&enc).ok().as_ref(), Some(&layout));
+    assert_eq!(
+        postcard::from_bytes::<Layout>(&enc).ok().as_ref(),
+        Some(&layout)
+    );
     let structure = check_structure(&layout);
     let on_fs = validate(&layout, &LayoutCtx::with_ost_count(4));
     if on_fs.is_ok() {
-        assert!(structure.is_ok(), "accepted on a file system, refused in itself");
+        assert!(
+            structure.is_ok(),
+            "accepted on a file system, refused in itself"
+        );
     }
     let _ = layout.max_file_size();
     let _ = layout.max_size();

@@ -19,9 +19,18 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some((&count, name)) = data.split_first() {
         let count = u32::from(count);
-        for h in [HashType::None, HashType::Fnv1a64, HashType::AllChar, HashType::Crush, HashType::Crush2] {
+        for h in [
+            HashType::None,
+            HashType::Fnv1a64,
+            HashType::AllChar,
+            HashType::Crush,
+            HashType::Crush2,
+        ] {
             let i = h.stripe_index(name, count);
-            assert!(i < count.max(1), "{h:?} put {name:?} in stripe {i} of {count}");
+            assert!(
+                i < count.max(1),
+                "{h:?} put {name:?} in stripe {i} of {count}"
+            );
         }
     }
 });

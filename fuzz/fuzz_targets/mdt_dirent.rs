@@ -4,8 +4,8 @@
 use libfuzzer_sys::fuzz_target;
 use nacre_core::Fid;
 use nacre_mdt::records::{
-    dirent_key, dirent_key_parts, dirent_value, name_hash, oi_value, parse_dirent,
-    parse_inode_key, parse_oi_value,
+    dirent_key, dirent_key_parts, dirent_value, name_hash, oi_value, parse_dirent, parse_inode_key,
+    parse_oi_value,
 };
 
 fuzz_target!(|data: &[u8]| {

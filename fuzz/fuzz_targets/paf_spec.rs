@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
                 let _ = spec.size_of(g);
             }
             let printed = spec.to_string();
-            assert_eq!(PafSpec::parse(&printed).as_ref(), Ok(&spec), "printed as {printed:?}");
+            assert_eq!(
+                PafSpec::parse(&printed).as_ref(),
+                Ok(&spec),
+                "printed as {printed:?}"
+            );
         }
         Err(e) => {
             assert!(e.pos <= text.len());

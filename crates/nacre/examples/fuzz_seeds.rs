@@ -1,7 +1,7 @@
-//! Writes the seed corpus of every target (fuzz/seeds/TARGET/seed-N) from real encodings,
-//! made by the same encoders the servers use:
+//! Writes the seed corpus of every fuzz target (fuzz/seeds/TARGET/seed-N) from real
+//! encodings, made by the same encoders the servers use:
 //!
-//!     cargo run --manifest-path fuzz/Cargo.toml --example seeds -- fuzz/seeds
+//!     cargo run --release -p nacre --example fuzz_seeds -- fuzz/seeds
 use nacre_core::acl::{Acl, AclEntry, GROUP_OBJ, MASK, OTHER, USER, USER_OBJ};
 use nacre_core::layout::{Component, StripeObject};
 use nacre_core::lmv::{Lmv, LmvTemplate};
@@ -43,7 +43,10 @@ fn lmv() -> Lmv {
         master_mdt: 0,
         hash_type: 2,
         layout_version: 1,
-        stripes: vec![(0, Fid::new(0x200000400, 9, 0)), (1, Fid::new(0x240000400, 9, 0))],
+        stripes: vec![
+            (0, Fid::new(0x200000400, 9, 0)),
+            (1, Fid::new(0x240000400, 9, 0)),
+        ],
     }
 }
 
@@ -68,7 +71,9 @@ fn inode() -> Inode {
 }
 
 fn main() {
-    let out = std::env::args().nth(1).unwrap_or_else(|| "fuzz/seeds".to_string());
+    let out = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "fuzz/seeds".to_string());
     let out = Path::new(&out);
     let requests = vec![
         Request::Ping,
@@ -104,10 +109,7 @@ fn main() {
         },
     ];
     let mut seeds: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
-    seeds.push((
-        "rpc_request",
-        requests.iter().map(msg::encode).collect(),
-    ));
+    seeds.push(("rpc_request", requests.iter().map(msg::encode).collect()));
     seeds.push(("rpc_reply", replies.iter().map(msg::encode).collect()));
     seeds.push((
         "rpc_frame",
@@ -119,10 +121,16 @@ fn main() {
     ));
     // The client hello is (fsname, client, nonce, proof); postcard writes a struct as
     // its fields in order.
-    let hello = postcard::to_allocvec(&("testfs", "node1-123", [1u8; 32].to_vec(), [2u8; 32].to_vec()))
-        .expect("encode");
-    let wrong_fs = postcard::to_allocvec(&("other", "node1-123", [1u8; 32].to_vec(), vec![0u8; 32]))
-        .expect("encode");
+    let hello = postcard::to_allocvec(&(
+        "testfs",
+        "node1-123",
+        [1u8; 32].to_vec(),
+        [2u8; 32].to_vec(),
+    ))
+    .expect("encode");
+    let wrong_fs =
+        postcard::to_allocvec(&("other", "node1-123", [1u8; 32].to_vec(), vec![0u8; 32]))
+            .expect("encode");
     let mut raw = vec![1];
     raw.extend_from_slice(&frame(FLAG_HANDSHAKE, &hello, b""));
     seeds.push((
@@ -149,7 +157,10 @@ fn main() {
     seeds.push(("osd_journal", vec![journal]));
     let mut inline = b"NCK\x01\x01\x0c\x00\x00".to_vec();
     inline.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-    seeds.push(("osd_cksum_table", vec![inline, b"NCK\x01\x01\x0c\x01\x00".to_vec()]));
+    seeds.push((
+        "osd_cksum_table",
+        vec![inline, b"NCK\x01\x01\x0c\x01\x00".to_vec()],
+    ));
     let mut dir = inode();
     dir.attr.mode = libc::S_IFDIR | 0o755;
     dir.layout = None;
@@ -202,11 +213,31 @@ fn main() {
     ));
     let acl = Acl {
         entries: vec![
-            AclEntry { tag: USER_OBJ, perm: 6, id: u32::MAX },
-            AclEntry { tag: USER, perm: 4, id: 1000 },
-            AclEntry { tag: GROUP_OBJ, perm: 4, id: u32::MAX },
-            AclEntry { tag: MASK, perm: 4, id: u32::MAX },
-            AclEntry { tag: OTHER, perm: 0, id: u32::MAX },
+            AclEntry {
+                tag: USER_OBJ,
+                perm: 6,
+                id: u32::MAX,
+            },
+            AclEntry {
+                tag: USER,
+                perm: 4,
+                id: 1000,
+            },
+            AclEntry {
+                tag: GROUP_OBJ,
+                perm: 4,
+                id: u32::MAX,
+            },
+            AclEntry {
+                tag: MASK,
+                perm: 4,
+                id: u32::MAX,
+            },
+            AclEntry {
+                tag: OTHER,
+                perm: 0,
+                id: u32::MAX,
+            },
         ],
     };
     seeds.push(("core_acl", vec![acl.encode()]));
@@ -214,8 +245,26 @@ fn main() {
     seeds.push((
         "lfs_args",
         vec![
-            args(0, &["-E", "1M", "-L", "mdt", "-E", "eof", "-c", "4", "-p", "flash", "f"]),
-            args(2, &["/mnt", "-type", "f", "-size", "+1M", "-name", "*.dat", "-stripe-count", "2"]),
+            args(
+                0,
+                &[
+                    "-E", "1M", "-L", "mdt", "-E", "eof", "-c", "4", "-p", "flash", "f",
+                ],
+            ),
+            args(
+                2,
+                &[
+                    "/mnt",
+                    "-type",
+                    "f",
+                    "-size",
+                    "+1M",
+                    "-name",
+                    "*.dat",
+                    "-stripe-count",
+                    "2",
+                ],
+            ),
             args(6, &["-c", "2", "-H", "crush", "-i", "0,1", "d"]),
             args(10, &["-P", "osc.*.max_dirty_mb=64"]),
             args(11, &["-t", "namespace", "-C", "-s", "100"]),

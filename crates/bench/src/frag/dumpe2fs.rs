@@ -290,9 +290,7 @@ impl Parser {
                     };
                     match (a, b) {
                         (Ok(a), Ok(b))
-                            if b >= a
-                                && b < MAX_BLOCK
-                                && self.last_free.is_none_or(|e| a > e) =>
+                            if b >= a && b < MAX_BLOCK && self.last_free.is_none_or(|e| a > e) =>
                         {
                             self.last_free = Some(b);
                             self.free_range(a, b)
