@@ -75,7 +75,7 @@ fn main() {
         .nth(1)
         .unwrap_or_else(|| "fuzz/seeds".to_string());
     let out = Path::new(&out);
-    let requests = vec![
+    let requests = [
         Request::Ping,
         Request::Lookup {
             parent: Fid::ROOT,
@@ -101,7 +101,7 @@ fn main() {
             mode: 3,
         },
     ];
-    let replies = vec![
+    let replies = [
         Reply::Ok,
         Reply::Error(nacre_core::Errno::ENOENT),
         Reply::Pong {
