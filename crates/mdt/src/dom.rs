@@ -50,18 +50,26 @@ fn empty_read(cksum: Option<ChecksumType>) -> (Reply, Bytes) {
     (reply, Bytes::new())
 }
 
-/// Size, blocks and modification time of a DoM object (a missing one is empty).
-pub fn object_attr(store: &ObjStore, obj: &Fid) -> (u64, u64, Timespec) {
-    store.getattr(obj).unwrap_or_default()
+/// Size, blocks and modification time of a DoM object (a missing one is empty). Any other
+/// failure is the caller's error: a DoM store that cannot be read never reports size 0.
+pub fn object_attr(store: &ObjStore, obj: &Fid) -> Result<(u64, u64, Timespec), Errno> {
+    match store.getattr(obj) {
+        Ok(a) => Ok(a),
+        Err(Errno::ENOENT) => Ok(Default::default()),
+        Err(e) => {
+            tracing::error!(target: "mdt", "DoM object {obj}: cannot read its attributes: {e}");
+            Err(Errno::EIO)
+        }
+    }
 }
 
 /// Folds the DoM object into attributes the MDT reports. Returns whether the size is then
 /// complete without asking OSTs (the file has no OST objects).
-pub fn merge_into(store: &ObjStore, layout: &Layout, attr: &mut Attr) -> bool {
+pub fn merge_into(store: &ObjStore, layout: &Layout, attr: &mut Attr) -> Result<bool, Errno> {
     let Some(obj) = layout.dom_object() else {
-        return false;
+        return Ok(false);
     };
-    let (size, blocks, mtime) = object_attr(store, &obj);
+    let (size, blocks, mtime) = object_attr(store, &obj)?;
     let dom_only = !layout.has_ost_objects();
     if dom_only {
         attr.size = size;
@@ -74,7 +82,7 @@ pub fn merge_into(store: &ObjStore, layout: &Layout, attr: &mut Attr) -> bool {
         attr.mtime = mtime;
         attr.ctime = mtime;
     }
-    dom_only
+    Ok(dom_only)
 }
 
 /// One DoM parameter: its name after `mdt.<target>.`, value, and whether `lctl set_param`
@@ -284,7 +292,7 @@ impl Mdt {
         }
         let r = self
             .dom_blocking(move |s| {
-                let (size, _, _) = object_attr(s, &obj);
+                let (size, _, _) = object_attr(s, &obj)?;
                 if size == 0 || size > DOM_READ_ON_OPEN {
                     return Ok((Bytes::new(), None));
                 }
@@ -300,6 +308,8 @@ impl Mdt {
                 }
             })
             .await;
+        // Data on open is only a shortcut: without it the client reads the DoM object
+        // itself, and that read reports the error.
         r.unwrap_or_default()
     }
 

@@ -78,7 +78,7 @@ impl Mdt {
                 Ok(ino)
             })
             .await?;
-        Ok(Reply::Inode(self.info_of(ino)))
+        Ok(Reply::Inode(self.info_of(ino)?))
     }
 
     /// Deletes the last component (by id), or every uninstantiated one (`^init`).
@@ -145,7 +145,7 @@ impl Mdt {
             })
             .await?;
         self.kick_llog();
-        Ok(Reply::Inode(self.info_of(ino)))
+        Ok(Reply::Inode(self.info_of(ino)?))
     }
 
     /// An unnamed file next to `fid` with `layout` (first component instantiated), open for
@@ -224,7 +224,7 @@ impl Mdt {
         })?;
         self.opens_table().begin_migration(fid);
         Ok(Reply::Opened {
-            inode: self.info_of(ino),
+            inode: self.info_of(ino)?,
             handle,
             data_cksum: None,
         })
@@ -267,6 +267,6 @@ impl Mdt {
             })
             .await?;
         self.kick_llog();
-        Ok(Reply::Inode(self.info_of(ino)))
+        Ok(Reply::Inode(self.info_of(ino)?))
     }
 }

@@ -307,7 +307,7 @@ impl Mdt {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub(crate) fn info_of(&self, ino: Inode) -> InodeInfo {
+    pub(crate) fn info_of(&self, ino: Inode) -> Result<InodeInfo, Errno> {
         self.info(ino)
     }
 
@@ -408,7 +408,9 @@ impl Mdt {
         self.store.read()
     }
 
-    fn info(&self, ino: Inode) -> InodeInfo {
+    /// What a reply tells of an inode. Fails when its DoM data cannot be read: a size
+    /// from a store in trouble would be a wrong size.
+    fn info(&self, ino: Inode) -> Result<InodeInfo, Errno> {
         let fid = ino.fid();
         let mut attr = ino.attr;
         let trusted = self.opens.size_trusted(&fid, ino.lsom_valid);
@@ -420,17 +422,17 @@ impl Mdt {
                 let dom_only = if trusted && l.has_ost_objects() {
                     false
                 } else {
-                    dom::merge_into(&self.dom, l, &mut attr)
+                    dom::merge_into(&self.dom, l, &mut attr)?
                 };
                 dom_only || !l.has_ost_objects() || trusted
             }
         };
-        InodeInfo {
+        Ok(InodeInfo {
             attr,
             layout: ino.layout,
             lmv: ino.lmv,
             size_authoritative,
-        }
+        })
     }
 
     /// Orphans of a previous run: nobody can hold them open any more.
@@ -678,7 +680,7 @@ impl Mdt {
                     None => None,
                 };
                 Ok(Reply::Created {
-                    inode: self.info(ino),
+                    inode: self.info(ino)?,
                     handle,
                 })
             }
@@ -744,7 +746,7 @@ impl Mdt {
             ino
         };
         Ok(Reply::Opened {
-            inode: self.info(ino),
+            inode: self.info(ino)?,
             handle,
             data_cksum: None,
         })
@@ -939,7 +941,7 @@ impl Mdt {
         let (mut size, mut blocks, mut mtime) =
             layout.merge_object_attrs(|o| found.get(&o.fid).map(|a| (a.size, a.blocks, a.mtime)));
         if let Some(obj) = layout.dom_object() {
-            let (ds, db, dm) = dom::object_attr(&self.dom, &obj);
+            let (ds, db, dm) = dom::object_attr(&self.dom, &obj).ok()?;
             size = size.max(ds);
             blocks += db;
             mtime = mtime.max(dm);
@@ -1152,13 +1154,13 @@ impl Mdt {
                     return Ok(Reply::RemoteFid(fid));
                 }
                 Ok(Reply::Inode(
-                    self.info(mdd::get_inode_hint(&mut v, &fid, ino)?),
+                    self.info(mdd::get_inode_hint(&mut v, &fid, ino)?)?,
                 ))
             }
             Request::Getattr { fid } => {
                 let mut v = self.view()?;
                 match mdd::get_inode(&mut v, &fid) {
-                    Ok(i) => Ok(Reply::Inode(self.info(i))),
+                    Ok(i) => Ok(Reply::Inode(self.info(i)?)),
                     Err(Errno::ENOENT) => Err(Errno::ESTALE),
                     Err(e) => Err(e),
                 }
@@ -1201,7 +1203,7 @@ impl Mdt {
                     self.opens.size_set(&fid);
                     self.changed_data(fid, ctx.conn_id).await;
                 }
-                Ok(Reply::Inode(self.info(ino)))
+                Ok(Reply::Inode(self.info(ino)?))
             }
             r @ Request::Create { .. } => match self.dne_create_route(&r)? {
                 dne::CreateRoute::Plain => {
@@ -1393,7 +1395,7 @@ impl Mdt {
                     Err(mdd::REMOTE) => {
                         Ok(Reply::Inode(self.dne_link(fid, parent, name, &cred).await?))
                     }
-                    r => Ok(Reply::Inode(self.info(r?))),
+                    r => Ok(Reply::Inode(self.info(r?)?)),
                 }
             }
             Request::Readdir {

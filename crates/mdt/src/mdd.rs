@@ -154,12 +154,12 @@ fn alloc_ino(tx: &mut Tx) -> Result<u64, Errno> {
 /// Returns its inode number.
 pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     if ino.ino != 0 {
-        tx.put(Table::Inodes, &records::inode_key(ino.ino), &ino.encode())?;
+        tx.put(Table::Inodes, &records::inode_key(ino.ino), &ino.encode()?)?;
         return Ok(ino.ino);
     }
     match oi_lookup(tx, &ino.fid())? {
         Some(id) => {
-            tx.put(Table::Inodes, &records::inode_key(id), &ino.encode())?;
+            tx.put(Table::Inodes, &records::inode_key(id), &ino.encode()?)?;
             Ok(id)
         }
         None => put_new_inode(tx, ino),
@@ -171,7 +171,7 @@ pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
 pub fn put_new_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     let id = alloc_ino(tx)?;
     tx.put(Table::Oi, &ino.fid().to_bytes(), &records::oi_value(id))?;
-    tx.put(Table::Inodes, &records::inode_key(id), &ino.encode())?;
+    tx.put(Table::Inodes, &records::inode_key(id), &ino.encode()?)?;
     Ok(id)
 }
 
@@ -386,7 +386,7 @@ pub async fn upgrade_records(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
                         }
                         // Under the key it had (a FID before the object index, which
                         // upgrade_oi converts next; else its inode number).
-                        tx.put(Table::Inodes, &k, &ino.encode())?;
+                        tx.put(Table::Inodes, &k, &ino.encode()?)?;
                         n += 1;
                     }
                 }
@@ -1628,7 +1628,7 @@ mod tests {
         store
             .write(move |tx| {
                 for i in [&root, &f] {
-                    tx.put(Table::Inodes, &i.fid().to_bytes(), &i.encode())?;
+                    tx.put(Table::Inodes, &i.fid().to_bytes(), &i.encode()?)?;
                 }
                 tx.put(
                     Table::Dirents,

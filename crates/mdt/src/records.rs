@@ -81,7 +81,7 @@ impl InodeV1 {
 
     #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(&InodeRecordRef::V1(self)).unwrap_or_default()
+        postcard::to_allocvec(&InodeRecordRef::V1(self)).expect("encode")
     }
 }
 
@@ -113,8 +113,13 @@ impl Decoded {
 }
 
 impl Inode {
-    pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(&InodeRecordRef::V2(self)).unwrap_or_default()
+    /// The stored record. Failing to encode one is a defect; it fails the transaction
+    /// (EIO, logged) rather than store an empty record.
+    pub fn encode(&self) -> Result<Vec<u8>, Errno> {
+        postcard::to_allocvec(&InodeRecordRef::V2(self)).map_err(|e| {
+            tracing::error!(target: "mdt", "cannot encode the inode record of {}: {e}", self.fid());
+            Errno::EIO
+        })
     }
 
     /// Decodes an inode record. A V1 record reads with its first link only: the MDT
@@ -359,7 +364,7 @@ mod tests {
         assert_eq!(ino.symlink.as_deref(), Some(&b"t"[..]));
         assert_eq!(Inode::decode(&b), Ok(ino.clone()));
         assert!(matches!(
-            Decoded::decode(&ino.encode()),
+            Decoded::decode(&ino.encode().expect("encode")),
             Ok(Decoded::Current(_))
         ));
     }
@@ -382,13 +387,13 @@ mod tests {
             lsom_valid: true,
             ino: 0,
         };
-        assert_eq!(Inode::decode(&i.encode()), Ok(i.clone()));
+        assert_eq!(Inode::decode(&i.encode().expect("encode")), Ok(i.clone()));
         // The inode number is the record's key, not part of it.
         let numbered = Inode {
             ino: 7,
             ..i.clone()
         };
-        assert_eq!(numbered.encode(), i.encode());
+        assert_eq!(numbered.encode().ok(), i.encode().ok());
         assert_eq!(Inode::decode(&[9, 9, 9]), Err(Errno::EIO));
         for k in [FileKind::Regular, FileKind::Socket, FileKind::Directory] {
             for ino in [0, 42] {

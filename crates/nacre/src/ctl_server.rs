@@ -495,7 +495,17 @@ impl CtlServer {
                         Ok(req) => me.handle(req).await,
                         Err(e) => CtlReply::err(Errno::EINVAL, format!("malformed request: {e}")),
                     };
-                    let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+                    let mut out = match serde_json::to_vec(&reply) {
+                        Ok(out) => out,
+                        Err(e) => {
+                            let m = format!("cannot encode the reply: {e}");
+                            tracing::error!("{m}");
+                            match serde_json::to_vec(&CtlReply::err(Errno::EIO, m)) {
+                                Ok(out) => out,
+                                Err(_) => break,
+                            }
+                        }
+                    };
                     out.push(b'\n');
                     if wr.write_all(&out).await.is_err() {
                         break;

@@ -221,3 +221,47 @@ async fn a_removed_mdt_answers_eio() {
         "stopping recreated the removed MDT directory"
     );
 }
+
+/// A Data-on-MDT file whose DoM object cannot be read is an error, not an empty file: the
+/// MDT used to report size 0 when its DoM object could not be opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dom_file_whose_object_cannot_be_read_is_eio_not_empty() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cluster = start(tmp.path(), "hcdom", 1, 1).await;
+    let c = mount(&cluster).await;
+    // DoM only: the size is the DoM object's, read at every stat.
+    let dom = Layout::composite(vec![nacre_core::layout::Component::dom(1 << 20)]);
+    let data = pattern(5000, 7);
+    let fid = common::integrity::write_file(&c, c.root(), "small", Some(dom), &data)
+        .await
+        .expect("write");
+    let info = c.getattr(fid).await.expect("stat");
+    assert_eq!(info.attr.size, 5000);
+    let obj = info
+        .layout
+        .as_ref()
+        .and_then(|l| l.dom_object())
+        .expect("a DoM object");
+    let path = cluster.mdts[0]
+        .as_ref()
+        .and_then(|s| s.mdt())
+        .expect("MDT0")
+        .dom_store()
+        .object_path(&obj);
+    cluster.stop().await;
+    // The object file becomes something no open can read as data; the restart leaves no
+    // descriptor of the old one cached.
+    std::fs::remove_file(&path).expect("rm object");
+    std::fs::create_dir(&path).expect("mkdir in its place");
+    let cluster = nacre::local::LocalCluster::start(tmp.path(), Default::default())
+        .await
+        .expect("restart");
+    let c = mount(&cluster).await;
+    let got = c.getattr(fid).await.map(|i| i.attr.size);
+    assert_eq!(
+        got,
+        Err(Errno::EIO),
+        "a stat of a DoM file whose data is unreadable"
+    );
+    cluster.stop().await;
+}

@@ -60,8 +60,11 @@ fn lfs_and_lctl_on_a_mount() {
     let err = run(&["lfs", "setstripe", "-c", "3", &p("f")]);
     assert!(!err.status.success());
     assert_eq!(ok(&["lfs", "getstripe", "-c", &p("f")]).trim(), "2");
+    // A stripe count over the OSTs gets every OST, as on Lustre's MDT.
+    ok(&["lfs", "setstripe", "-c", "9", &p("wide")]);
+    assert_eq!(ok(&["lfs", "getstripe", "-c", &p("wide")]).trim(), "3");
     // Invalid layouts are refused with a message.
-    let bad = fail(&["lfs", "setstripe", "-c", "9", &p("g")]);
+    let bad = fail(&["lfs", "setstripe", "-c", "3000", &p("g")]);
     assert!(bad.contains("stripe count"), "{bad}");
     assert!(!fs.path("g").exists());
     let bad = fail(&["lfs", "setstripe", "-S", "100k", &p("g")]);

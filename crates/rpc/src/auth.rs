@@ -266,21 +266,21 @@ mod tests {
             proof: k.client_proof(b"s", b"c", &fsname).to_vec(),
         };
         assert_eq!(hello.client.len(), MAX_CLIENT_NAME);
-        let n = crate::msg::encode(&hello).len();
+        let n = crate::msg::encode(&hello).expect("encode").len();
         assert!(n <= MAX_HELLO as usize, "client hello of {n} bytes");
         let server = ServerHello {
             fsname: fsname.clone(),
             target: format!("{fsname}-MDT{:04x}", u16::MAX),
             nonce: nonce().to_vec(),
         };
-        let n = crate::msg::encode(&server).len();
+        let n = crate::msg::encode(&server).expect("encode").len();
         assert!(n <= MAX_HELLO as usize, "server hello of {n} bytes");
         // The longest refusal quotes back the most of a peer's name it ever does.
         let quoted: String = "\u{10ffff}".repeat(QUOTED_FSNAME);
         let verdict = ServerVerdict::Refused {
             reason: refusal_for_fsname(&fsname, &quoted),
         };
-        let n = crate::msg::encode(&verdict).len();
+        let n = crate::msg::encode(&verdict).expect("encode").len();
         assert!(n <= MAX_HELLO as usize, "verdict of {n} bytes");
     }
 

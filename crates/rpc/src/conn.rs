@@ -254,7 +254,8 @@ impl Conn {
                 .client_proof(&hello.nonce, &client_nonce, &cfg.fsname)
                 .to_vec(),
         };
-        write_frame(&mut stream, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
+        let answer = msg::encode(&answer).map_err(|e| disc(format!("cannot encode hello: {e}")))?;
+        write_frame(&mut stream, 0, FLAG_HANDSHAKE, &answer, &[])
             .await
             .map_err(|e| disc(e.to_string()))?;
         let verdict = frame::read_small_frame(&mut stream, auth::MAX_HELLO)
@@ -316,7 +317,7 @@ impl Conn {
         timeout: Duration,
     ) -> Result<(Reply, Bytes), RpcError> {
         let inner = &self.inner;
-        let body = msg::encode(req);
+        let body = msg::encode(req)?;
         // A frame the server would refuse fails alone here, instead of making the server
         // drop the connection and every request on it.
         if frame::check_lengths(body.len(), bulk.len()).is_err() {

@@ -927,10 +927,14 @@ impl Request {
     }
 }
 
-/// Body encoding: postcard.
-pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    // Encoding our own types into a Vec cannot fail.
-    postcard::to_allocvec(v).unwrap_or_default()
+/// Body encoding: postcard. Our types encode into a `Vec` without error unless a
+/// `Serialize` impl refuses its value; that is a defect, reported as EPROTO and logged,
+/// never sent as an empty body.
+pub fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, Errno> {
+    postcard::to_allocvec(v).map_err(|e| {
+        tracing::error!(target: "rpc", "cannot encode a message: {e}");
+        Errno::EPROTO
+    })
 }
 
 pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, postcard::Error> {
@@ -979,7 +983,7 @@ mod tests {
             },
         ];
         for r in reqs {
-            let b = encode(&r);
+            let b = encode(&r).expect("encode");
             assert_eq!(decode::<Request>(&b).ok(), Some(r));
         }
     }

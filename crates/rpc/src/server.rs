@@ -208,7 +208,8 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         target: cfg.target.clone(),
         nonce: nonce.to_vec(),
     };
-    write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&hello), &[])
+    let hello = msg::encode(&hello).map_err(|e| format!("cannot encode hello: {e}"))?;
+    write_frame(stream, 0, FLAG_HANDSHAKE, &hello, &[])
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
     let f = frame::read_small_frame(stream, auth::MAX_HELLO)
@@ -235,7 +236,8 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
                 .to_vec(),
         }
     };
-    write_frame(stream, 0, FLAG_HANDSHAKE, &msg::encode(&verdict), &[])
+    let encoded = msg::encode(&verdict).map_err(|e| format!("cannot encode verdict: {e}"))?;
+    write_frame(stream, 0, FLAG_HANDSHAKE, &encoded, &[])
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
     match verdict {
@@ -355,7 +357,14 @@ async fn serve_conn<S: Service>(
                 Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
-            let body = msg::encode(&reply);
+            // A reply that cannot be encoded goes back as that error, without its bulk.
+            let (body, bulk) = match msg::encode(&reply) {
+                Ok(body) => (body, bulk),
+                Err(e) => match msg::encode(&Reply::Error(e)) {
+                    Ok(body) => (body, Bytes::new()),
+                    Err(_) => return,
+                },
+            };
             let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
             let _ = writer.send(&header, &body, &bulk).await;
         };
@@ -687,9 +696,15 @@ mod tests {
             nonce: nonce.to_vec(),
             proof: key.client_proof(&hello.nonce, &nonce, "testfs").to_vec(),
         };
-        write_frame(&mut s, 0, FLAG_HANDSHAKE, &msg::encode(&answer), &[])
-            .await
-            .expect("client hello");
+        write_frame(
+            &mut s,
+            0,
+            FLAG_HANDSHAKE,
+            &msg::encode(&answer).expect("encode"),
+            &[],
+        )
+        .await
+        .expect("client hello");
         let verdict = frame::read_frame(&mut s).await.expect("verdict");
         let verdict: ServerVerdict = msg::decode(&verdict.body).expect("decode verdict");
         assert!(
@@ -713,7 +728,7 @@ mod tests {
             len: 20 << 20,
             cksum: None,
         };
-        let mut body = msg::encode(&read);
+        let mut body = msg::encode(&read).expect("encode");
         body.resize(15 << 20, 0);
         let mut peers = Vec::new();
         for i in 0..10 {
@@ -744,7 +759,7 @@ mod tests {
         }
         // A read that brings bulk of its own would need both at once: refused.
         let mut s = raw_connect(&addr, &key).await;
-        let body = msg::encode(&read);
+        let body = msg::encode(&read).expect("encode");
         let h = frame::make_header(read.opcode(), 99, 0, &body, b"x");
         s.write_all(&h.encode()).await.expect("header");
         s.write_all(&body).await.expect("body");

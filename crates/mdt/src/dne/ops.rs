@@ -284,7 +284,7 @@ impl Mdt {
     pub(crate) async fn dne_getattr(&self, fid: Fid) -> Result<InodeInfo, Errno> {
         if self.is_local(&fid) {
             let mut v = self.view()?;
-            return mdd::get_inode(&mut v, &fid).map(|i| self.info(i));
+            return mdd::get_inode(&mut v, &fid).and_then(|i| self.info(i));
         }
         match self
             .dne_proxy(self.mdt_of(&fid))?
