@@ -5,7 +5,7 @@ use nacre_rpc::msg::{self, Reply};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(rep) = msg::decode::<Reply>(data) {
-        let enc = msg::encode(&rep);
+        let enc = msg::encode(&rep).expect("re-encode");
         assert_eq!(msg::decode::<Reply>(&enc).ok(), Some(rep));
     }
 });

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = req.is_quick();
         let _ = req.cred();
         let _ = req.is_idempotent();
-        let enc = msg::encode(&req);
+        let enc = msg::encode(&req).expect("re-encode");
         assert_eq!(msg::decode::<Request>(&enc).ok(), Some(req));
     }
 });

@@ -109,14 +109,30 @@ fn main() {
         },
     ];
     let mut seeds: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
-    seeds.push(("rpc_request", requests.iter().map(msg::encode).collect()));
-    seeds.push(("rpc_reply", replies.iter().map(msg::encode).collect()));
+    seeds.push((
+        "rpc_request",
+        requests
+            .iter()
+            .map(|m| msg::encode(m).expect("encode"))
+            .collect(),
+    ));
+    seeds.push((
+        "rpc_reply",
+        replies
+            .iter()
+            .map(|m| msg::encode(m).expect("encode"))
+            .collect(),
+    ));
     seeds.push((
         "rpc_frame",
         requests
             .iter()
-            .map(|r| frame(0, &msg::encode(r), b""))
-            .chain([frame(1, &msg::encode(&Reply::Ok), &[7; 100])])
+            .map(|r| frame(0, &msg::encode(r).expect("encode"), b""))
+            .chain([frame(
+                1,
+                &msg::encode(&Reply::Ok).expect("encode"),
+                &[7; 100],
+            )])
             .collect(),
     ));
     // The client hello is (fsname, client, nonce, proof); postcard writes a struct as
@@ -145,7 +161,7 @@ fn main() {
         Mutation::Put {
             table: 1,
             key: b"key".to_vec(),
-            val: inode().encode(),
+            val: inode().encode().expect("encode"),
         },
         Mutation::Del {
             table: 2,
@@ -166,7 +182,13 @@ fn main() {
     dir.layout = None;
     dir.lmv = Some(lmv());
     dir.default_layout = Some(Layout::plain(1, 4 << 20, -1));
-    seeds.push(("mdt_inode", vec![inode().encode(), dir.encode()]));
+    seeds.push((
+        "mdt_inode",
+        vec![
+            inode().encode().expect("encode"),
+            dir.encode().expect("encode"),
+        ],
+    ));
     let mut key = dirent_key(&Fid::ROOT, b"file");
     key.truncate(key.len());
     seeds.push((

@@ -133,13 +133,13 @@ fn frame(flags: u32, body: &[u8], bulk: &[u8]) -> Vec<u8> {
 proptest! {
     #[test]
     fn requests_round_trip(r in request()) {
-        let b = msg::encode(&r);
+        let b = msg::encode(&r).expect("encode");
         prop_assert_eq!(msg::decode::<Request>(&b).expect("decode"), r);
     }
 
     #[test]
     fn replies_round_trip(r in reply()) {
-        let b = msg::encode(&r);
+        let b = msg::encode(&r).expect("encode");
         prop_assert_eq!(msg::decode::<Reply>(&b).expect("decode"), r);
     }
 
@@ -173,7 +173,7 @@ proptest! {
         at in any::<prop::sample::Index>(),
         bit in 0u8..8,
     ) {
-        let mut v = frame(0, &msg::encode(&r), b"");
+        let mut v = frame(0, &msg::encode(&r).expect("encode"), b"");
         let i = at.index(v.len());
         v[i] ^= 1 << bit;
         // A damaged length may ask for more bytes than there are; anything else is an error.
