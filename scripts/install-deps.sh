@@ -2,12 +2,15 @@
 # Installs what nacre needs on a Debian machine: fuse3 to mount, the darshan Python package
 # (`nacre darshan-age` reads Darshan logs with it), and with --test the tools the test suite
 # runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest, fsx and outagefs
-# from crates.io). --darshan installs only the darshan package. Safe to run again: it skips
-# what is already there.
+# from crates.io, and the nightly toolchain and cargo-fuzz for scripts/fuzz.sh). --darshan
+# installs only the darshan package, --fuzz only nightly and cargo-fuzz. Safe to run again:
+# it skips what is already there.
 set -euo pipefail
 
 want_tests=0
-[ "${1:-}" = "--test" ] && want_tests=1
+want_fuzz=0
+[ "${1:-}" = "--test" ] && want_tests=1 && want_fuzz=1
+[ "${1:-}" = "--fuzz" ] && want_fuzz=1
 
 # The darshan package (PyDarshan, with libdarshan-util and real sample logs inside), for the
 # Python that `nacre darshan-age` runs: NACRE_PYTHON, or python3.
@@ -71,4 +74,17 @@ if [ $want_tests = 1 ]; then
             cargo install --quiet "$tool"
         fi
     done
+fi
+
+if [ $want_fuzz = 1 ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+    # libFuzzer's instrumentation needs nightly rustc.
+    if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+        echo "install-deps: rustup toolchain install nightly"
+        rustup toolchain install nightly --profile minimal
+    fi
+    if ! command -v cargo-fuzz >/dev/null 2>&1; then
+        echo "install-deps: cargo install cargo-fuzz"
+        cargo install --quiet --locked cargo-fuzz
+    fi
 fi
