@@ -523,11 +523,13 @@ async fn copy_object(cx: &mut Cx<'_>, r: &Ref, size: u64) -> Outcome {
             break;
         }
         let n = data.len() as u64;
+        // The checker's own copy: not cached by any client, so no grant of one.
         let write = Request::OstWrite {
             obj: new.fid,
             parent,
             offset: off,
             cksum: None,
+            grant: Default::default(),
         };
         if let Err(e) = call_ost(cx.mdt, r.so.ost_idx, write, data).await {
             return Outcome::Failed(e);
