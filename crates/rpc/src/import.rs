@@ -31,6 +31,9 @@ pub struct Import {
     stats: crate::stats::OpStats,
     /// The target itself, when this process serves it ([`crate::lo`]).
     local: parking_lot::Mutex<Option<Arc<LocalLink>>>,
+    /// Set when a request meets a transport error, cleared by the next answer: a reader
+    /// with another copy (an FLR mirror) goes there instead of waiting out the recovery.
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Import {
@@ -45,6 +48,7 @@ impl Import {
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
             stats: crate::stats::OpStats::default(),
             local: parking_lot::Mutex::new(None),
+            failing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -158,9 +162,19 @@ impl Import {
         &self.stats
     }
 
+    /// Whether the target stopped answering (its last request met a transport error and
+    /// no answer came since).
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
         let start = Instant::now();
         let r = self.call_inner(req, bulk).await;
+        if !matches!(&r, Err(e) if e.is_transport() || matches!(e, RpcError::Disconnected { .. })) {
+            self.failing
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         self.stats.record(req.opcode(), start.elapsed());
         r
     }
@@ -198,6 +212,8 @@ impl Import {
             };
             match res {
                 Err(e) if e.is_transport() && Instant::now() < deadline => {
+                    self.failing
+                        .store(true, std::sync::atomic::Ordering::Release);
                     tracing::debug!(target: "rpc", "{}: {e}; retrying", self.target);
                     let mut changed = self.config.clone();
                     // Wake early if the MGS announces a new address.
