@@ -78,9 +78,21 @@ impl Client {
     /// Takes the grant a cached write of `len` bytes at `off` through `layout` needs, at
     /// every OST it reaches; false (and nothing taken) when one has not granted enough.
     pub(crate) fn take_grant(&self, layout: &nacre_core::Layout, off: u64, len: u64) -> bool {
-        let p = crate::io::plan(layout, off, len, u64::MAX);
+        // A mirrored write reaches every mirror's OSTs.
+        let copies = if layout.is_mirrored() {
+            layout
+                .mirror_ids()
+                .into_iter()
+                .map(|m| layout.mirror(m))
+                .collect()
+        } else {
+            vec![layout.clone()]
+        };
         let mut need: Vec<(u32, u64, u64)> = Vec::new();
-        for c in &p.chunks {
+        let chunks = copies
+            .iter()
+            .flat_map(|l| crate::io::plan(l, off, len, u64::MAX).chunks);
+        for c in chunks {
             let ost = c.obj.ost_idx;
             match need.iter_mut().find(|n| n.0 == ost) {
                 Some(n) => n.1 += c.len,

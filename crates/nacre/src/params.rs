@@ -127,6 +127,11 @@ impl ParamSource for ClientParams {
                 value: c.corrupt_reads.to_string(),
                 writable: false,
             });
+            v.push(ParamValue {
+                name: format!("{dev}.mirror_repairs"),
+                value: c.repaired.to_string(),
+                writable: false,
+            });
         }
         for (i, imp) in self.client.oscs().iter().enumerate() {
             v.push(ParamValue {
