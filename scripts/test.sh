@@ -18,6 +18,11 @@ cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace --quiet
 
+echo "== fuzz every decoder briefly (scripts/fuzz.sh runs them longer)"
+# No sanitizer here: the AddressSanitizer build alone takes longer than this step's few
+# minutes on two cores; panics, hangs and the RSS limit are still caught.
+scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}" --sanitizer none
+
 echo "== external suites on a real mount"
 cargo build --release --quiet -p nacre
 scripts/external-suites.sh "${CARGO_TARGET_DIR:-target}/release/nacre"

@@ -1103,3 +1103,203 @@ pub fn run_series(args: SeriesArgs, native: Option<&dyn NativeConnector>) -> any
     let is_root = s.world.is_root();
     s.finish(is_root.then_some(&r), series::print_text)
 }
+
+const DARSHAN_AGE_EXAMPLES: &str = "\
+Examples:
+  # what a real log would make, without writing (a log shipped with the darshan package)
+  nacre darshan-age sample:sample-badost.darshan --plan
+  # age a mount with it: files in random directories, every OST in 1 MiB stripes
+  nacre darshan-age sample:sample-badost.darshan --target /mnt/nacre
+  # a million files or more from a few logs, repeatable
+  nacre darshan-age job1.darshan job2.darshan --files 1000000 --seed 7 --target /mnt/nacre
+  # another layout, or the directory's own default
+  nacre darshan-age job.darshan --target /mnt/nacre --stripe-count 2 --stripe-size 4M
+  nacre darshan-age job.darshan --target /mnt/nacre --layout '-E 64K -L mdt -E -1 -c -1'
+  nacre darshan-age job.darshan --target /tmp/x --layout none
+
+How the tree is made (the LFSCK study's method): every POSIX file record of the logs is one
+file, of its size at open plus the bytes the job wrote, cut to --max-size (8 MiB); the
+files fill directories of random depth (--depth, 1-10) with a random number of files each
+(--dir-files, 1-100), in DIR/darshan/p<r>/.../d<k>/f<i>; DIR/darshan gets the default
+layout `lfs setstripe -c -1 -S 1M` before any file is made. --scale N repeats every record N
+times, --files N cycles through them to N files. The same logs, options and --seed make the
+same tree, byte for byte.
+
+Logs are read with the darshan Python package (pip install darshan; scripts/install-deps.sh
+installs it), run with python3 or NACRE_PYTHON. Darshan 3 logs do not record the size at
+open: it is taken as the bytes read past anything the job wrote (POSIX_MAX_BYTE_READ).
+sample:NAME names a log shipped with the package (sample-badost.darshan, dxt.darshan,
+sample-dxt-simple.darshan, ior_hdf5_example.darshan, ...).";
+
+/// Age a file system from real Darshan logs: files of the logs' sizes in random directories.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_long_help = format!("{DARSHAN_AGE_EXAMPLES}\n\n{RANKS_HELP}"))]
+pub struct DarshanAgeArgs {
+    /// Darshan logs, or sample:NAME for a log shipped with the darshan package.
+    #[arg(value_name = "LOG", required = true)]
+    pub logs: Vec<String>,
+    /// The directory to age; the tree is made in DIR/darshan, which must not exist.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "DIR",
+        required_unless_present = "plan"
+    )]
+    pub target: Option<PathBuf>,
+    /// Repeat every file record N times.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "files")]
+    pub scale: u64,
+    /// Make exactly N files, cycling through the records.
+    #[arg(long, value_name = "N")]
+    pub files: Option<u64>,
+    /// Seed of the directories (random when omitted; the report prints it).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Depths of the directories below DIR/darshan, MIN-MAX.
+    #[arg(long, value_name = "MIN-MAX", default_value = "1-10", value_parser = range_arg)]
+    pub depth: (u32, u32),
+    /// Files per directory, MIN-MAX.
+    #[arg(long, value_name = "MIN-MAX", default_value = "1-100", value_parser = range_arg)]
+    pub dir_files: (u32, u32),
+    /// Larger files are made this size.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, default_value = "8m")]
+    pub max_size: u64,
+    /// Stripe count of the tree's default layout (-1: every OST).
+    #[arg(short = 'c', long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub stripe_count: i64,
+    /// Stripe size of the tree's default layout.
+    #[arg(short = 'S', long, value_name = "SIZE", default_value = "1M")]
+    pub stripe_size: String,
+    /// The whole default layout as `lfs setstripe` options, or `none` to keep the
+    /// directory's own (any file system).
+    #[arg(long, value_name = "OPTIONS", conflicts_with_all = ["stripe_count", "stripe_size"])]
+    pub layout: Option<String>,
+    /// Print the population (files, bytes, sizes, directories, depths) and exit.
+    #[arg(long, alias = "dry-run")]
+    pub plan: bool,
+    /// Writer threads per rank.
+    #[arg(short = 'T', long, value_name = "N", default_value_t = 4)]
+    pub threads: usize,
+    /// Bytes per write call.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, default_value = "1m")]
+    pub xfer: u64,
+    /// fsync every file.
+    #[arg(long)]
+    pub fsync: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl DarshanAgeArgs {
+    /// The `lfs setstripe` options the tree root gets, or None to leave its default.
+    pub fn setstripe_options(&self) -> Option<Vec<String>> {
+        match self.layout.as_deref().map(str::trim) {
+            Some("none") => None,
+            Some(l) => Some(l.split_whitespace().map(String::from).collect()),
+            None => Some(vec![
+                "-c".into(),
+                self.stripe_count.to_string(),
+                "-S".into(),
+                self.stripe_size.clone(),
+            ]),
+        }
+    }
+}
+
+fn range_arg(s: &str) -> Result<(u32, u32), String> {
+    let parse = |p: &str| {
+        p.trim()
+            .parse::<u32>()
+            .map_err(|e| format!("{s}: {e} (give MIN-MAX, e.g. 1-10)"))
+    };
+    match s.split_once('-') {
+        Some((a, b)) => Ok((parse(a)?, parse(b)?)),
+        None => parse(s).map(|n| (n, n)),
+    }
+}
+
+/// Sets a directory's default layout from `lfs setstripe` options: the binary that knows
+/// the file system supplies it. Gets the `--native` spec when there is one.
+pub type SetDefaultLayout<'a> =
+    &'a (dyn Fn(Option<&str>, &Path, &[String]) -> anyhow::Result<()> + Sync);
+
+/// Runs `nacre darshan-age …`.
+pub fn run_darshan_age(
+    args: DarshanAgeArgs,
+    native: Option<&dyn NativeConnector>,
+    set_layout: SetDefaultLayout<'_>,
+) -> anyhow::Result<()> {
+    use crate::darshan::{self, log, population};
+    let paths = args
+        .logs
+        .iter()
+        .map(|l| log::resolve(l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let read = log::read(&paths).context("reading the Darshan logs")?;
+    let shape = population::TreeShape {
+        depth: args.depth,
+        dir_files: args.dir_files,
+        cap: args.max_size,
+    };
+    let seed = args.seed.unwrap_or_else(paf::random_seed);
+    let pop = match args.files {
+        Some(n) => population::Population::new(read.records, n, seed, shape)?,
+        None => population::Population::scaled(read.records, args.scale, seed, shape)?,
+    };
+    let summary = pop.summary();
+    if args.plan {
+        #[derive(Serialize)]
+        struct Plan<'a> {
+            logs: &'a [log::LogInfo],
+            population: &'a population::PopulationSummary,
+        }
+        let p = Plan {
+            logs: &read.logs,
+            population: &summary,
+        };
+        return emit(&p, args.common.json, |p, out| {
+            darshan::print_population(p.logs, p.population, out)
+        });
+    }
+    let dir = args
+        .target
+        .clone()
+        .context("give the directory to age with --target DIR")?;
+    let setstripe = args.setstripe_options();
+    let s = Invocation::open(&args.common, &dir, native)?;
+    let spec = args.common.native.clone();
+    let prepare = |root: &Path| -> crate::error::Result<()> {
+        match &setstripe {
+            Some(o) => set_layout(spec.as_deref(), root, o).map_err(|e| {
+                BenchError::Usage(format!("setting the layout of {}: {e:#}", root.display()))
+            }),
+            None => Ok(()),
+        }
+    };
+    let opts = darshan::AgeOptions {
+        threads: args.threads,
+        xfer: args.xfer,
+        fsync: args.fsync,
+    };
+    let r = darshan::run(&s.env(), &dir, &pop, &opts, &prepare).context("Darshan aging")?;
+    let mib = r.made.bytes as f64 / units::MIB as f64;
+    let out = darshan::AgeSummary {
+        logs: read.logs,
+        tree: r.tree,
+        layout: setstripe.map(|o| o.join(" ")),
+        population: summary,
+        files_made: r.made.files,
+        bytes_made: r.made.bytes,
+        dirs_made: r.made.dirs,
+        ranks: s.world.size(),
+        threads_per_rank: args.threads,
+        secs: r.secs,
+        files_per_sec: if r.secs > 0.0 {
+            r.made.files as f64 / r.secs
+        } else {
+            0.0
+        },
+        mib_per_sec: if r.secs > 0.0 { mib / r.secs } else { 0.0 },
+    };
+    s.finish(Some(&out), darshan::print_summary)
+}

@@ -49,6 +49,9 @@ pub enum BenchError {
     /// Options that make no sense together or out of range.
     #[error("{0}")]
     Usage(String),
+    /// A Darshan log could not be read (the helper, its Python package or the log).
+    #[error("darshan log: {0}")]
+    DarshanLog(String),
     /// A malformed input file (dumpe2fs output, job file, journal).
     #[error("{path}:{line}: {msg}")]
     Parse {

@@ -2,6 +2,7 @@
 //! supplied by the caller, natively through nacre's client library.
 //!
 //! * [`paf`]: Populate and Fragment, aging a file system to a capacity and fragmentation level.
+//! * [`darshan`]: aging from real Darshan logs, the LFSCK study's method.
 //! * [`ior`], [`mdtest`], [`mix`], [`io500`], [`compare`]: measurements with the output of the
 //!   tools they stand in for.
 //! * [`frag`]: fragmentation reports of a tree and of `dumpe2fs` output.
@@ -16,6 +17,7 @@ pub mod backend;
 pub mod cancel;
 pub mod cli;
 pub mod compare;
+pub mod darshan;
 pub mod env;
 pub mod error;
 pub mod frag;

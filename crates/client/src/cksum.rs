@@ -26,6 +26,8 @@ pub struct CksumCounts {
     pub checksum_errors: u64,
     /// Reads refused because the target's stored data failed its checksum.
     pub corrupt_reads: u64,
+    /// Bad copies on this target rewritten from another mirror.
+    pub repaired: u64,
 }
 
 /// Counts by target (bounded by the file system's targets).
@@ -45,6 +47,10 @@ impl CksumStats {
 
     pub(crate) fn corrupt(&self, t: TargetName) {
         self.by_target.lock().entry(t).or_default().corrupt_reads += 1;
+    }
+
+    pub(crate) fn repaired(&self, t: TargetName) {
+        self.by_target.lock().entry(t).or_default().repaired += 1;
     }
 }
 

@@ -67,6 +67,16 @@ impl OpenFile {
     }
 }
 
+/// What became of a write offered to write-behind.
+enum Gathered {
+    /// Cached; these extents are ready to go.
+    Ready(crate::writeback::Ready),
+    /// It reaches a component not yet instantiated: the MDT must be asked first.
+    NeedLayout,
+    /// An OST it reaches has not granted the space: nothing was cached.
+    NoGrant,
+}
+
 impl Client {
     pub async fn open(
         &self,
@@ -197,31 +207,38 @@ impl Client {
         if data.is_empty() {
             return Ok(None);
         }
-        self.gather_write(f, off, data, None)
+        Ok(match self.gather_write(f, off, data, None)? {
+            Gathered::Ready(r) => Some(r),
+            Gathered::NeedLayout | Gathered::NoGrant => None,
+        })
     }
 
-    /// Checks a write against the layout and, if its components are instantiated, takes
-    /// it into write-behind (`owned`: the same bytes, sent without a copy when an RPC's
-    /// worth).
+    /// Checks a write against the layout and, if its components are instantiated and the
+    /// OSTs granted the space, takes it into write-behind (`owned`: the same bytes, sent
+    /// without a copy when an RPC's worth).
     fn gather_write(
         &self,
         f: &OpenFile,
         off: u64,
         data: &[u8],
         owned: Option<&Bytes>,
-    ) -> Result<Option<crate::writeback::Ready>, Errno> {
+    ) -> Result<Gathered, Errno> {
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let layout = f.layout().ok_or(Errno::EBADF)?;
         if end > layout.max_file_size() {
             return Err(Errno::EFBIG);
         }
         if !layout.instantiated_to(end) {
-            return Ok(None);
+            return Ok(Gathered::NeedLayout);
         }
         f.wrote.store(true, Ordering::Release);
         self.local_changes.bump(&f.fid);
-        self.gather(&f.writeback, f.fid, &layout, off, data, owned)
-            .map(Some)
+        Ok(
+            match self.gather(&f.writeback, f.fid, &layout, off, data, owned)? {
+                Some(r) => Gathered::Ready(r),
+                None => Gathered::NoGrant,
+            },
+        )
     }
 
     /// Sends what [`write_gather`](Self::write_gather) made ready.
@@ -234,18 +251,31 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        let ready = match self.gather_write(f, off, &data, Some(&data))? {
-            Some(r) => r,
-            None => {
-                // gather_write checked that the end fits.
-                let end = off + data.len() as u64;
-                let layout = self.layout_intent(f.fid, end).await?;
-                *f.layout.write() = Some(layout);
-                self.gather_write(f, off, &data, Some(&data))?
-                    .ok_or(Errno::EIO)?
+        let mut gathered = self.gather_write(f, off, &data, Some(&data))?;
+        if let Gathered::NeedLayout = gathered {
+            // gather_write checked that the end fits.
+            let end = off + data.len() as u64;
+            let layout = self.layout_intent(f.fid, end).await?;
+            *f.layout.write() = Some(layout);
+            gathered = self.gather_write(f, off, &data, Some(&data))?;
+        }
+        if let Gathered::NoGrant = gathered {
+            // Lustre's osc_enter_cache: the writes in flight bring grant back; wait for
+            // them (they must land before this write anyway, which may overlap them).
+            self.flush_fid(&f.fid).await;
+            self.flush_handle(&f.writeback, f.fid).await?;
+            gathered = self.gather_write(f, off, &data, Some(&data))?;
+        }
+        match gathered {
+            Gathered::Ready(ready) => self.write_send(f, ready).await,
+            Gathered::NeedLayout => return Err(Errno::EIO),
+            Gathered::NoGrant => {
+                // Still no grant: the write goes now, and its result is the caller's.
+                let layout = f.layout().ok_or(Errno::EBADF)?;
+                self.write_objects_summed(f.fid, &layout, off, data.clone(), None, false)
+                    .await?;
             }
-        };
-        self.write_send(f, ready).await;
+        }
         Ok(data.len())
     }
 

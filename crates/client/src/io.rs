@@ -21,7 +21,7 @@ use futures::future::join_all;
 use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
-use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request};
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
 
@@ -53,6 +53,11 @@ fn reuse_sums(
     sums.get(first..first + piece_count(start, len as usize))
         .map(<[u32]>::to_vec)
 }
+
+/// How often a mirrored read waiting on an OST looks whether that OST stopped answering
+/// (its import met a transport error), to read another mirror instead of waiting out the
+/// recovery timeout.
+const FAILOVER_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One piece of an I/O: a contiguous range of one object and where it sits in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,13 +162,14 @@ impl Client {
         off: u64,
         data: Bytes,
     ) -> Result<(), Errno> {
-        self.write_objects_summed(fid, layout, off, data, None)
+        self.write_objects_summed(fid, layout, off, data, None, false)
             .await
     }
 
     /// [`write_objects`](Self::write_objects) with the checksums of the pieces of `data`
     /// (cut at every 4 KiB of file offset) when they were computed already, as the bytes
-    /// were copied into the write-behind extent.
+    /// were copied into the write-behind extent. `from_grant`: the bytes were cached
+    /// against the OSTs' grant (see [`crate::grant`]).
     pub(crate) async fn write_objects_summed(
         &self,
         fid: Fid,
@@ -171,7 +177,46 @@ impl Client {
         off: u64,
         data: Bytes,
         sums: Option<Vec<u32>>,
+        from_grant: bool,
     ) -> Result<(), Errno> {
+        if !layout.is_mirrored() {
+            return self
+                .write_copy(fid, layout, off, data, sums, from_grant)
+                .await;
+        }
+        // Immediate mirroring: every mirror gets the write, which succeeds only when all
+        // have it.
+        let calls = layout.mirror_ids().into_iter().map(|m| {
+            let (data, sums) = (data.clone(), sums.clone());
+            async move {
+                let copy = layout.mirror(m);
+                self.write_copy(fid, &copy, off, data, sums, from_grant)
+                    .await
+                    .inspect_err(|e| {
+                        tracing::warn!(target: "client", "file {fid}: write of mirror {m} at {off} failed: {e}");
+                    })
+            }
+        });
+        for r in join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Writes one copy of the data: through a layout without mirrors (or one mirror).
+    async fn write_copy(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+        from_grant: bool,
+    ) -> Result<(), Errno> {
+        let grant = WriteGrant {
+            from_grant,
+            want: self.grant_want(),
+        };
         let p = plan(layout, off, data.len() as u64, self.max_rpc());
         let file_sums = sums.filter(|s| s.len() == piece_count(off, data.len()));
         let sums_of = |buf_off: u64, len: u64, obj_off: u64| {
@@ -205,6 +250,7 @@ impl Client {
                         }
                     })
                     .await
+                    .map(drop)
                 }
             });
         let calls = p.chunks.iter().map(|c| {
@@ -215,15 +261,23 @@ impl Client {
             async move {
                 let imp = self.osc(ost)?;
                 self.rpc_stats.record(ost, true, bulk.len() as u64);
-                self.send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
-                    Request::OstWrite {
-                        obj,
-                        parent,
-                        offset,
-                        cksum,
-                    }
-                })
-                .await
+                let reply = self
+                    .send_checked(TargetName::ost(ost), &imp, offset, bulk, sums, |cksum| {
+                        Request::OstWrite {
+                            obj,
+                            parent,
+                            offset,
+                            cksum,
+                            grant,
+                        }
+                    })
+                    .await?;
+                if let Reply::OstWritten { grant, .. } = reply {
+                    // The connection that carried the reply (the first write also makes
+                    // the first connection).
+                    self.grants.add(ost, imp.generation(), grant);
+                }
+                Ok(())
             }
         });
         let (a, b) = futures::join!(join_all(dom_calls), join_all(calls));
@@ -245,7 +299,7 @@ impl Client {
         bulk: Bytes,
         sums: Option<Vec<u32>>,
         req: impl FnOnce(Option<BulkCksum>) -> Request,
-    ) -> Result<(), Errno> {
+    ) -> Result<Reply, Errno> {
         let cksum = self.tunables.checksums().map(|kind| BulkCksum {
             kind,
             sums: sums.unwrap_or_else(|| bulk_sums(obj_off, &bulk)),
@@ -260,7 +314,7 @@ impl Client {
                 bulk.clone()
             };
             match imp.call(&req, sent).await {
-                Ok(_) => return Ok(()),
+                Ok((reply, _)) => return Ok(reply),
                 Err(RpcError::Errno(Errno::EBADMSG)) if checked => {
                     self.cksum_stats.damaged(target);
                     resends += 1;
@@ -428,6 +482,203 @@ impl Client {
         off: u64,
         len: u64,
     ) -> Result<(Bytes, u64), Errno> {
+        if layout.is_mirrored() {
+            return self.read_mirrored(fid, layout, off, len).await;
+        }
+        self.read_copy(fid, layout, off, len).await
+    }
+
+    /// Whether an OST of mirror `m` of `layout` stopped answering.
+    fn mirror_failing(&self, layout: &Layout, m: u32) -> bool {
+        layout
+            .components
+            .iter()
+            .filter(|c| c.mirror_id() == m)
+            .flat_map(|c| c.objects.iter())
+            .any(|o| self.osc(o.ost_idx).is_ok_and(|i| i.is_failing()))
+    }
+
+    /// [`Layout::read_mirrors`], mirrors with an OST that stopped answering last.
+    fn mirror_order(&self, layout: &Layout, start: u64, end: u64) -> Vec<u32> {
+        let mut order = layout.read_mirrors(start, end);
+        order.sort_by_key(|&m| self.mirror_failing(layout, m));
+        order
+    }
+
+    /// Waits for `fut`, a request to OST `ost`, but gives up (`None`) once that OST has
+    /// stopped answering, when another copy can be read instead.
+    async fn unless_failing<T>(
+        &self,
+        ost: u32,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            match tokio::time::timeout(FAILOVER_CHECK, &mut fut).await {
+                Ok(r) => return Some(r),
+                Err(_) if self.osc(ost).is_ok_and(|i| i.is_failing()) => return None,
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// A read of a mirrored file: each object range from the best mirror in sync (see
+    /// [`Layout::read_mirrors`]); a range that fails there (its OST down, or its copy
+    /// failing its checksum) is read from the next mirror, and a copy that failed its
+    /// checksum is rewritten from the good one.
+    async fn read_mirrored(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        len: u64,
+    ) -> Result<(Bytes, u64), Errno> {
+        let order = self.mirror_order(layout, off, off.saturating_add(len));
+        let Some((&first, others)) = order.split_first() else {
+            tracing::error!(target: "client", "file {fid}: no mirror in sync for [{off}, {})", off + len);
+            return Err(Errno::EIO);
+        };
+        let primary = layout.mirror(first);
+        let p = plan(&primary, off, len, self.max_rpc());
+        let calls = p.chunks.iter().map(|c| {
+            let primary = &primary;
+            async move {
+                let read = self.unless_failing(c.obj.ost_idx, self.read_chunk_checked(c));
+                let r = match read
+                    .await
+                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))
+                {
+                    Ok(data) => Ok(data),
+                    Err(e) => {
+                        self.read_other_mirror(fid, layout, primary, first, others, off, c, e)
+                            .await
+                    }
+                };
+                (c.buf_off, r)
+            }
+        });
+        let mut buf = BytesMut::zeroed(len as usize);
+        let mut found = 0u64;
+        for (buf_off, r) in join_all(calls).await {
+            let data = r?;
+            let s = buf_off as usize;
+            buf[s..s + data.len()].copy_from_slice(&data);
+            if !data.is_empty() {
+                found = found.max(buf_off + data.len() as u64);
+            }
+        }
+        Ok((buf.freeze(), found))
+    }
+
+    /// Chunk `c` of mirror `first` (of a read at `off`) failed with `e`: its bytes from
+    /// the other mirrors, in order; a copy that failed its checksum is repaired from them.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_other_mirror(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        primary: &Layout,
+        first: u32,
+        others: &[u32],
+        off: u64,
+        c: &Chunk,
+        e: ChunkReadError,
+    ) -> Result<Bytes, Errno> {
+        let corrupt = matches!(e, ChunkReadError::Corrupt { .. });
+        if let ChunkReadError::Corrupt { target, .. } = &e {
+            self.cksum_stats.corrupt(*target);
+        }
+        tracing::warn!(target: "client", "file {fid}: mirror {first}: {e}: reading another mirror");
+        // Whole blocks around the range, so a repair needs nothing of the bad copy.
+        let block = nacre_core::cksum::BLOCK as u64;
+        let lead = c.obj_off % block;
+        let span = (c.obj_off + c.len).div_ceil(block) * block - (c.obj_off - lead);
+        let file_off = off + c.buf_off - lead;
+        for &m in others {
+            let (good, found) = match self.read_copy(fid, &layout.mirror(m), file_off, span).await {
+                Ok(r) => r,
+                Err(e2) => {
+                    tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}");
+                    continue;
+                }
+            };
+            let good = good.slice(..found as usize);
+            if corrupt {
+                match self
+                    .repair_chunk(fid, primary, c, file_off, good.clone())
+                    .await
+                {
+                    Ok(()) => {
+                        self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
+                        tracing::warn!(target: "client", "file {fid}: mirror {first}: object {} on OST{:04x} rewritten from mirror {m}", c.obj.fid, c.obj.ost_idx);
+                    }
+                    Err(e3) => {
+                        tracing::error!(target: "client", "file {fid}: mirror {first}: repair of object {} failed: {e3}", c.obj.fid)
+                    }
+                }
+            }
+            let start = (lead as usize).min(good.len());
+            let end = (lead + c.len).min(good.len() as u64) as usize;
+            return Ok(good.slice(start..end));
+        }
+        Err(self.no_good_copy(fid, e))
+    }
+
+    /// Rewrites a bad copy's range (`good`, at file offset `file_off`, from a block
+    /// boundary) in the object of chunk `c`. A last partial block is written after the
+    /// object is cut to that block's start, so no byte of the bad block is needed.
+    async fn repair_chunk(
+        &self,
+        fid: Fid,
+        primary: &Layout,
+        c: &Chunk,
+        file_off: u64,
+        good: Bytes,
+    ) -> Result<(), Errno> {
+        if good.is_empty() {
+            return Ok(());
+        }
+        let block = nacre_core::cksum::BLOCK as u64;
+        let obj_start = c.obj_off - c.obj_off % block;
+        let obj_end = obj_start + good.len() as u64;
+        let mut good = good;
+        if !obj_end.is_multiple_of(block) {
+            let imp = self.osc(c.obj.ost_idx)?;
+            let req = Request::OstGetattr {
+                objs: vec![c.obj.fid],
+            };
+            let size = match imp.call(&req, Bytes::new()).await.map_err(rpc_errno)? {
+                (Reply::ObjAttrs(a), _) => a.first().copied().flatten().map_or(0, |a| a.size),
+                _ => return Err(Errno::EPROTO),
+            };
+            let block_end = obj_end.div_ceil(block) * block;
+            if size >= block_end {
+                // The good copy ends in a hole inside the object: zeros to the block's end.
+                let mut whole = BytesMut::zeroed((block_end - obj_start) as usize);
+                whole[..good.len()].copy_from_slice(&good);
+                good = whole.freeze();
+            } else {
+                // The object ends in this block: cut it to the block's start first.
+                let req = Request::OstPunch {
+                    obj: c.obj.fid,
+                    size: obj_end - obj_end % block,
+                };
+                imp.call(&req, Bytes::new()).await.map_err(rpc_errno)?;
+            }
+        }
+        // A repair is not cached data: it asks no grant of its own.
+        self.write_copy(fid, primary, file_off, good, None, false)
+            .await
+    }
+
+    /// Reads one copy: through a layout without mirrors (or one mirror).
+    async fn read_copy(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        len: u64,
+    ) -> Result<(Bytes, u64), Errno> {
         let p = plan(layout, off, len, self.max_rpc());
         let kind = self.tunables.checksums();
         let dom_calls = self
@@ -582,7 +833,33 @@ impl Client {
 
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
-        let attrs = self.object_attrs(layout).await?;
+        // A mirrored file with an OST that stopped answering skips straight to the
+        // per-mirror sizing below.
+        let whole = if layout.is_mirrored()
+            && layout
+                .mirror_ids()
+                .into_iter()
+                .any(|m| self.mirror_failing(layout, m))
+        {
+            Err(Errno::ENOTCONN)
+        } else {
+            self.object_attrs(layout).await
+        };
+        let attrs = match whole {
+            Ok(a) => a,
+            // A mirrored file is sized by any one mirror whose OSTs all answer.
+            Err(e) if layout.is_mirrored() => {
+                let mut one = Err(e);
+                for m in self.mirror_order(layout, 0, nacre_core::layout::EOF) {
+                    one = self.object_attrs(&layout.mirror(m)).await;
+                    if one.is_ok() {
+                        break;
+                    }
+                }
+                one?
+            }
+            Err(e) => return Err(e),
+        };
         let (size, blocks, mtime) = layout.merge_object_attrs(|o| {
             attrs
                 .iter()

@@ -6,6 +6,7 @@
 //!   entries);
 //! - [`io`] (lov + osc): a file's bytes, split by its layout into per-object requests issued
 //!   in parallel (bounded by `max_rpcs_in_flight`), and file size from the objects;
+//! - [`grant`] (osc): space each OST promised, without which a write is not cached;
 //! - [`file`]: open files and what a writer must report at close;
 //! - [`callback`]: the MDTs' calls to drop what is cached of a file another client changed.
 //!
@@ -14,6 +15,7 @@
 pub mod callback;
 pub mod cksum;
 pub mod file;
+pub mod grant;
 pub mod io;
 pub mod lmv;
 pub mod md;
@@ -99,6 +101,8 @@ pub struct Client {
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
     pub(crate) dirty: writeback::DirtyCache,
+    /// Space each OST promised for cached writes (`osc.*.cur_grant_bytes`).
+    pub(crate) grants: grant::OscGrants,
     /// Bulk RPCs per OST (`osc.*.rpc_stats`).
     pub rpc_stats: stats::RpcStats,
     /// Checksum errors by target (`osc.*.checksum_errors`, `osc.*.corrupt_reads`).
@@ -147,6 +151,7 @@ impl Client {
             stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             dirty: writeback::DirtyCache::default(),
+            grants: grant::OscGrants::default(),
             rpc_stats: stats::RpcStats::default(),
             cksum_stats: cksum::CksumStats::default(),
             checksum_faults: cksum::ChecksumFaults::default(),

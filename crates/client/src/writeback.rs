@@ -9,6 +9,10 @@
 //! little hold no more than the budget. An error of a background write is returned by the
 //! next write, `fsync` or close of that file.
 //!
+//! A write is cached only against grant ([`crate::grant`]): the space every OST it
+//! reaches promised. Without it, the caller sends the write at once and returns its
+//! result, so ENOSPC on a full OST comes back from `write` itself.
+//!
 //! Anything that must see the data first waits for it: a read of the file, a truncate, a
 //! `getattr` from this client (the size), `fsync`, close. So this client always sees its own
 //! writes, and others see them after the close (close-to-open).
@@ -268,7 +272,8 @@ impl DirtyCache {
 impl Client {
     /// The part of a write that never waits: `data` joins the file's extent (one copy),
     /// and extents that are full or cannot grow come back to be sent. A write of at least
-    /// an RPC given as `owned` goes as it is, without a copy.
+    /// an RPC given as `owned` goes as it is, without a copy. `None` when the OSTs have not
+    /// granted the space: nothing is cached, and the write must go at once.
     pub(crate) fn gather(
         &self,
         wb: &Arc<WriteBack>,
@@ -277,9 +282,12 @@ impl Client {
         off: u64,
         data: &[u8],
         owned: Option<&Bytes>,
-    ) -> Result<Ready, Errno> {
+    ) -> Result<Option<Ready>, Errno> {
         if let Some(e) = wb.take_error() {
             return Err(e);
+        }
+        if !self.take_grant(layout, off, data.len() as u64) {
+            return Ok(None);
         }
         let max_rpc = self.tunables.max_rpc_bytes().max(4096) as usize;
         let mut ready = Vec::new();
@@ -323,7 +331,7 @@ impl Client {
             }
         }
         self.dirty.register(fid, wb);
-        Ok(Ready(ready))
+        Ok(Some(Ready(ready)))
     }
 
     /// Sends what [`gather`](Self::gather) returned, waiting while the client is over its
@@ -406,7 +414,7 @@ impl Client {
                 bytes: n,
             };
             if let Err(e) = self
-                .write_objects_summed(fid, &layout, off, data, sums)
+                .write_objects_summed(fid, &layout, off, data, sums, true)
                 .await
             {
                 wb.error.lock().get_or_insert(e);
@@ -421,7 +429,10 @@ impl Client {
                 bytes: n,
             };
             let len = data.len();
-            if let Err(e) = c.write_objects_summed(fid, &layout, off, data, sums).await {
+            if let Err(e) = c
+                .write_objects_summed(fid, &layout, off, data, sums, true)
+                .await
+            {
                 tracing::warn!(target: "client", "background write of {len} bytes at {off} of {fid}: {e}");
                 wb.error.lock().get_or_insert(e);
             }

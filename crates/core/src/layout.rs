@@ -56,6 +56,25 @@ pub const COMPONENT_FLAG_NAMES: &[(u32, &str)] = &[
     (LCME_FL_IS_LINK_ID, "link_id"),
 ];
 
+/// FLR state of a mirrored file (`lcm_flags & LCM_FL_FLR_MASK`): every mirror in sync.
+pub const LCM_FL_RDONLY: u16 = 0x1;
+/// A mirror was written and the others are marked stale.
+pub const LCM_FL_WRITE_PENDING: u16 = 0x2;
+/// A resync is under way.
+pub const LCM_FL_SYNC_PENDING: u16 = 0x3;
+pub const LCM_FL_FLR_MASK: u16 = 0xb;
+/// `LUSTRE_MIRROR_COUNT_MAX` (and `lod.*.mirror_count_max`'s default).
+pub const MAX_MIRROR_COUNT: u32 = 16;
+/// A component's mirror id sits in bits 16-30 of its `lcme_id` (`pflr_id`).
+pub const MIRROR_ID_SHIFT: u32 = 16;
+/// The per-file sequence part of an `lcme_id`.
+pub const COMPONENT_SEQ_MASK: u32 = 0xffff;
+
+/// `pflr_id`: the `lcme_id` of sequence `seq` in mirror `mirror`.
+pub fn pflr_id(mirror: u32, seq: u32) -> u32 {
+    ((mirror & 0x7fff) << MIRROR_ID_SHIFT) | (seq & COMPONENT_SEQ_MASK)
+}
+
 /// End of file, as a component end.
 pub const EOF: u64 = u64::MAX;
 /// Every stripe size and component end is a multiple of this (`LOV_MIN_STRIPE_SIZE`).
@@ -254,6 +273,15 @@ impl Component {
         obj
     }
 
+    /// The mirror this component belongs to (0 in a file without mirrors).
+    pub fn mirror_id(&self) -> u32 {
+        (self.id >> MIRROR_ID_SHIFT) & 0x7fff
+    }
+
+    pub fn is_stale(&self) -> bool {
+        self.flags & LCME_FL_STALE != 0
+    }
+
     /// Printed flags, as `lfs getstripe` shows `lcme_flags`.
     pub fn flags_string(&self) -> String {
         flags_to_string(self.flags)
@@ -385,9 +413,15 @@ impl Layout {
         self.dom().map_or(0, |c| c.end)
     }
 
-    /// Next unused component id.
+    /// Next unused component sequence (the low bits of `lcme_id`; the mirror id goes
+    /// above them).
     pub fn next_component_id(&self) -> u32 {
-        self.components.iter().map(|c| c.id).max().unwrap_or(0) + 1
+        self.components
+            .iter()
+            .map(|c| c.id & COMPONENT_SEQ_MASK)
+            .max()
+            .unwrap_or(0)
+            + 1
     }
 
     /// Every OST object of every instantiated component.
@@ -419,6 +453,63 @@ impl Layout {
             }
         }
         (size, blocks, mtime)
+    }
+
+    /// The mirror ids of the layout, in the order their first components appear.
+    pub fn mirror_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = Vec::new();
+        for c in &self.components {
+            if !ids.contains(&c.mirror_id()) {
+                ids.push(c.mirror_id());
+            }
+        }
+        ids
+    }
+
+    /// Whether the file has more than one mirror (FLR).
+    pub fn is_mirrored(&self) -> bool {
+        let first = self.components.first().map(Component::mirror_id);
+        self.components.iter().any(|c| Some(c.mirror_id()) != first)
+    }
+
+    /// One mirror alone: a layout of only mirror `id`'s components, which every I/O path
+    /// of an unmirrored file handles as it is.
+    pub fn mirror(&self, id: u32) -> Layout {
+        Layout {
+            composite: self.composite,
+            layout_gen: self.layout_gen,
+            flags: self.flags,
+            components: self
+                .components
+                .iter()
+                .filter(|c| c.mirror_id() == id)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Whether any component of mirror `id` overlapping `[start, end)` is stale.
+    pub fn mirror_stale_in(&self, id: u32, start: u64, end: u64) -> bool {
+        self.components
+            .iter()
+            .any(|c| c.mirror_id() == id && c.start < end && c.end > start && c.is_stale())
+    }
+
+    /// The mirrors a read of `[start, end)` may use, best first: in sync over the range,
+    /// preferred for reads (`prefer`, `prefrd`) before the rest, then by mirror id.
+    pub fn read_mirrors(&self, start: u64, end: u64) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .mirror_ids()
+            .into_iter()
+            .filter(|&m| !self.mirror_stale_in(m, start, end))
+            .collect();
+        let preferred = |m: u32| {
+            self.components
+                .iter()
+                .any(|c| c.mirror_id() == m && c.flags & LCME_FL_PREF_RD != 0)
+        };
+        ids.sort_by_key(|&m| (!preferred(m), m));
+        ids
     }
 
     /// Whether every component below `end` has been instantiated.
@@ -524,6 +615,43 @@ mod tests {
         assert!(l.instantiated_to(1 << 20));
         assert!(!l.instantiated_to((1 << 20) + 1));
         assert_eq!(l.next_component_id(), 3);
+    }
+
+    fn mirrored() -> Layout {
+        let mut comps = vec![
+            Component::raid0(0, 1 << 20, 1, 1 << 20, -1),
+            Component::raid0(1 << 20, EOF, 1, 1 << 20, -1),
+            Component::raid0(0, EOF, 1, 1 << 20, -1),
+        ];
+        comps[0].id = pflr_id(1, 1);
+        comps[1].id = pflr_id(1, 2);
+        comps[2].id = pflr_id(2, 3);
+        Layout {
+            components: comps,
+            ..Layout::composite(Vec::new())
+        }
+    }
+
+    #[test]
+    fn mirrors_are_views_of_their_components() {
+        let l = mirrored();
+        assert_eq!(pflr_id(2, 3), 131075);
+        assert!(l.is_mirrored());
+        assert!(!Layout::plain(1, 1 << 20, -1).is_mirrored());
+        assert_eq!(l.mirror_ids(), vec![1, 2]);
+        assert_eq!(l.mirror(1).components.len(), 2);
+        assert_eq!(
+            l.mirror(2).component_at(5 << 20).map(|c| c.id),
+            Some(131075)
+        );
+        assert_eq!(l.read_mirrors(0, 10), vec![1, 2]);
+        let mut s = l.clone();
+        s.components[1].flags |= LCME_FL_STALE;
+        assert_eq!(s.read_mirrors(0, 10), vec![1, 2]);
+        assert_eq!(s.read_mirrors(0, 2 << 20), vec![2]);
+        let mut p = l.clone();
+        p.components[2].flags |= LCME_FL_PREF_RW;
+        assert_eq!(p.read_mirrors(0, 10), vec![2, 1]);
     }
 
     #[test]

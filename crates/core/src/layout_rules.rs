@@ -8,8 +8,8 @@
 
 use crate::Errno;
 use crate::layout::{
-    Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_STRIPE_COUNT, MIN_STRIPE_SIZE, Pattern,
-    STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
+    Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_MIRROR_COUNT, MAX_STRIPE_COUNT,
+    MIN_STRIPE_SIZE, Pattern, STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
 };
 
 /// `LOV_MAXPOOLNAME`.
@@ -107,6 +107,12 @@ pub enum LayoutError {
     PoolNameTooLong { comp: usize, pool: String },
     #[error("component {comp}: pool name {pool:?} contains a NUL byte")]
     PoolNameInvalid { comp: usize, pool: String },
+    #[error("{count} mirrors: at most {MAX_MIRROR_COUNT} are allowed")]
+    TooManyMirrors { count: usize },
+    #[error(
+        "component {comp}: Data-on-MDT in a mirrored file is not supported (mirrors are on OSTs)"
+    )]
+    MirrorDom { comp: usize },
     #[error("component {comp}: mirror {mirror} ends at {end}; every mirror must extend to EOF")]
     IncompleteMirror { comp: usize, mirror: u32, end: u64 },
 }
@@ -114,7 +120,10 @@ pub enum LayoutError {
 impl LayoutError {
     /// What the MDT answers, as `lod_verify_striping` does for every rule here.
     pub fn errno(&self) -> Errno {
-        Errno::EINVAL
+        match self {
+            LayoutError::MirrorDom { .. } => Errno::ENOTSUP,
+            _ => Errno::EINVAL,
+        }
     }
 }
 
@@ -156,6 +165,16 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
             Some((_, v)) => v.push(i),
             None => mirrors.push((m, vec![i])),
         }
+    }
+    if mirrors.len() > MAX_MIRROR_COUNT as usize {
+        return Err(LayoutError::TooManyMirrors {
+            count: mirrors.len(),
+        });
+    }
+    if mirrors.len() > 1
+        && let Some(i) = comps.iter().position(|c| c.pattern == Pattern::Mdt)
+    {
+        return Err(LayoutError::MirrorDom { comp: i + 1 });
     }
     for (mirror, idx) in &mirrors {
         let mut dom_seen: Option<usize> = None;

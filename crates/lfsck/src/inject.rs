@@ -22,14 +22,27 @@
 //! | [`drop_links`] on a remote entry's object | a remote object without its linkEA | `agent_entries` |
 //! | [`stale_dne_record`] | an operation prepared for a coordinator that does not exist | `dne_records` |
 //! | [`loop_dirs`] | two directories naming each other, cut off from the root | `nacre check`: disconnected |
+//!
+//! Layout (OST objects and the layouts that reference them, see [`crate::layout`]):
+//!
+//! | function | leaves | LFSCK counts |
+//! | --- | --- | --- |
+//! | [`remove_ost_object`] | a layout referencing an object whose data is gone | `dangling` (recreated empty with `-c`) |
+//! | [`corrupt_filter_fid`] | an object whose filter fid names a file that does not exist | `unmatched_pair` |
+//! | [`share_object`] | two files whose layouts hold the same object | `multiple_referenced` |
+//! | [`detach_object`] | a file whose layout lost one object (its slot names one never created) | `orphan` (put back) |
+//! | [`orphan_ost_object`] | an object holding data for a file that does not exist | `orphan` (into lost+found with `-o`) |
+//! | [`rewind_last_id`] | a LAST_ID behind the objects of its sequence | `others` |
 
+use nacre_core::StripeObject;
+use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid, FileKind, Timespec};
 use nacre_mdt::Mdt;
 use nacre_mdt::dne::exec::STRIPE_XATTR;
 use nacre_mdt::dne::log;
 use nacre_mdt::mdd;
 use nacre_mdt::records;
-use nacre_osd::Table;
+use nacre_osd::{ObjStore, Table};
 use nacre_rpc::msg::{DneObject, DneUpdate};
 
 /// What an injection broke.
@@ -371,4 +384,99 @@ pub async fn loop_dirs(mdt: &Mdt, parent: Fid, name: &[u8]) -> Result<Injected, 
         })
         .await?;
     Ok(hit("directories looped", fid, Some((parent, name))))
+}
+
+/// Stripe `stripe` (of the first component) of file `fid` on `mdt`.
+pub async fn stripe_object(mdt: &Mdt, fid: Fid, stripe: u32) -> Result<StripeObject, Errno> {
+    let mut v = mdt.store().read()?;
+    let i = mdd::get_inode(&mut v, &fid)?;
+    i.layout
+        .as_ref()
+        .and_then(|l| l.components.first())
+        .and_then(|c| c.objects.get(stripe as usize))
+        .copied()
+        .ok_or(Errno::ENOENT)
+}
+
+/// Sets stripe `stripe` (of the first component) of file `fid` on `mdt` to `so`.
+async fn set_stripe(mdt: &Mdt, fid: Fid, stripe: u32, so: StripeObject) -> Result<(), Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &fid)?;
+            let slot = i
+                .layout
+                .as_mut()
+                .and_then(|l| l.components.first_mut())
+                .and_then(|c| c.objects.get_mut(stripe as usize))
+                .ok_or(Errno::ENOENT)?;
+            *slot = so;
+            mdd::put_inode(tx, &i).map(|_| ())
+        })
+        .await
+}
+
+/// Removes the OST object `obj` (from `ost`, the store of its OST), its data with it: the
+/// layout that references it dangles (a precreated object without a file reads as
+/// empty, so the file's data is silently gone).
+pub fn remove_ost_object(ost: &ObjStore, obj: Fid) -> Result<Injected, Errno> {
+    ost.destroy(&obj)?;
+    Ok(hit("OST object removed", obj, None))
+}
+
+/// Points the filter fid of OST object `obj` at a file that does not exist (a FID of the
+/// same MDT no file has).
+pub fn corrupt_filter_fid(ost: &ObjStore, obj: Fid) -> Result<Injected, Errno> {
+    let ff = ost.probe(&obj)?.1.ok_or(Errno::ENODATA)?;
+    let bad = Fid::new(ff.seq, ff.oid ^ 0x00ff_0000, ff.ver);
+    ost.set_filter_fid(&obj, &bad)?;
+    Ok(hit("filter fid corrupted", obj, None))
+}
+
+/// Makes stripe `stripe` of file `b` hold the object stripe `stripe` of file `a` holds
+/// (both on `mdt`): two layouts share one object. `b`'s own object is left as it was (a
+/// file never written has no data on it to orphan).
+pub async fn share_object(mdt: &Mdt, a: Fid, b: Fid, stripe: u32) -> Result<Injected, Errno> {
+    let so = stripe_object(mdt, a, stripe).await?;
+    set_stripe(mdt, b, stripe, so).await?;
+    Ok(hit("OST object shared", b, None))
+}
+
+/// The object id a detached stripe is given: one no OST ever creates (past the width of
+/// a data sequence).
+pub const NEVER_CREATED: u32 = DATA_SEQ_WIDTH + 1;
+
+/// Makes stripe `stripe` of file `fid` (on `mdt`) reference an object that was never
+/// created: its real object, with the file's data and a filter fid naming it, is an
+/// orphan LFSCK can put back.
+pub async fn detach_object(mdt: &Mdt, fid: Fid, stripe: u32) -> Result<Injected, Errno> {
+    let so = stripe_object(mdt, fid, stripe).await?;
+    let gone = StripeObject {
+        ost_idx: so.ost_idx,
+        fid: Fid::new(so.fid.seq, NEVER_CREATED, 0),
+    };
+    set_stripe(mdt, fid, stripe, gone).await?;
+    Ok(hit("OST object detached", so.fid, None))
+}
+
+/// Writes `data` into a new object of OST `ost_idx` (taken from `mdt`'s precreated
+/// objects; `ost` is that OST's store) whose filter fid names `parent`, a file that does
+/// not exist (as a write that reached an object after its file was removed leaves it).
+pub async fn orphan_ost_object(
+    mdt: &Mdt,
+    ost: &ObjStore,
+    ost_idx: u32,
+    parent: Fid,
+    data: &[u8],
+) -> Result<Injected, Errno> {
+    let osp = mdt.lod().osp(ost_idx).ok_or(Errno::ENODEV)?;
+    let so = osp.take().await?;
+    ost.write(&so.fid, &parent.with_ver(0), 0, data)
+        .map_err(Errno::from)?;
+    Ok(hit("orphan OST object made", so.fid, None))
+}
+
+/// Sets LAST_ID of sequence `seq` on OST store `ost` to `last` (below its objects).
+pub fn rewind_last_id(ost: &ObjStore, seq: u64, last: u32) -> Result<Injected, Errno> {
+    ost.set_last_id(seq, last)?;
+    Ok(hit("LAST_ID rewound", Fid::new(seq, last.max(1), 0), None))
 }

@@ -6,6 +6,9 @@
 //! - [`namespace`]: the namespace checks and repairs (FID-in-dirent, linkEA, dangling
 //!   names, orphans, multiply-referenced names, file types, link counts, striped
 //!   directories and name hashes, remote entries, unfinished distributed operations);
+//! - [`layout`]: the layout checks and repairs (dangling OST references, unmatched
+//!   pairs, multiply-referenced objects, orphan objects, LAST_ID);
+//! - [`ost`]: LFSCK's side on an OST (probes, object listings, repairs of objects);
 //! - [`offline`]: the same checks on the stores of a stopped file system (`nacre check`);
 //! - [`inject`]: making each inconsistency on purpose, for tests and fault injection;
 //! - [`control`]: what every running component shares (progress, speed limit,
@@ -15,8 +18,11 @@
 
 pub mod control;
 pub mod inject;
+pub mod layout;
 pub mod mdt;
 pub mod namespace;
 pub mod offline;
+pub mod ost;
 
 pub use mdt::MdtLfsck;
+pub use ost::OstLfsck;

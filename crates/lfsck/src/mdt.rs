@@ -9,10 +9,11 @@
 //! check back (the seed study's finding about Lustre's shared pipeline).
 
 use crate::control::{self, Halt, Live, RepairLog, bounded, now_secs};
-use crate::namespace;
+use crate::{layout, namespace};
 use nacre_core::{Errno, Fid, TargetName};
 use nacre_lustreapi::lfsck::{
-    self as api, LfsckPosition, LfsckStatus, NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
+    self as api, LayoutStatus, LfsckPosition, LfsckStatus, NamespaceStatus, TYPE_LAYOUT,
+    TYPE_NAMESPACE,
 };
 use nacre_mdt::Mdt;
 use nacre_osd::Table;
@@ -29,13 +30,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 
 /// Types this MDT runs.
-pub const MDT_TYPES: u16 = TYPE_NAMESPACE;
+pub const MDT_TYPES: u16 = TYPE_NAMESPACE | TYPE_LAYOUT;
 
 /// How long a stopping MDT waits for its run to save its place.
 const PAUSE_WAIT: Duration = Duration::from_secs(10);
 
 const KEY_BOOKMARK: &[u8] = b"lfsck.bookmark";
 const KEY_NAMESPACE: &[u8] = b"lfsck.namespace";
+const KEY_LAYOUT: &[u8] = b"lfsck.layout";
 
 /// A run's parameters (Lustre's bookmark), kept so a resumed run goes on as it began.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +64,8 @@ pub struct MdtState {
     pub bookmark: Bookmark,
     pub ns: NamespaceStatus,
     pub ns_live: Option<Live>,
+    pub lo: LayoutStatus,
+    pub lo_live: Option<Live>,
 }
 
 /// LFSCK on one MDT.
@@ -109,13 +113,19 @@ impl MdtLfsck {
             bookmark: load(mdt, KEY_BOOKMARK),
             ns: load(mdt, KEY_NAMESPACE),
             ns_live: None,
+            lo: load(mdt, KEY_LAYOUT),
+            lo_live: None,
         };
         let mut resume = false;
         if st.ns.status.is_running() {
             st.ns.status = LfsckStatus::Crashed;
             resume = true;
         }
-        if st.ns.status == LfsckStatus::Paused {
+        if st.lo.status.is_running() {
+            st.lo.status = LfsckStatus::Crashed;
+            resume = true;
+        }
+        if st.ns.status == LfsckStatus::Paused || st.lo.status == LfsckStatus::Paused {
             resume = true;
         }
         let me = Arc::new(MdtLfsck {
@@ -174,6 +184,13 @@ impl MdtLfsck {
         st.ns.format(now_secs(), live.as_ref())
     }
 
+    /// `mdd.*.lfsck_layout`.
+    pub fn layout_text(&self) -> String {
+        let st = self.state.lock();
+        let live = st.lo_live.map(|l| l.scan());
+        st.lo.format(now_secs(), live.as_ref())
+    }
+
     /// Whether a run is going on.
     pub fn running(&self) -> bool {
         self.run.lock().as_ref().is_some_and(|r| !*r.done.borrow())
@@ -182,11 +199,18 @@ impl MdtLfsck {
     /// This MDT's components, for `lfsck_query`.
     pub fn components(&self) -> Vec<ComponentState> {
         let st = self.state.lock();
-        vec![ComponentState {
-            kind: TYPE_NAMESPACE,
-            status: st.ns.status.index() as u8,
-            repaired: st.ns.repaired(),
-        }]
+        vec![
+            ComponentState {
+                kind: TYPE_NAMESPACE,
+                status: st.ns.status.index() as u8,
+                repaired: st.ns.repaired(),
+            },
+            ComponentState {
+                kind: TYPE_LAYOUT,
+                status: st.lo.status.index() as u8,
+                repaired: st.lo.repaired_total(),
+            },
+        ]
     }
 
     /// Starts a run (`lfsck_start` on this MDT). With `-A` (and no sponsor), this MDT
@@ -202,7 +226,8 @@ impl MdtLfsck {
             if active == 0 {
                 // The types of the last run that did not finish, else all.
                 let incomplete =
-                    !matches!(st.ns.status, LfsckStatus::Init | LfsckStatus::Completed);
+                    !matches!(st.ns.status, LfsckStatus::Init | LfsckStatus::Completed)
+                        || !matches!(st.lo.status, LfsckStatus::Init | LfsckStatus::Completed);
                 active = if incomplete && st.bookmark.types != 0 {
                     st.bookmark.types
                 } else {
@@ -252,6 +277,28 @@ impl MdtLfsck {
                 ns.pos_latest_start = ns.pos_last_checkpoint;
                 st.ns_live = Some(Live {
                     position: st.ns.pos_last_checkpoint,
+                    ..Live::new()
+                });
+            }
+            if types & TYPE_LAYOUT != 0 {
+                let lo = &mut st.lo;
+                let resume = a.flags & api::LPF_RESET == 0
+                    && !matches!(lo.status, LfsckStatus::Init | LfsckStatus::Completed)
+                    && lo.param & api::LPF_DRYRUN == bm.param & api::LPF_DRYRUN;
+                if !resume {
+                    *lo = LayoutStatus {
+                        success_count: lo.success_count,
+                        time_last_complete: lo.time_last_complete,
+                        flags: lo.flags & api::FLAG_SCANNED_ONCE,
+                        ..LayoutStatus::default()
+                    };
+                }
+                lo.param = bm.param;
+                lo.status = LfsckStatus::ScanningPhase1;
+                lo.time_latest_start = now;
+                lo.pos_latest_start = lo.pos_last_checkpoint;
+                st.lo_live = Some(Live {
+                    position: LfsckPosition::at(st.lo.pos_last_checkpoint),
                     ..Live::new()
                 });
             }
@@ -306,7 +353,11 @@ impl MdtLfsck {
         bm: Bookmark,
         halt: watch::Receiver<Halt>,
     ) {
-        if types & TYPE_NAMESPACE != 0 {
+        // Namespace and layout side by side, each at its own pace.
+        let ns = async {
+            if types & TYPE_NAMESPACE == 0 {
+                return;
+            }
             let status = namespace::run(&self, &mdt, &bm, halt.clone()).await;
             let done = {
                 let mut st = self.state.lock();
@@ -324,17 +375,45 @@ impl MdtLfsck {
                 tracing::warn!(target: "lfsck", "{}: cannot save the namespace record: {e}", self.dev);
             }
             tracing::info!(target: "lfsck", "{}: namespace check {}", self.dev, done.name());
-        }
+        };
+        let lo = async {
+            if types & TYPE_LAYOUT == 0 {
+                return;
+            }
+            let status = layout::run(&self, &mdt, &bm, halt.clone()).await;
+            {
+                let mut st = self.state.lock();
+                st.lo.status = status;
+                st.lo_live = None;
+                if matches!(status, LfsckStatus::Completed | LfsckStatus::Partial) {
+                    st.lo.time_last_complete = now_secs();
+                    st.lo.success_count += u32::from(status == LfsckStatus::Completed);
+                    st.lo.pos_last_checkpoint = 0;
+                }
+            }
+            if let Err(e) = self.save_all(&mdt).await {
+                tracing::warn!(target: "lfsck", "{}: cannot save the layout record: {e}", self.dev);
+            }
+            tracing::info!(target: "lfsck", "{}: layout check {}", self.dev, status.name());
+        };
+        tokio::join!(ns, lo);
     }
 
     /// Saves the bookmark and every component's record.
     pub async fn save_all(&self, mdt: &Mdt) -> Result<(), Errno> {
-        let (bm, ns) = {
+        let (bm, ns, lo) = {
             let st = self.state.lock();
-            (st.bookmark.clone(), st.ns.clone())
+            (st.bookmark.clone(), st.ns.clone(), st.lo.clone())
         };
         save(mdt, KEY_BOOKMARK, &bm).await?;
-        save(mdt, KEY_NAMESPACE, &ns).await
+        save(mdt, KEY_NAMESPACE, &ns).await?;
+        save(mdt, KEY_LAYOUT, &lo).await
+    }
+
+    /// Saves the layout record (a checkpoint).
+    pub async fn save_layout(&self, mdt: &Mdt) -> Result<(), Errno> {
+        let lo = self.state.lock().lo.clone();
+        save(mdt, KEY_LAYOUT, &lo).await
     }
 
     /// Saves the namespace record (a checkpoint).
@@ -528,6 +607,7 @@ impl MdtLfsck {
             }
             LfsckRequest::Probe { .. }
             | LfsckRequest::OstRepair(_)
+            | LfsckRequest::Objects { .. }
             | LfsckRequest::Orphans { .. } => Err(Errno::ENOTSUP),
         }
     }

@@ -42,7 +42,8 @@ impl Error {
     /// The errno the command exits with.
     pub fn errno(&self) -> Errno {
         match self {
-            Error::Usage { .. } | Error::Layout(_) => Errno::EINVAL,
+            Error::Usage { .. } => Errno::EINVAL,
+            Error::Layout(e) => e.errno(),
             Error::Invalid { errno, .. } => *errno,
         }
     }

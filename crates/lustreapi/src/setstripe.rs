@@ -10,7 +10,8 @@ use crate::getopt::{HasArg, LongOpt, OptSpec, Parsed, getopt, lo, owned};
 use crate::size::parse_size;
 use nacre_core::Errno;
 use nacre_core::layout::{
-    COMPONENT_FLAG_NAMES, Component, EOF, Layout, MAX_DOM_SIZE, MAX_STRIPE_COUNT, MIN_STRIPE_SIZE,
+    COMPONENT_FLAG_NAMES, Component, EOF, LCME_FL_NOSYNC, LCME_FL_PREF_RW, Layout, MAX_DOM_SIZE,
+    MAX_MIRROR_COUNT, MAX_STRIPE_COUNT, MIN_STRIPE_SIZE, pflr_id,
 };
 use nacre_core::lmv::HashType;
 use serde::{Deserialize, Serialize};
@@ -344,9 +345,22 @@ impl Opc {
     }
 }
 
+/// One `-N[COUNT]` of `lfs setstripe -N` / `lfs mirror create` (`struct mirror_args`).
+#[derive(Clone, Debug, Default)]
+struct MirrorArgs {
+    count: u32,
+    /// No stripe option followed this `-N`: the mirror takes the previous one's layout.
+    inherit: bool,
+    /// `--flags` (`prefer`, `prefrd`, `prefwr`, `nosync`) for every component.
+    flags: u32,
+    components: Vec<Component>,
+}
+
 #[derive(Default)]
 struct State {
     lsa: Lsa,
+    /// `-N` seen: the stripe options describe mirrors.
+    mirrors: Vec<MirrorArgs>,
     components: Vec<Component>,
     delete: bool,
     comp_add: bool,
@@ -472,6 +486,80 @@ fn build_component(cmd: &'static str, st: &mut State) -> Result<()> {
     Ok(())
 }
 
+/// Flags `--flags` may give a mirror.
+const MIRROR_FLAGS: u32 = LCME_FL_PREF_RW | LCME_FL_NOSYNC;
+
+/// Closes the mirror being described (at the next `-N` or the end of the options): its
+/// stripe options become its components, or it inherits the previous mirror's layout when
+/// it has none. Stripe options before the first `-N` are an error.
+fn wrap_up_mirror(cmd: &'static str, st: &mut State) -> Result<()> {
+    let described = st.lsa.specified() || !st.components.is_empty();
+    let Some(m) = st.mirrors.last_mut() else {
+        if described {
+            return Err(Error::usage(
+                cmd,
+                "stripe options must follow -N when creating a mirrored file",
+            ));
+        }
+        return Ok(());
+    };
+    if !described {
+        m.inherit = true;
+        return Ok(());
+    }
+    if st.lsa.comp_end == 0 {
+        st.lsa.comp_end = EOF;
+    }
+    build_component(cmd, st)?;
+    st.lsa = Lsa::default();
+    let comps = std::mem::take(&mut st.components);
+    if let Some(m) = st.mirrors.last_mut() {
+        m.components = comps;
+    }
+    Ok(())
+}
+
+/// The composite layout of the mirrors described: each `-N COUNT` repeated, components
+/// carrying their mirror id (1, 2, ...) in `lcme_id`, the MDT numbering their sequence.
+fn mirrored_layout(cmd: &'static str, st: &mut State) -> Result<Layout> {
+    wrap_up_mirror(cmd, st)?;
+    let total: u32 = st.mirrors.iter().map(|m| m.count).sum();
+    if total > MAX_MIRROR_COUNT {
+        return Err(Error::invalid(
+            cmd,
+            format!("too many mirrors: {total} (at most {MAX_MIRROR_COUNT})"),
+        ));
+    }
+    let mut components = Vec::new();
+    let mut prev: Vec<Component> = vec![Component::raid0(0, EOF, 0, 0, -1)];
+    let mut mirror_id = 0;
+    for m in &st.mirrors {
+        let base = if m.inherit {
+            prev.clone()
+        } else {
+            m.components.clone()
+        };
+        for _ in 0..m.count {
+            mirror_id += 1;
+            for c in &base {
+                let mut c = c.clone();
+                c.id = pflr_id(mirror_id, 0);
+                c.flags = (c.flags & !MIRROR_FLAGS) | m.flags;
+                components.push(c);
+            }
+        }
+        prev = base;
+    }
+    let layout = Layout {
+        composite: true,
+        layout_gen: 0,
+        flags: 0,
+        components,
+    };
+    check_structure(&layout)?;
+    Ok(layout)
+}
+
 /// `lsa_args_stripe_count_check`: `-c` must agree with an `-o` list.
 fn check_stripe_count_vs_list(cmd: &'static str, lsa: &Lsa) -> Result<()> {
     let n = lsa.tgts.len();
@@ -539,6 +627,35 @@ fn parse_common(opc: Opc, args: &[String]) -> Result<(State, Vec<String>)> {
             }
             (OPT_FILES_FROM, _) if migrate => st.files_from = Some(arg),
             (_, '0') if migrate => st.null = true,
+            (_, 'N') if !migrate => {
+                let count = match arg.as_str() {
+                    "" => 1,
+                    a => parse_c_ulong(a)
+                        .filter(|&n| n >= 1 && n <= u64::from(MAX_MIRROR_COUNT))
+                        .ok_or_else(|| Error::usage(cmd, format!("bad mirror count: {a}")))?
+                        as u32,
+                };
+                wrap_up_mirror(cmd, &mut st)?;
+                st.mirrors.push(MirrorArgs {
+                    count,
+                    ..MirrorArgs::default()
+                });
+            }
+            (OPT_FLAGS, _) if !migrate => {
+                let (f, n) = parse_component_flags(&arg).map_err(|m| Error::usage(cmd, m))?;
+                if n != 0 || f & !MIRROR_FLAGS != 0 {
+                    return Err(Error::usage(
+                        cmd,
+                        format!(
+                            "{arg}: only 'prefer', 'prefrd', 'prefwr' and 'nosync' apply to a mirror"
+                        ),
+                    ));
+                }
+                let Some(m) = st.mirrors.last_mut() else {
+                    return Err(Error::usage(cmd, "--flags must follow -N"));
+                };
+                m.flags |= f;
+            }
             (OPT_NO_VERIFY, _) | (OPT_FLAGS, _) | (OPT_MIRROR_ID, _) | (_, 'N') | (_, 'f') => {
                 return Err(unsupported(cmd, "mirroring (FLR)"));
             }
@@ -900,6 +1017,9 @@ fn described_layout(cmd: &'static str, st: &mut State) -> Result<Option<Layout>>
 /// ```
 pub fn parse_setstripe<S: AsRef<str>>(args: &[S]) -> Result<SetstripeRequest> {
     let (mut st, paths) = parse_common(Opc::Setstripe, &owned(args))?;
+    if !st.mirrors.is_empty() {
+        return mirror_create_request(CMD, st, paths);
+    }
     // Stripe options must be turned into components before the checks look at them.
     let composite = if st.lsa.comp_end != 0 || !st.components.is_empty() {
         described_layout(CMD, &mut st)?
@@ -943,6 +1063,47 @@ pub fn parse_setstripe<S: AsRef<str>>(args: &[S]) -> Result<SetstripeRequest> {
         mode: st.mode,
         paths,
     })
+}
+
+/// `lfs setstripe -N ...` and `lfs mirror create`: a new mirrored file (or a directory's
+/// mirrored default layout).
+fn mirror_create_request(
+    cmd: &'static str,
+    mut st: State,
+    paths: Vec<String>,
+) -> Result<SetstripeRequest> {
+    if st.delete || st.comp_add || st.comp_del || st.comp_set || st.comp_id != 0 {
+        return Err(Error::usage(
+            cmd,
+            "-N cannot be used with -d, --component-add, --component-del, --component-set or -I",
+        ));
+    }
+    if st.yaml.is_some() || st.copy.is_some() {
+        return Err(Error::usage(cmd, "-N cannot be used with --yaml or --copy"));
+    }
+    let layout = mirrored_layout(cmd, &mut st)?;
+    if paths.is_empty() {
+        return Err(Error::usage(cmd, "FILE must be specified"));
+    }
+    Ok(SetstripeRequest {
+        action: SetstripeAction::SetLayout(layout),
+        mode: st.mode,
+        paths,
+    })
+}
+
+/// Parses `lfs mirror create` (everything after `create`): `-N[COUNT]` with per-mirror
+/// setstripe options, as `lfs setstripe -N`; at least one `-N`.
+pub fn parse_mirror_create<S: AsRef<str>>(args: &[S]) -> Result<SetstripeRequest> {
+    const MIRROR_CREATE: &str = "lfs mirror create";
+    let (st, paths) = parse_common(Opc::Setstripe, &owned(args))?;
+    if st.mirrors.is_empty() {
+        return Err(Error::usage(
+            MIRROR_CREATE,
+            "no mirror specified (use -N to give one)",
+        ));
+    }
+    mirror_create_request(MIRROR_CREATE, st, paths)
 }
 
 /// `lfs_component_del`'s rules for what may be deleted.

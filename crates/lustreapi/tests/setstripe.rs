@@ -477,7 +477,9 @@ fn templates_and_unknown_options() {
         "lfs setstripe: -m|--mdt-index is valid only for migrate command"
     );
     assert_eq!(
-        parse_setstripe(&["-N", "f"]).unwrap_err().errno(),
+        parse_setstripe(&["-N", "--mirror-id", "1", "f"])
+            .unwrap_err()
+            .errno(),
         Errno::ENOTSUP
     );
     // Options may follow the paths; every operand is a path.
@@ -897,4 +899,69 @@ fn yaml_templates_round_trip_getstripe_output() {
     assert_eq!(l.components[0].flags, 0x6);
     assert!(parse_layout_yaml("lmm_stripe_size: big\n").is_err());
     assert!(parse_layout_yaml("lcm_mirror_count: 2\n").is_err());
+}
+
+/// (mirror id, component extent, stripe count, flags) of each component.
+fn mirrors_of(l: &Layout) -> Vec<(u32, u64, u64, i32, u32)> {
+    l.components
+        .iter()
+        .map(|c| (c.mirror_id(), c.start, c.end, c.stripe_count, c.flags))
+        .collect()
+}
+
+#[test]
+fn mirrors_take_their_own_options_or_the_previous_mirror_s() {
+    use nacre_core::layout::LCME_FL_PREF_RW;
+    // -N2 alone: two mirrors of the file system default.
+    let l = layout(&["-N2", "f"]);
+    assert!(l.composite);
+    assert_eq!(mirrors_of(&l), vec![(1, 0, EOF, 0, 0), (2, 0, EOF, 0, 0)]);
+    // Each -N its own options; a -N without options repeats the one before.
+    let l = layout(&[
+        "-N",
+        "-E",
+        "1M",
+        "-c",
+        "1",
+        "-E",
+        "eof",
+        "-c",
+        "2",
+        "-N",
+        "-c",
+        "3",
+        "--flags=prefer",
+        "-N",
+        "f",
+    ]);
+    assert_eq!(
+        mirrors_of(&l),
+        vec![
+            (1, 0, M, 1, 0),
+            (1, M, EOF, 2, 0),
+            (2, 0, EOF, 3, LCME_FL_PREF_RW),
+            (3, 0, EOF, 3, 0),
+        ]
+    );
+    // `lfs mirror create` is the same, and needs a -N.
+    let r = nacre_lustreapi::setstripe::parse_mirror_create(&["-N3", "-S", "1M", "f"]).unwrap();
+    let SetstripeAction::SetLayout(l) = r.action else {
+        panic!("not a layout")
+    };
+    assert_eq!(l.mirror_ids(), vec![1, 2, 3]);
+    assert!(l.components.iter().all(|c| c.stripe_size == M as u32));
+    assert!(nacre_lustreapi::setstripe::parse_mirror_create(&["-c", "1", "f"]).is_err());
+}
+
+#[test]
+fn mirror_counts_and_options_lustre_refuses() {
+    assert_eq!(err(&["-N0", "f"]), "lfs setstripe: bad mirror count: 0");
+    assert_eq!(err(&["-N17", "f"]), "lfs setstripe: bad mirror count: 17");
+    assert!(err(&["-N9", "-N9", "f"]).contains("too many mirrors: 18"));
+    assert!(err(&["-c", "2", "-N2", "f"]).contains("must follow -N"));
+    // Every mirror reaches EOF.
+    assert!(err(&["-N", "-E", "1M", "-N", "f"]).contains("every mirror must extend to EOF"));
+    assert!(err(&["-N", "--flags=init", "f"]).contains("only 'prefer'"));
+    let e = parse_setstripe(&["-N2", "-E", "1M", "-L", "mdt", "-E", "eof", "f"]).unwrap_err();
+    assert_eq!(e.errno(), Errno::ENOTSUP, "{e}");
 }

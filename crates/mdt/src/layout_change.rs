@@ -168,9 +168,7 @@ impl Mdt {
             return Err(Errno::EBUSY);
         }
         let mut l = self.lod().resolve(Some(&layout), None, None)?;
-        if let Some(first) = l.components.first_mut() {
-            self.lod().instantiate(first).await?;
-        }
+        self.lod().instantiate_at_create(&mut l).await?;
         let objs: Vec<_> = l.objects().copied().collect();
         let idx = self.index;
         let t = now();

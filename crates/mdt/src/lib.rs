@@ -615,9 +615,7 @@ impl Mdt {
                 pino.default_layout.as_ref(),
                 root_default.as_ref(),
             )?;
-            if let Some(first) = l.components.first_mut() {
-                self.lod.instantiate(first).await?;
-            }
+            self.lod.instantiate_at_create(&mut l).await?;
             file_layout = Some(l);
         }
         drop(v);
@@ -960,9 +958,11 @@ impl Mdt {
             return Err(Errno::EFBIG);
         }
         let mut added = Vec::new();
-        for c in layout.components.iter_mut() {
+        for i in 0..layout.components.len() {
+            let avoid = lod::other_mirrors_osts(&layout, i);
+            let c = &mut layout.components[i];
             if c.start < end && !c.is_init() {
-                if let Err(e) = self.lod.instantiate(c).await {
+                if let Err(e) = self.lod.instantiate_avoiding(c, &avoid).await {
                     self.lod.give_back(&added);
                     return Err(e);
                 }

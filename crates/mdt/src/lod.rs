@@ -7,8 +7,9 @@
 
 use crate::osp::Osp;
 use nacre_core::layout::{
-    Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCME_FL_INIT,
-    Layout, MIN_STRIPE_SIZE, Pattern,
+    COMPONENT_SEQ_MASK, Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT,
+    DEFAULT_STRIPE_SIZE, LCM_FL_RDONLY, LCME_FL_INIT, LCME_FL_STALE, Layout, MIN_STRIPE_SIZE,
+    Pattern, pflr_id,
 };
 use nacre_core::layout_rules::{LayoutCtx, validate};
 use nacre_core::{Errno, StripeObject};
@@ -101,12 +102,16 @@ impl Lod {
         l.layout_gen = 0;
         apply_dom_limit(&mut l, p.dom_stripesize)?;
         let mut prev: Option<(i32, u32)> = None;
+        let mirrored = l.is_mirrored();
         for (i, c) in l.components.iter_mut().enumerate() {
-            c.flags &= !LCME_FL_INIT;
+            c.flags &= !(LCME_FL_INIT | LCME_FL_STALE);
             c.objects.clear();
             c.dom_object = None;
-            if l.composite && c.id == 0 {
-                c.id = i as u32 + 1;
+            // As lod_gen_component_id: the mirror id the client gave, and a sequence
+            // unique in the file (mirror 1's first component of two is 65537, mirror 2's
+            // 131074).
+            if l.composite && c.id & COMPONENT_SEQ_MASK == 0 {
+                c.id = pflr_id(c.mirror_id(), i as u32 + 1);
             }
             match c.pattern {
                 Pattern::Mdt => {
@@ -119,7 +124,36 @@ impl Lod {
                 }
             }
         }
+        // A new mirrored file has every mirror in sync.
+        l.flags = if mirrored { LCM_FL_RDONLY } else { 0 };
         Ok(l)
+    }
+
+    /// Instantiates what a new file gets at create: its first component, and for a
+    /// mirrored file the first component of every mirror (as Lustre's
+    /// `lod_prepare_create` instantiates every component starting at 0), each mirror's
+    /// objects on OSTs the other mirrors do not use where there are enough OSTs. On
+    /// failure the objects taken are given back.
+    pub async fn instantiate_at_create(&self, l: &mut Layout) -> Result<(), Errno> {
+        let firsts: Vec<usize> = if l.is_mirrored() {
+            (0..l.components.len())
+                .filter(|&i| l.components[i].start == 0)
+                .collect()
+        } else {
+            (0..l.components.len().min(1)).collect()
+        };
+        for i in firsts {
+            let avoid = other_mirrors_osts(l, i);
+            if let Err(e) = self
+                .instantiate_avoiding(&mut l.components[i], &avoid)
+                .await
+            {
+                let taken: Vec<StripeObject> = l.objects().copied().collect();
+                self.give_back(&taken);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Lustre's layout rules (`lod_verify_striping`) for a layout a client sent: EINVAL
@@ -141,6 +175,16 @@ impl Lod {
 
     /// Allocates the objects of a raid0 component and marks it instantiated.
     pub async fn instantiate(&self, c: &mut Component) -> Result<(), Errno> {
+        self.instantiate_avoiding(c, &[]).await
+    }
+
+    /// [`Lod::instantiate`], placing no object on an OST in `avoid` (those holding another
+    /// mirror's copy) unless the other OSTs cannot give the component its stripes.
+    pub async fn instantiate_avoiding(
+        &self,
+        c: &mut Component,
+        avoid: &[u32],
+    ) -> Result<(), Errno> {
         if c.is_init() {
             return Ok(());
         }
@@ -180,8 +224,18 @@ impl Lod {
             };
             let mut objs: Vec<StripeObject> = Vec::with_capacity(want);
             let mut last_err = Errno::ENOSPC;
-            // First pass over usable OSTs, then a second pass that waits on the others.
-            for pass in 0..2 {
+            let spare = osps
+                .iter()
+                .filter(|o| self.usable(o) && !avoid.contains(&o.ost_idx))
+                .count();
+            // Passes over usable OSTs, then ones that wait on the others; OSTs of other
+            // mirrors only when the rest cannot give every stripe.
+            let passes: &[(bool, bool)] = if spare >= want {
+                &[(true, true), (false, true)]
+            } else {
+                &[(true, true), (true, false), (false, false)]
+            };
+            for &(usable_only, avoiding) in passes {
                 for k in 0..n {
                     if objs.len() >= want {
                         break;
@@ -190,7 +244,10 @@ impl Lod {
                     if objs.iter().any(|o| o.ost_idx == osp.ost_idx) {
                         continue;
                     }
-                    if pass == 0 && !self.usable(osp) {
+                    if usable_only && !self.usable(osp) {
+                        continue;
+                    }
+                    if avoiding && avoid.contains(&osp.ost_idx) {
                         continue;
                     }
                     match osp.take().await {
@@ -222,6 +279,20 @@ impl Lod {
     pub fn dom_limit(&self) -> u64 {
         self.params().dom_stripesize
     }
+}
+
+/// The OSTs holding objects of mirrors other than component `i`'s.
+pub fn other_mirrors_osts(l: &Layout, i: usize) -> Vec<u32> {
+    let m = l.components[i].mirror_id();
+    let mut v: Vec<u32> = l
+        .components
+        .iter()
+        .filter(|c| c.mirror_id() != m)
+        .flat_map(|c| c.objects.iter().map(|o| o.ost_idx))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// [`validate`] with the errno the MDT answers.

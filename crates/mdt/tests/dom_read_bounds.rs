@@ -50,6 +50,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         parent: Fid::new(0x200000401, 3, 0),
         offset: 0,
         cksum: None,
+        grant: Default::default(),
     };
     tokio::time::timeout(BOUND, ost.call(&w, data.clone()))
         .await

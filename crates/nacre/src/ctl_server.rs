@@ -24,9 +24,10 @@ pub enum CtlRequest {
     Stat {
         path: PathBuf,
     },
-    /// Entries of a directory.
+    /// A page of a directory's entries, at most [`LIST_PAGE`], after `cookie`.
     List {
         path: PathBuf,
+        cookie: u64,
     },
     /// A page of a directory's entries with what a tree walk (`lfs find`, `getstripe -r`)
     /// needs of each, so the walk costs one call per page rather than two or three per
@@ -128,7 +129,12 @@ pub enum CtlReply {
         info: InodeInfo,
         mdt: u32,
     },
-    Entries(Vec<Dirent>),
+    /// A page of [`CtlRequest::List`]: `cookie` resumes after it, unless `eof`.
+    Entries {
+        entries: Vec<Dirent>,
+        cookie: u64,
+        eof: bool,
+    },
     /// A page of [`CtlRequest::ListStat`]: `cookie` resumes after it, unless `eof`.
     Children {
         children: Vec<Child>,
@@ -171,6 +177,9 @@ pub struct Child {
 
 /// Entries per [`CtlRequest::ListStat`] page: bounds a reply however large the directory.
 pub const LIST_STAT_PAGE: u32 = 512;
+/// Entries per [`CtlRequest::List`] page: names only, so twice a [`LIST_STAT_PAGE`];
+/// 1024 names of at most 255 bytes stay far under [`MAX_LINE`].
+pub const LIST_PAGE: u32 = 1024;
 /// Encoded bytes after which a [`CtlRequest::ListStat`] page ends early, far enough under
 /// [`MAX_LINE`] for one more entry of the widest layout.
 const LIST_STAT_BYTES: usize = MAX_LINE / 4;
@@ -291,21 +300,17 @@ impl CtlServer {
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
             }
-            CtlRequest::List { path } => {
+            CtlRequest::List { path, cookie } => {
                 let dir = resolve(c, &path).await?;
-                let mut out = Vec::new();
-                let mut cookie = 0;
-                loop {
-                    let (ents, eof) = c.readdir(dir.attr.fid, cookie, 1024, &Cred::root()).await?;
-                    if let Some(last) = ents.last() {
-                        cookie = last.cookie;
-                    }
-                    out.extend(ents);
-                    if eof {
-                        break;
-                    }
+                let (entries, eof) = c
+                    .readdir(dir.attr.fid, cookie, LIST_PAGE, &Cred::root())
+                    .await?;
+                let cookie = entries.last().map_or(cookie, |e| e.cookie);
+                CtlReply::Entries {
+                    entries,
+                    cookie,
+                    eof,
                 }
-                CtlReply::Entries(out)
             }
             CtlRequest::ListStat { path, cookie } => {
                 let dir = resolve(c, &path).await?;

@@ -1,7 +1,7 @@
 //! `lctl lfsck_start`, `lfsck_stop` and `lfsck_query` on this node: they reach the
 //! checkers of the targets a process serves (`nacre up`, `nacre serve`) through its
 //! control socket, as Lustre's reach the local devices through ioctls; and the checkers'
-//! parameters (`mdd.*.lfsck_*`).
+//! parameters and status files (`mdd.*.lfsck_*`: `lfsck_namespace`, `lfsck_layout`).
 
 use crate::params::{ParamSource, ParamValue};
 use nacre_core::Errno;
@@ -102,6 +102,7 @@ impl ParamSource for LfsckParams {
                 writable,
             };
             v.push(p("lfsck_namespace", m.namespace_text(), false));
+            v.push(p("lfsck_layout", m.layout_text(), false));
             v.push(p(
                 "lfsck_speed_limit",
                 m.speed_limit.load(Ordering::Relaxed).to_string(),

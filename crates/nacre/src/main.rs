@@ -93,6 +93,9 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Age a file system: PaF populate and fragment (`PAF:70.30@264M`)
     Paf(nacre_bench::cli::PafArgs),
+    /// Age a file system from real Darshan logs: the logs' files in random directories,
+    /// striped over every OST (`nacre darshan-age LOG --target DIR`)
+    DarshanAge(nacre_bench::cli::DarshanAgeArgs),
     /// Fragmentation report of a tree, or of a dumpe2fs listing
     Frag(nacre_bench::cli::FragArgs),
     /// The PaF + IOR measurement series over capacity and fragmentation, with plots
@@ -347,6 +350,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Paf(a) => {
             init_logging(false);
             nacre_bench::cli::run_paf(a, Some(&nacre::native::Connector))
+        }
+        Command::DarshanAge(a) => {
+            init_logging(false);
+            nacre_bench::cli::run_darshan_age(
+                a,
+                Some(&nacre::native::Connector),
+                &cmd::darshan_age::set_default_layout,
+            )
         }
         Command::Frag(a) => {
             init_logging(false);

@@ -61,6 +61,20 @@ impl NativeFs {
         })
     }
 
+    /// Sets directory `path`'s default layout (`lfs setstripe DIR` through the library).
+    pub fn set_default_layout(&self, path: &Path, layout: nacre_core::Layout) -> io::Result<()> {
+        self.rt.block_on(async {
+            let dir = self.resolve(path).await.map_err(ioerr)?;
+            if !dir.attr.is_dir() {
+                return Err(ioerr(Errno::ENOTDIR));
+            }
+            self.client
+                .set_default_layout(dir.attr.fid, Some(layout), &self.cred)
+                .await
+                .map_err(ioerr)
+        })
+    }
+
     /// The client this backend drives (to change its tunables).
     pub fn client(&self) -> &Arc<Client> {
         &self.client

@@ -250,6 +250,7 @@ pub async fn serve_ost(
     })?;
     let ost = Arc::new(Ost::new(index, store));
     ost.store().set_name(&name.full(fsname));
+    ost.set_lfsck(nacre_lfsck::OstLfsck::new(index, ost.store().clone()));
     ost.scrub().set_resolver(nacre_ost::fid2path::resolver(
         config,
         ConnConfig {

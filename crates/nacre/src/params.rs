@@ -127,12 +127,30 @@ impl ParamSource for ClientParams {
                 value: c.corrupt_reads.to_string(),
                 writable: false,
             });
+            v.push(ParamValue {
+                name: format!("{dev}.mirror_repairs"),
+                value: c.repaired.to_string(),
+                writable: false,
+            });
         }
         for (i, imp) in self.client.oscs().iter().enumerate() {
             v.push(ParamValue {
                 name: format!("osc.{fs}-OST{i:04x}-osc-{}.stats", self.sb),
                 value: imp.stats().render(),
                 writable: true,
+            });
+            // Space this OST promised for cached writes, not yet taken by them.
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.cur_grant_bytes", self.sb),
+                value: self.client.cur_grant_bytes(i as u32).to_string(),
+                writable: false,
+            });
+            // The client's dirty bytes (Lustre counts them per OST; write-behind here
+            // bounds them for the whole client).
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.cur_dirty_bytes", self.sb),
+                value: self.client.dirty_bytes().to_string(),
+                writable: false,
             });
         }
         for (i, imp) in self.client.mdcs().iter().enumerate() {

@@ -5,37 +5,11 @@
 
 mod common;
 
-use common::{UpFs, ok, require_fuse};
+use common::{Second, UpFs, require_fuse};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-
-/// A second client, unmounted on drop.
-struct Second(PathBuf);
-
-impl Second {
-    fn mount(fs: &UpFs) -> Second {
-        let mnt = fs.tmp.path().join("m2");
-        ok(&[
-            "mount",
-            fs.dir.to_str().expect("utf8"),
-            mnt.to_str().expect("utf8"),
-            "--background",
-        ]);
-        Second(mnt)
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-}
-
-impl Drop for Second {
-    fn drop(&mut self) {
-        let _ = common::run(&["umount", self.0.to_str().unwrap_or_default()]);
-    }
-}
 
 fn read_all(p: &Path) -> Vec<u8> {
     let mut v = Vec::new();

@@ -80,6 +80,22 @@ fn lfs_dne_commands_and_posix_tools_across_mdts() {
     lfs(&["setdirstripe", "-d", &p(&fs, "striped")]);
     assert!(lfs(&["getdirstripe", "-D", &p(&fs, "striped")]).starts_with("lmv_stripe_count: 0"));
 
+    // `-r` walks a directory larger than one listing page and finds every subdirectory.
+    std::fs::create_dir(mnt.join("many")).expect("mkdir");
+    for i in 0..1500 {
+        std::fs::write(mnt.join(format!("many/f{i}")), b"").expect("create");
+    }
+    for d in ["a", "m", "z"] {
+        std::fs::create_dir(mnt.join("many").join(d)).expect("mkdir");
+    }
+    let r = lfs(&["getdirstripe", "-r", &p(&fs, "many")]);
+    for d in ["a", "m", "z"] {
+        assert!(
+            r.contains(&format!("many/{d}")),
+            "getdirstripe -r missed {d}: {r}"
+        );
+    }
+
     // Files spread over the stripes' MDTs; `lfs find --mdt` finds each MDT's share.
     for i in 0..200 {
         std::fs::write(mnt.join(format!("striped/f{i}")), b"x").expect("create");

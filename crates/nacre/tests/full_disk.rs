@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Tmpfs, UpFs, require_fuse, require_root};
+use common::{Second, Tmpfs, UpFs, require_fuse, require_root};
 use std::io::Write;
 use std::os::unix::io::IntoRawFd;
 use std::time::{Duration, Instant};
@@ -125,4 +125,149 @@ fn a_disk_too_full_for_the_log_leaves_the_server_running() {
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(fs.path("after"), b"room again").expect("write after the disk emptied");
     assert!(alive(pid));
+}
+
+/// One writer's stream: bytes its `write` calls accepted, the error that stopped it, and
+/// the result of its close.
+struct Stream {
+    accepted: u64,
+    err: std::io::Error,
+    close: i32,
+}
+
+/// The bytes of stream `seed` at `pos`: different everywhere, so a lost or misplaced
+/// piece shows.
+fn stream_byte(seed: u8, pos: u64) -> u8 {
+    ((pos / 4096) as u8).wrapping_mul(31) ^ (pos as u8) ^ seed
+}
+
+/// Writes 1 MiB pieces to `p` until a write fails, counting what each write accepted.
+fn stream_until_full(p: &std::path::Path, seed: u8, most_mib: u64) -> Stream {
+    let mut f = std::fs::File::create(p).expect("create");
+    let mut pos = 0u64;
+    let mut err = None;
+    while pos < most_mib << 20 {
+        let piece: Vec<u8> = (pos..pos + (1 << 20))
+            .map(|i| stream_byte(seed, i))
+            .collect();
+        let mut at = 0;
+        while at < piece.len() {
+            match f.write(&piece[at..]) {
+                Ok(0) => {
+                    err = Some(std::io::Error::from_raw_os_error(libc::ENOSPC));
+                    break;
+                }
+                Ok(n) => {
+                    at += n;
+                    pos += n as u64;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if err.is_some() {
+            break;
+        }
+    }
+    let fd = f.into_raw_fd();
+    // SAFETY: closing the descriptor we own, once.
+    let close = unsafe { libc::close(fd) };
+    Stream {
+        accepted: pos,
+        err: err.expect("the disk never filled"),
+        close,
+    }
+}
+
+/// Free bytes of the file system holding `p`.
+fn free_bytes(p: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+    // SAFETY: a valid path and a zeroed struct for statvfs to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(rc, 0, "statvfs {}", p.display());
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
+/// Two clients stream into one small OST until it is full (Lustre's grants): every byte
+/// a `write` accepted reads back intact, the write that stopped each got ENOSPC, the
+/// close after it succeeds, and together they took most of the free space.
+#[test]
+fn two_clients_filling_an_ost_keep_every_byte_write_accepted() {
+    if !require_fuse() || !require_root() {
+        return;
+    }
+    let disk = Tmpfs::mount("150m");
+    let fs = UpFs::with_dir(disk.path().join("fs"), &[]);
+    let m2 = Second::mount(&fs);
+    let free = free_bytes(disk.path());
+    let (a, b) = (fs.path("a"), m2.path("b"));
+    let (sa, sb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| stream_until_full(&a, 1, 300));
+        let tb = s.spawn(|| stream_until_full(&b, 2, 300));
+        (ta.join().expect("writer a"), tb.join().expect("writer b"))
+    });
+    for (name, st) in [("a", &sa), ("b", &sb)] {
+        assert_eq!(
+            st.err.raw_os_error(),
+            Some(libc::ENOSPC),
+            "{name}: write after {} bytes: {}",
+            st.accepted,
+            st.err
+        );
+        assert_eq!(
+            st.close,
+            0,
+            "{name}: close after the writes: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    // Read back through the client that did not write it.
+    for (path, seed, st) in [(m2.path("a"), 1u8, &sa), (fs.path("b"), 2, &sb)] {
+        let got = std::fs::read(&path).expect("read back");
+        assert!(
+            got.len() as u64 >= st.accepted,
+            "{}: {} bytes accepted, {} readable (size {:?} on the writer's mount)",
+            path.display(),
+            st.accepted,
+            got.len(),
+            [fs.path("a"), m2.path("b")].map(|p| std::fs::metadata(p).map(|m| m.len()).ok())
+        );
+        if let Some(bad) = (0..st.accepted).find(|&i| got[i as usize] != stream_byte(seed, i)) {
+            panic!(
+                "{}: byte {bad} of {} accepted differs",
+                path.display(),
+                st.accepted
+            );
+        }
+    }
+    let total = sa.accepted + sb.accepted;
+    assert!(
+        total * 10 >= free * 7,
+        "the writers took {total} bytes of {free} free"
+    );
+    // The grants are shown, and never more than the disk has free.
+    // Lines of `name` and their largest value (OSTs on one disk share their books, and
+    // each shows the total).
+    let most = |name: &str| -> (usize, u64) {
+        let out = common::ok(&["lctl", "get_param", "-n", name]);
+        let v: Vec<u64> = out
+            .lines()
+            .map(|l| l.trim().parse().unwrap_or_else(|_| panic!("{name}: {l}")))
+            .collect();
+        (v.len(), v.iter().copied().max().unwrap_or(0))
+    };
+    let (osts, granted) = most("obdfilter.*.tot_granted");
+    assert!(osts > 0, "no obdfilter.*.tot_granted");
+    assert!(
+        granted <= free_bytes(disk.path()),
+        "{granted} granted on a full disk"
+    );
+    let (oscs, _) = most("osc.*.cur_grant_bytes");
+    assert!(oscs > 0, "no osc.*.cur_grant_bytes");
+    let (oscs, _) = most("osc.*.cur_dirty_bytes");
+    assert!(oscs > 0, "no osc.*.cur_dirty_bytes");
 }

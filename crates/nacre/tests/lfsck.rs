@@ -660,3 +660,48 @@ fn lctl_checks_a_mounted_file_system_while_a_client_writes() {
     }
     fs.down();
 }
+
+/// `lctl lfsck_start -t layout`, `lfsck_query -w` and `get_param mdd.*.lfsck_layout` on a
+/// file system brought up with `nacre up` and mounted, while a client keeps writing: the
+/// run completes and repairs nothing.
+#[test]
+fn lctl_checks_layouts_of_a_mounted_file_system_while_a_client_writes() {
+    const WRITES_WHILE_CHECKING: u32 = 300;
+    if !common::require_fuse() {
+        return;
+    }
+    let fs = common::UpFs::new(&[]);
+    let d = fs.path("busy");
+    std::fs::create_dir(&d).expect("mkdir");
+    for i in 0..200 {
+        std::fs::write(d.join(format!("f{i}")), format!("kept {i}")).expect("write");
+    }
+    let writer = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            for n in 0..WRITES_WHILE_CHECKING {
+                std::fs::write(d.join(format!("w{n}")), vec![7u8; 4096])
+                    .expect("a write while the check runs");
+            }
+        })
+    };
+    let out = common::ok(&["lctl", "lfsck_start", "-t", "layout", "-s", "500"]);
+    assert!(out.ends_with("layout\n"), "{out}");
+    let q = common::ok(&["lctl", "lfsck_query", "-w", "-t", "layout"]);
+    writer.join().expect("writer");
+    assert!(q.contains("layout_mdts_completed: 1\n"), "{q}");
+    assert!(q.contains("layout_repaired: 0\n"), "{q}");
+    let text = common::ok(&["lctl", "get_param", "-n", "mdd.*.lfsck_layout"]);
+    assert!(text.starts_with("name: lfsck_layout\n"), "{text}");
+    assert!(text.contains("status: completed\n"), "{text}");
+    let repaired: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("repaired_") && !l.ends_with(": 0"))
+        .collect();
+    assert!(repaired.is_empty(), "false repairs: {repaired:?}\n{text}");
+    for i in 0..200 {
+        let got = std::fs::read_to_string(d.join(format!("f{i}"))).expect("read");
+        assert_eq!(got, format!("kept {i}"));
+    }
+    fs.down();
+}

@@ -95,7 +95,8 @@ pub fn read_table(f: &File) -> std::io::Result<Result<Table, BadTable>> {
     Ok(parse(&v))
 }
 
-fn parse(v: &[u8]) -> Result<Table, BadTable> {
+/// Parses a checksum table description (the xattr's value).
+pub fn parse(v: &[u8]) -> Result<Table, BadTable> {
     if v.len() < HEADER || v[..3] != MAGIC {
         return Err(BadTable("bad checksum header".into()));
     }

@@ -100,15 +100,7 @@ impl Journal {
     /// Appends one record with a single write; on failure the journal is cut back so a torn
     /// record cannot hide later ones.
     pub fn append(&mut self, transno: u64, muts: &[Mutation]) -> std::io::Result<()> {
-        let payload = postcard::to_allocvec(muts).map_err(std::io::Error::other)?;
-        let len = 8 + payload.len();
-        let mut rec = Vec::with_capacity(RECORD_HEADER + payload.len());
-        rec.extend_from_slice(&(len as u32).to_le_bytes());
-        rec.extend_from_slice(&[0; 4]);
-        rec.extend_from_slice(&transno.to_le_bytes());
-        rec.extend_from_slice(&payload);
-        let crc = crc32c::crc32c(&rec[8..]);
-        rec[4..8].copy_from_slice(&crc.to_le_bytes());
+        let rec = encode_record(transno, muts)?;
         if let Err(e) = self.file.write_all_at(&rec, self.len) {
             let _ = self.file.set_len(self.len);
             return Err(e);
@@ -150,8 +142,27 @@ pub fn read_records(path: &Path) -> std::io::Result<Vec<Record>> {
     }
 }
 
-/// The intact records in `data`, in order, and the length of the intact prefix.
-fn parse(data: &[u8]) -> (Vec<Record>, u64) {
+/// One journal record as [`Journal::append`] writes it.
+pub fn encode_record(transno: u64, muts: &[Mutation]) -> std::io::Result<Vec<u8>> {
+    let payload = postcard::to_allocvec(muts).map_err(std::io::Error::other)?;
+    let len = 8 + payload.len();
+    let len = u32::try_from(len)
+        .ok()
+        .filter(|l| *l <= MAX_RECORD)
+        .ok_or_else(|| std::io::Error::other(format!("journal record of {len} bytes")))?;
+    let mut rec = Vec::with_capacity(RECORD_HEADER + payload.len());
+    rec.extend_from_slice(&len.to_le_bytes());
+    rec.extend_from_slice(&[0; 4]);
+    rec.extend_from_slice(&transno.to_le_bytes());
+    rec.extend_from_slice(&payload);
+    let crc = crc32c::crc32c(&rec[8..]);
+    rec[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(rec)
+}
+
+/// The intact records in `data` (a journal's contents), in order, and the length of the
+/// intact prefix: what replay finds.
+pub fn parse(data: &[u8]) -> (Vec<Record>, u64) {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos + RECORD_HEADER <= data.len() {

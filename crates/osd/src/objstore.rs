@@ -806,6 +806,11 @@ impl ObjStore {
     }
 
     /// Whether large aligned writes bypass the page cache (`writethrough_cache_enable=0`).
+    /// The directory holding the objects.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn direct_io(&self) -> bool {
         self.direct.load(Ordering::Relaxed)
     }
@@ -1538,6 +1543,64 @@ impl ObjStore {
             return Ok(None);
         }
         get_filter_fid(&self.object_path(fid))
+    }
+
+    /// What LFSCK's layout check needs of an object: its size if it has a file (`None`:
+    /// no file, so empty if at or below LAST_ID, not created above it), and its filter fid.
+    pub fn probe(&self, fid: &Fid) -> Result<(Option<u64>, Option<Fid>), Errno> {
+        Self::check(fid)?;
+        let path = self.object_path(fid);
+        match std::fs::metadata(&path) {
+            Ok(m) => Ok((Some(m.len()), get_filter_fid(&path)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.health.verify()?;
+                Ok((None, None))
+            }
+            Err(e) => Err(self.health.io_error(path.display(), e)),
+        }
+    }
+
+    /// Sets the filter fid of an object that has a file (LFSCK's repair of an unmatched
+    /// pair, or a damaged one made on purpose).
+    pub fn set_filter_fid(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
+        Self::check(fid)?;
+        set_filter_fid(&self.object_path(fid), parent)?;
+        self.tagged.lock().remove(fid);
+        Ok(())
+    }
+
+    /// Gives a lost object its file again, empty, with its filter fid (LFSCK's `-c`),
+    /// moving LAST_ID up to it if it was above.
+    pub fn recreate(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
+        Self::check(fid)?;
+        if fid.oid > self.last_id(fid.seq)? {
+            self.precreate(fid.seq, fid.oid)?;
+        }
+        self.ensure(fid)?;
+        self.set_filter_fid(fid, parent)
+    }
+
+    /// Writes LAST_ID of `seq` as `last` whatever it was: LFSCK puts back a LAST_ID that
+    /// fell behind the objects; fault injection makes one fall behind.
+    pub fn set_last_id(&self, seq: u64, last: u32) -> Result<(), Errno> {
+        let _g = self.create_lock.lock();
+        let sd = self.seq_dir(seq);
+        self.make_dirs(&sd)?;
+        let tmp = sd.join("LAST_ID.tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = crate::private_file()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            f.write_all(format!("{last}\n").as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, sd.join("LAST_ID"))
+        };
+        write().map_err(|e| self.health.io_error(sd.join("LAST_ID").display(), e))?;
+        self.last_ids.lock().insert(seq, last);
+        Ok(())
     }
 
     /// Space of the backing file system.

@@ -14,11 +14,18 @@
 //! the background. The OST's parameters, as `lctl` shows them under
 //! `obdfilter.<target>.`, are declared here ([`Ost::params`]).
 //!
+//! Grants ([`grant`]): each client connection is promised space before it caches writes;
+//! a write reply carries new grant, a write cached against grant is taken from it, other
+//! writes must fit in the space nobody was promised (ENOSPC before anything is written),
+//! and a connection's grant goes back when it ends (`obdfilter.*.tot_granted`,
+//! `tot_pending`).
+//!
 //! An OST whose storage failed (see [`nacre_osd::health`]: its directory removed, its
 //! device returning errors) answers every request with EIO until it is restarted, rather
 //! than serve from files that are gone.
 
 pub mod fid2path;
+pub mod grant;
 
 use bytes::Bytes;
 use nacre_core::cksum::ChecksumType;
@@ -27,7 +34,7 @@ use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
 use nacre_osd::{Health, ObjError, ObjStore};
 use nacre_rpc::lfsck::LfsckService;
-use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs};
+use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs, WriteGrant};
 use nacre_rpc::server::{RequestCtx, Service};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +60,8 @@ pub struct Ost {
     bulk_checksum_errors: AtomicU64,
     /// The checker, attached once the OST has started ([`Ost::set_lfsck`]).
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
+    /// Space promised to each client connection.
+    grants: grant::Grants,
 }
 
 /// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
@@ -67,12 +76,20 @@ pub struct OstParam {
 impl Ost {
     pub fn new(index: u32, store: ObjStore) -> Ost {
         let store = Arc::new(store);
+        let grants = match std::fs::metadata(store.root()) {
+            Ok(m) => grant::Grants::on_device(std::os::unix::fs::MetadataExt::dev(&m)),
+            Err(e) => {
+                tracing::warn!(target: "ost", "OST{index:04x}: {}: {e}; its grants are counted alone", store.root().display());
+                grant::Grants::default()
+            }
+        };
         Ost {
             index,
             scrub: Scrub::new(store.clone()),
             store,
             bulk_checksum_errors: AtomicU64::new(0),
             lfsck: std::sync::OnceLock::new(),
+            grants,
         }
     }
 
@@ -116,6 +133,8 @@ impl Ost {
                 self.bulk_checksum_errors().to_string(),
                 false,
             ),
+            p("tot_granted", self.grants.tot_granted().to_string(), false),
+            p("tot_pending", self.grants.tot_pending().to_string(), false),
             p("health_check", self.health_check(), false),
             p("scrub_status", self.scrub.status(), false),
             p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
@@ -156,6 +175,22 @@ impl Ost {
         if let Some(l) = self.lfsck.get() {
             l.clone().stopping().await;
         }
+    }
+
+    /// Space promised to client connections.
+    pub fn grants(&self) -> &grant::Grants {
+        &self.grants
+    }
+
+    /// Free and total bytes of the disk, for grants.
+    #[allow(clippy::unnecessary_cast)]
+    fn space(&self) -> Result<grant::Space, Errno> {
+        let st = self.store.statfs()?;
+        let frsize = st.f_frsize as u64;
+        Ok(grant::Space {
+            avail: st.f_bavail as u64 * frsize,
+            total: st.f_blocks as u64 * frsize,
+        })
     }
 
     /// The health of this OST's storage; its failure and reason, once failed.
@@ -254,6 +289,11 @@ impl Service for Ost {
         }
         r
     }
+
+    /// The client connection is gone: its grant is free again.
+    async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
+        self.grants.release(ctx.conn_id);
+    }
 }
 
 impl Ost {
@@ -276,9 +316,14 @@ impl Ost {
                 parent,
                 offset,
                 cksum,
+                grant: WriteGrant { from_grant, want },
             } => {
                 let end = offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
                 let len = bulk.len();
+                // Admitted before anything is written; counted in until it is done.
+                let pending =
+                    self.grants
+                        .admit(ctx.conn_id, len as u64, from_grant, self.space()?)?;
                 let r = self
                     .blocking(move |s| {
                         let sums = cksum.as_ref().map(|c| c.sums.as_slice());
@@ -286,8 +331,17 @@ impl Ost {
                     })
                     .await?;
                 match r {
-                    Ok(n) => Ok((Reply::Written(n), none)),
+                    Ok(n) => {
+                        // Written: the bytes are in the free space now.
+                        drop(pending);
+                        let grant = match want {
+                            0 => 0,
+                            _ => self.grants.give(ctx.conn_id, want, self.space()?),
+                        };
+                        Ok((Reply::OstWritten { written: n, grant }, none))
+                    }
                     Err(e @ ObjError::Damaged { .. }) => {
+                        pending.refund();
                         // Lustre's "BAD WRITE CHECKSUM"; the client sends it again.
                         self.bulk_checksum_errors.fetch_add(1, Ordering::Relaxed);
                         tracing::error!(

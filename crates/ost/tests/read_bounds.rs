@@ -38,6 +38,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         parent: Fid::new(0x200000401, 3, 0),
         offset: 0,
         cksum: None,
+        grant: Default::default(),
     };
     tokio::time::timeout(BOUND, c.call(&w, data.clone()))
         .await

@@ -31,6 +31,12 @@ pub struct Import {
     stats: crate::stats::OpStats,
     /// The target itself, when this process serves it ([`crate::lo`]).
     local: parking_lot::Mutex<Option<Arc<LocalLink>>>,
+    /// Connections made so far: a new one is a new export on the target, which holds
+    /// nothing the old one was given (grant).
+    generation: std::sync::atomic::AtomicU64,
+    /// Set when a request meets a transport error, cleared by the next answer: a reader
+    /// with another copy (an FLR mirror) goes there instead of waiting out the recovery.
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Import {
@@ -45,6 +51,8 @@ impl Import {
             recovery: parking_lot::Mutex::new(DEFAULT_RECOVERY_TIMEOUT),
             stats: crate::stats::OpStats::default(),
             local: parking_lot::Mutex::new(None),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            failing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -68,7 +76,14 @@ impl Import {
             .load(std::sync::atomic::Ordering::Acquire);
         let l = Arc::new(LocalLink::new(t, &self.cfg.client, rif));
         *g = Some(l.clone());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Some(l)
+    }
+
+    /// Changes whenever a new connection (a new export on the target) replaces the last.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn target(&self) -> TargetName {
@@ -144,6 +159,8 @@ impl Import {
             .load(std::sync::atomic::Ordering::Acquire);
         let c = Conn::connect(&addr, &cfg).await?;
         *g = Some(c.clone());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(c)
     }
 
@@ -158,9 +175,19 @@ impl Import {
         &self.stats
     }
 
+    /// Whether the target stopped answering (its last request met a transport error and
+    /// no answer came since).
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
         let start = Instant::now();
         let r = self.call_inner(req, bulk).await;
+        if !matches!(&r, Err(e) if e.is_transport() || matches!(e, RpcError::Disconnected { .. })) {
+            self.failing
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         self.stats.record(req.opcode(), start.elapsed());
         r
     }
@@ -198,6 +225,8 @@ impl Import {
             };
             match res {
                 Err(e) if e.is_transport() && Instant::now() < deadline => {
+                    self.failing
+                        .store(true, std::sync::atomic::Ordering::Release);
                     tracing::debug!(target: "rpc", "{}: {e}; retrying", self.target);
                     let mut changed = self.config.clone();
                     // Wake early if the MGS announces a new address.

@@ -256,6 +256,8 @@ pub enum OstRepair {
         uid: u32,
         gid: u32,
     },
+    /// Sequence `seq`'s LAST_ID becomes `last` (it was behind the highest object there).
+    SetLastId { seq: u64, last: u32 },
 }
 
 /// An object no file referenced during phase 1, handed to the MDT of its parent.
@@ -306,6 +308,12 @@ pub enum LfsckRequest {
     },
     /// MDT to OST.
     OstRepair(Vec<OstRepair>),
+    /// MDT to OST: up to `max` objects that have data (a file), in the OST's order from
+    /// `from` on (layout phase 2 looks for orphans among them).
+    Objects {
+        from: ObjCursor,
+        max: u32,
+    },
     /// OST to MDT; `dryrun`/`orphan` as the run's `-n`/`-o`.
     Orphans {
         ost: u32,
@@ -317,12 +325,30 @@ pub enum LfsckRequest {
 /// Replies of LFSCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LfsckReply {
-    Started { active: u16 },
+    Started {
+        active: u16,
+    },
     State(Vec<ComponentState>),
     NsFacts(Vec<NsFact>),
     Outcomes(Vec<Outcome>),
     Probed(Vec<ObjState>),
     Orphans(Vec<OrphanOutcome>),
+    /// A page of objects, where the next page starts (`None`: that was the last), and
+    /// LAST_ID of each sequence the page touched.
+    Objects {
+        objs: Vec<OrphanObj>,
+        next: Option<ObjCursor>,
+        last_ids: Vec<(u64, u32)>,
+    },
+}
+
+/// A position in an OST's object listing: sequence, subdirectory (`d0`..`d31`), and the
+/// object id after which to go on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjCursor {
+    pub seq: u64,
+    pub subdir: u32,
+    pub after: u32,
 }
 
 /// Items one LFSCK request carries at most (a batch of queries, repairs, probes or
@@ -338,6 +364,7 @@ impl LfsckRequest {
             LfsckRequest::Probe { objs, .. } => objs.len() <= MAX_BATCH,
             LfsckRequest::OstRepair(v) => v.len() <= MAX_BATCH,
             LfsckRequest::Orphans { objs, .. } => objs.len() <= MAX_BATCH,
+            LfsckRequest::Objects { max, .. } => *max as usize <= MAX_BATCH,
             LfsckRequest::Start(a) => a.mdts.len() <= MAX_BATCH,
             LfsckRequest::Stop { .. } | LfsckRequest::Query | LfsckRequest::Notify { .. } => true,
         }

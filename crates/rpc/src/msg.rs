@@ -18,6 +18,18 @@ pub struct BulkCksum {
     pub sums: Vec<u32>,
 }
 
+/// A write's grant (Lustre's `OBD_BRW_FROM_GRANT` and `o_undirty`): whether the client
+/// cached these bytes against space the OST granted it, and how much grant it would like
+/// to hold in all. The reply ([`Reply::OstWritten`]) carries the grant added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteGrant {
+    /// The bytes were acknowledged from the client's cache against its grant: the OST
+    /// takes them from the grant it holds for this client (they are reserved already).
+    pub from_grant: bool,
+    /// The grant this client would like to hold at this OST (0: asks for none).
+    pub want: u64,
+}
+
 /// Who is asking: the caller's identity, for ownership of new files and the MDT's
 /// permission checks (Lustre's `mdt_body` fsuid, fsgid, suppgids and `cr_cap`). The MDT
 /// trusts it as Lustre's does a client's, except that it squashes root (`root_squash`).
@@ -312,6 +324,7 @@ pub enum Request {
         parent: Fid,
         offset: u64,
         cksum: Option<BulkCksum>,
+        grant: WriteGrant,
     },
     /// Read; with `cksum`, the reply is [`Reply::Checksummed`] with the bulk's checksums.
     /// Data that fails its stored checksum on the OST is ECKSUM (EBADE).
@@ -698,6 +711,12 @@ pub enum Reply {
     /// A read's bulk follows, with the checksums of its pieces.
     Checksummed(BulkCksum),
     Lfsck(crate::lfsck::LfsckReply),
+    /// An OST write's bytes written and the grant added for the writer (Lustre's
+    /// `o_grant` in a brw reply).
+    OstWritten {
+        written: u64,
+        grant: u64,
+    },
 }
 
 /// The variants that carry the caller's credentials.
@@ -973,6 +992,10 @@ mod tests {
                     kind: nacre_core::cksum::ChecksumType::Crc32c,
                     sums: vec![1, u32::MAX],
                 }),
+                grant: WriteGrant {
+                    from_grant: true,
+                    want: 1 << 30,
+                },
             },
             Request::OstFallocate {
                 obj: Fid::new(0x240000400, 5, 0),

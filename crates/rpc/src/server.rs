@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
@@ -194,7 +195,13 @@ pub async fn serve<S: Service>(
     }
 }
 
-async fn handshake(stream: &mut TcpStream, cfg: &ServerConfig) -> Result<String, String> {
+/// The server's side of the handshake on a fresh connection: the client's name once it has
+/// proved it holds the key, or why it was refused. Generic over the stream so the fuzzer
+/// can drive it from bytes.
+pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    cfg: &ServerConfig,
+) -> Result<String, String> {
     let nonce = auth::nonce();
     let hello = ServerHello {
         fsname: cfg.fsname.clone(),

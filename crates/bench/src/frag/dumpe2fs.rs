@@ -16,6 +16,10 @@ use crate::error::{BenchError, Result};
 pub const MAX_LINE: usize = 8 << 20;
 /// e2freefrag's MAX_HIST: histogram buckets by power of two.
 pub const MAX_HIST: usize = 32;
+/// One past the largest block number ext4 addresses (48-bit block numbers). Block numbers
+/// and per-group counts at or above it are not dumpe2fs output, and with every free range
+/// below it and in order, lengths and sums cannot overflow.
+pub const MAX_BLOCK: u64 = 1 << 48;
 
 /// Free extents by size, as e2freefrag counts them.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -205,10 +209,12 @@ struct Parser {
     sum: DumpSummary,
     group: Option<Group>,
     pending: Option<(u64, u64)>,
+    /// End of the last free range seen: the next must start after it.
+    last_free: Option<u64>,
 }
 
 impl Parser {
-    fn finish_group(&mut self) {
+    fn finish_group(&mut self) -> std::result::Result<(), String> {
         if let Some(g) = self.group.take() {
             self.sum.groups += 1;
             let blocks = if g.last >= g.first {
@@ -217,14 +223,23 @@ impl Parser {
                 self.sum.blocks_per_group
             };
             if let Some(fb) = g.free_blocks {
-                self.sum.group_free_blocks += fb;
+                self.sum.group_free_blocks = self
+                    .sum
+                    .group_free_blocks
+                    .checked_add(fb)
+                    .ok_or("the groups' free blocks add up past 2^64")?;
                 self.sum.block_classes.add(fb, blocks);
             }
             if let Some(fi) = g.free_inodes {
-                self.sum.group_free_inodes += fi;
+                self.sum.group_free_inodes = self
+                    .sum
+                    .group_free_inodes
+                    .checked_add(fi)
+                    .ok_or("the groups' free inodes add up past 2^64")?;
                 self.sum.inode_classes.add(fi, self.sum.inodes_per_group);
             }
         }
+        Ok(())
     }
 
     fn free_range(&mut self, a: u64, b: u64) {
@@ -244,13 +259,16 @@ impl Parser {
             .strip_prefix("Group ")
             .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
         {
-            self.finish_group();
+            self.finish_group()?;
             let mut g = Group::default();
             if let Some(i) = rest.find("(Blocks ") {
                 let r = &rest[i + 8..];
                 let first = leading_u64(r);
                 let last = r.find('-').and_then(|j| leading_u64(&r[j + 1..]));
                 if let (Some(f), Some(l)) = (first, last) {
+                    if l >= MAX_BLOCK {
+                        return Err(format!("group ends at block {l}, past ext4's last"));
+                    }
                     g.first = f;
                     g.last = l;
                 }
@@ -271,7 +289,12 @@ impl Parser {
                         None => (part.parse::<u64>(), part.parse::<u64>()),
                     };
                     match (a, b) {
-                        (Ok(a), Ok(b)) if b >= a => self.free_range(a, b),
+                        (Ok(a), Ok(b))
+                            if b >= a && b < MAX_BLOCK && self.last_free.is_none_or(|e| a > e) =>
+                        {
+                            self.last_free = Some(b);
+                            self.free_range(a, b)
+                        }
                         _ => return Err(format!("bad free block range {part:?}")),
                     }
                 }
@@ -283,6 +306,9 @@ impl Parser {
                 g.free_inodes = t
                     .split_once(" free blocks, ")
                     .and_then(|(_, r)| leading_u64(r));
+                if g.free_blocks.is_some_and(|n| n >= MAX_BLOCK) {
+                    return Err(format!("{t:?}: more free blocks than ext4 has"));
+                }
             }
             return Ok(());
         }
@@ -311,6 +337,7 @@ pub fn parse(mut input: impl BufRead, name: &str) -> Result<DumpSummary> {
         sum: DumpSummary::default(),
         group: None,
         pending: None,
+        last_free: None,
     };
     let mut buf = Vec::with_capacity(4096);
     let mut lineno = 0u64;
@@ -342,7 +369,11 @@ pub fn parse(mut input: impl BufRead, name: &str) -> Result<DumpSummary> {
             msg,
         })?;
     }
-    p.finish_group();
+    p.finish_group().map_err(|msg| BenchError::Parse {
+        path: name.to_string(),
+        line: lineno,
+        msg,
+    })?;
     if let Some((s, e)) = p.pending.take() {
         p.sum.free_extents.add(e - s + 1);
     }
@@ -452,6 +483,54 @@ Group 3: (Blocks 3073-4096) csum 0x25da [INODE_UNINIT]
   Free blocks: 3073-3074, 3090
   Free inodes: 97
 ";
+
+    /// A header and one group, then `tail`.
+    fn with_group(tail: &str) -> String {
+        format!("Block count: 8192\nBlocks per group: 1024\nGroup 0: (Blocks 1-1024)\n{tail}")
+    }
+
+    #[test]
+    fn a_free_range_past_ext4s_last_block_is_refused() {
+        // Found by the fuzzer: the end of the range wrapped when the next one was joined
+        // to it, and its length wrapped to 0 blocks.
+        for tail in [
+            "  Free blocks: 0-18446744073709551615, 0-5\n",
+            "  Free blocks: 0-18446744073709551615\n",
+            "  Free blocks: 281474976710656\n",
+        ] {
+            let r = parse(with_group(tail).as_bytes(), "t");
+            assert!(r.is_err(), "{tail:?} gave {r:?}");
+        }
+    }
+
+    #[test]
+    fn free_ranges_out_of_order_are_refused() {
+        // dumpe2fs lists free blocks in increasing order; ranges that go back or overlap
+        // would count blocks twice.
+        let r = parse(with_group("  Free blocks: 5-10, 3-4\n").as_bytes(), "t");
+        assert!(r.is_err(), "{r:?}");
+        let r = parse(with_group("  Free blocks: 5-10, 10-12\n").as_bytes(), "t");
+        assert!(r.is_err(), "{r:?}");
+    }
+
+    #[test]
+    fn group_block_ranges_and_counts_past_ext4s_limits_are_refused() {
+        let huge = "18446744073709551615";
+        for text in [
+            format!("Block count: 1\nGroup 0: (Blocks 0-{huge})\n  1 free blocks, 1 free inodes\n"),
+            format!(
+                "Block count: 1\nGroup 0: (Blocks 0-9)\n  {huge} free blocks, 1 free inodes\n\
+                 Group 1: (Blocks 10-19)\n  {huge} free blocks, 1 free inodes\n"
+            ),
+            format!(
+                "Block count: 1\nGroup 0: (Blocks 0-9)\n  1 free blocks, {huge} free inodes\n\
+                 Group 1: (Blocks 10-19)\n  1 free blocks, {huge} free inodes\n"
+            ),
+        ] {
+            let r = parse(text.as_bytes(), "t");
+            assert!(r.is_err(), "{text:?} gave {r:?}");
+        }
+    }
 
     #[test]
     fn parses_and_merges_across_groups() {

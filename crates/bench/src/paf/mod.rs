@@ -262,7 +262,7 @@ fn set_state(
 }
 
 /// A fresh random seed for non-deterministic specs.
-fn random_seed() -> u64 {
+pub(crate) fn random_seed() -> u64 {
     let mut b = [0u8; 8];
     if std::fs::File::open("/dev/urandom")
         .and_then(|mut f| io::Read::read_exact(&mut f, &mut b))

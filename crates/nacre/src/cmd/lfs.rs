@@ -19,6 +19,8 @@ df [-h] [-H] [-i] [-v] [PATH]            space and inodes per MDT and OST\n  \
 getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\n  \
 setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
 setstripe -d DIR                         remove a directory's default layout\n  \
+setstripe -N[COUNT] [opts] [-N ...] FILE  a mirrored file (FLR), as lfs mirror create\n  \
+mirror create -N[COUNT] [opts] ... FILE  a mirrored file\n  \
 path2fid PATH...                         the FID of each path\n  \
 fid2path MOUNT FID...                    the path of each FID\n  \
 find DIR... [-type f|d|l] [-name P] [-L mdt|raid0] [--size [+-]N] [-c N] [-S N] [-O IDX] [--mdt IDX] ...   search\n  \
@@ -108,6 +110,7 @@ pub fn run(args: &[String]) -> Result<i32> {
         "df" => df(rest),
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
+        "mirror" => mirror(rest),
         "path2fid" => path2fid(rest),
         "find" => find(rest),
         "migrate" => migrate(rest),
@@ -268,8 +271,26 @@ fn creds() -> (u32, u32) {
     unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
+/// `lfs mirror SUBCOMMAND`.
+fn mirror(args: &[String]) -> Result<i32> {
+    let Some((sub, rest)) = args.split_first() else {
+        bail!("lfs mirror: a subcommand is needed (create)\n{USAGE}");
+    };
+    match sub.as_str() {
+        "create" => {
+            let req = lapi::setstripe::parse_mirror_create(rest).map_err(lapi_err)?;
+            apply_setstripe(req)
+        }
+        other => bail!("lfs mirror: '{other}' is not supported (create is)"),
+    }
+}
+
 fn setstripe(args: &[String]) -> Result<i32> {
     let req = lapi::setstripe::parse_setstripe(args).map_err(lapi_err)?;
+    apply_setstripe(req)
+}
+
+fn apply_setstripe(req: lapi::setstripe::SetstripeRequest) -> Result<i32> {
     let mut rc = 0;
     for p in &req.paths {
         let path = PathBuf::from(p);
@@ -387,8 +408,9 @@ fn template(mut l: Layout) -> Layout {
     for c in &mut l.components {
         c.objects.clear();
         c.dom_object = None;
-        c.flags &= !nacre_core::layout::LCME_FL_INIT;
-        c.id = 0;
+        c.flags &= !(nacre_core::layout::LCME_FL_INIT | nacre_core::layout::LCME_FL_STALE);
+        // The mirror id stays; the MDT numbers the components.
+        c.id = nacre_core::layout::pflr_id(c.mirror_id(), 0);
     }
     l.layout_gen = 0;
     l

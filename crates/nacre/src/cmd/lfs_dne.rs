@@ -130,15 +130,37 @@ fn default_lmv(m: &MountEntry, rel: &Path) -> Result<Option<LmvTemplate>, (Errno
     }
 }
 
-fn list(m: &MountEntry, rel: &Path) -> Result<Vec<nacre_rpc::msg::Dirent>, (Errno, String)> {
-    match call(
-        m,
-        &CtlRequest::List {
+/// Names of a directory's subdirectories, read a page per call.
+fn subdir_names(m: &MountEntry, rel: &Path) -> Result<Vec<Vec<u8>>, (Errno, String)> {
+    let mut out = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let req = CtlRequest::List {
             path: rel.to_path_buf(),
-        },
-    )? {
-        CtlReply::Entries(e) => Ok(e),
-        _ => Err((Errno::EPROTO, "unexpected reply".into())),
+            cookie,
+        };
+        match call(m, &req)? {
+            CtlReply::Entries {
+                entries,
+                cookie: next,
+                eof,
+            } => {
+                out.extend(
+                    entries
+                        .into_iter()
+                        .filter(|e| e.kind == FileKind::Directory)
+                        .map(|e| e.name),
+                );
+                if eof {
+                    return Ok(out);
+                }
+                if next == cookie {
+                    return Err((Errno::EPROTO, "directory listing made no progress".into()));
+                }
+                cookie = next;
+            }
+            _ => return Err((Errno::EPROTO, "unexpected reply".into())),
+        }
     }
 }
 
@@ -154,11 +176,8 @@ fn dir_entry(
     }
     let mut subdirs = Vec::new();
     if recursive {
-        for e in list(m, rel)? {
-            if e.kind != FileKind::Directory {
-                continue;
-            }
-            let name = String::from_utf8_lossy(&e.name).into_owned();
+        for name in subdir_names(m, rel)? {
+            let name = String::from_utf8_lossy(&name).into_owned();
             let child = format!("{}/{}", shown.trim_end_matches('/'), name);
             subdirs.push(dir_entry(m, &rel.join(&name), &child, true)?);
         }

@@ -11,7 +11,8 @@ use nacre_core::{Fid, Layout};
 use nacre_lfsck::MdtLfsck;
 use nacre_lfsck::offline::CheckReport;
 use nacre_lustreapi::lfsck::{
-    LPF_ALL_TGT, LPF_BROADCAST, LfsckStatus, NamespaceStatus, TYPE_NAMESPACE,
+    LPF_ALL_TGT, LPF_BROADCAST, LayoutInconsistency, LayoutStatus, LfsckStatus, NamespaceStatus,
+    TYPE_LAYOUT, TYPE_NAMESPACE,
 };
 use nacre_mdt::Mdt;
 use nacre_rpc::lfsck::StartArgs;
@@ -178,6 +179,40 @@ impl Fs {
         st
     }
 
+    /// The object store of OST `i`.
+    pub fn ost(&self, i: u32) -> &Arc<nacre_osd::ObjStore> {
+        self.cl().osts[i as usize]
+            .as_ref()
+            .and_then(|s| s.ost())
+            .expect("ost")
+            .store()
+    }
+
+    /// Runs the layout check on MDT `i` with `flags` (`LPF_*`) to its end.
+    pub async fn lfsck_layout(&self, i: u32, flags: u16) -> LayoutStatus {
+        let l = self.checker(i);
+        l.start(StartArgs {
+            active: TYPE_LAYOUT,
+            flags,
+            ..StartArgs::default()
+        })
+        .await
+        .expect("start");
+        let end = Instant::now() + RUN_LIMIT;
+        while l.running() {
+            assert!(Instant::now() < end, "LFSCK did not end");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let st = l.state.lock().lo.clone();
+        assert!(
+            matches!(st.status, LfsckStatus::Completed),
+            "status {:?}:\n{}",
+            st.status,
+            l.layout_text()
+        );
+        st
+    }
+
     /// Runs the namespace check on every MDT (`-A`, sponsored by MDT0) to its end;
     /// returns each MDT's record.
     pub async fn lfsck_all(&self, flags: u16) -> Vec<NamespaceStatus> {
@@ -270,5 +305,25 @@ pub fn repaired_all(all: &[NamespaceStatus]) -> BTreeMap<&'static str, u64> {
             *out.entry(k).or_default() += v;
         }
     }
+    out
+}
+
+/// The counters of a layout record that are not zero.
+pub fn layout_repaired(lo: &LayoutStatus) -> BTreeMap<&'static str, u64> {
+    let mut out: BTreeMap<&'static str, u64> = [
+        LayoutInconsistency::Dangling,
+        LayoutInconsistency::UnmatchedPair,
+        LayoutInconsistency::MultipleReferenced,
+        LayoutInconsistency::Orphan,
+        LayoutInconsistency::InconsistentOwner,
+        LayoutInconsistency::Others,
+    ]
+    .into_iter()
+    .map(|w| (w.name(), lo.repaired[w as usize]))
+    .collect();
+    out.insert("skipped", lo.skipped);
+    out.insert("failed_phase1", lo.failed_phase1);
+    out.insert("failed_phase2", lo.failed_phase2);
+    out.retain(|_, v| *v > 0);
     out
 }

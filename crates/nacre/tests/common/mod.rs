@@ -150,6 +150,32 @@ impl Drop for UpFs {
     }
 }
 
+/// A second client of an [`UpFs`] (a `nacre mount` process, over TCP), unmounted on drop.
+pub struct Second(pub PathBuf);
+
+impl Second {
+    pub fn mount(fs: &UpFs) -> Second {
+        let mnt = fs.tmp.path().join("m2");
+        ok(&[
+            "mount",
+            fs.dir.to_str().expect("utf8"),
+            mnt.to_str().expect("utf8"),
+            "--background",
+        ]);
+        Second(mnt)
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for Second {
+    fn drop(&mut self) {
+        let _ = run(&["umount", self.0.to_str().unwrap_or_default()]);
+    }
+}
+
 /// Tests that mount tmpfs or run commands as another user need root: they fail loudly
 /// rather than pass vacuously, unless the environment says to skip them.
 pub fn require_root() -> bool {

@@ -1,0 +1,871 @@
+//! The layout component on an MDT (Lustre's `lfsck_layout` master): checks that the OST
+//! objects its files' layouts reference and the objects' back-references (filter fids)
+//! agree, and finds OST objects no layout references.
+//!
+//! Phase 1 reads the object table in windows, as the namespace component does, and asks
+//! each OST about the objects of the window's files in one batch per OST
+//! ([`LfsckRequest::Probe`]). Per stripe:
+//!
+//! | the OST says | and | it is | repair |
+//! | --- | --- | --- | --- |
+//! | not created (above LAST_ID) | | dangling | recreated empty with `-c` |
+//! | no file (never written, or removed) | the file's exact size says the stripe holds data | dangling | recreated empty with `-c` |
+//! | filter fid names another file, which claims the object too | | multiply referenced | this file gets a copy of the object |
+//! | filter fid names another file (which does not claim it) or another stripe | | unmatched pair | the filter fid is set to this file and stripe |
+//!
+//! Dangling stripes wait for phase 2: an orphan whose filter fid names that very stripe
+//! is put back into it (Lustre's `-d`, always on), and only the stripes left are
+//! recreated. Phase 2 starts once every participant MDT finished phase 1, pages through
+//! every OST's objects that hold data ([`LfsckRequest::Objects`]), and takes those whose
+//! filter fid names a file of this MDT (MDT0 also takes those whose filter fid names no
+//! MDT). An object the file it names does not reference is an orphan: re-attached to a
+//! dangling stripe of its file, else (with `-o`) given a new file in
+//! `.lustre/lost+found/MDTxxxx`, named `[parent FID]-R-<stripe>` when its file is gone
+//! and `[parent FID]-[object FID]-C-<stripe>` when its file holds another object there.
+//! A LAST_ID behind the highest object of its sequence, or behind the objects an MDT was
+//! told are precreated, is put back (`repaired_others`, flag `crashed_lastid`).
+//!
+//! nacre keeps no owner on OST objects (quotas are not enforced per OST), so the
+//! inconsistent-owner class has nothing to compare and stays 0.
+//!
+//! A dry run (`-n`) counts what would be repaired and changes nothing. Phase 1's
+//! position is checkpointed as the namespace component's is; phase 2 starts its listing
+//! again when resumed, and dangling stripes found before a crash are found again by the
+//! next run.
+
+use crate::control::{AdaptiveWindow, Halt, Live, Throttle, bounded, now_secs};
+use crate::mdt::{Bookmark, MdtLfsck};
+use crate::namespace::SCRUB_WINDOW_SIZE;
+use crate::namespace::facts::{local_claims, mdt_of};
+use crate::namespace::repair::lost_found_dir;
+use bytes::Bytes;
+use nacre_core::layout::{DEFAULT_STRIPE_SIZE, LCME_FL_INIT, Layout};
+use nacre_core::{Errno, Fid, FileKind, StripeObject, Timespec};
+use nacre_lustreapi::lfsck::{self as api, LayoutInconsistency, LfsckStatus};
+use nacre_mdt::Mdt;
+use nacre_mdt::mdd;
+use nacre_mdt::records::{self, Inode};
+use nacre_osd::Table;
+use nacre_rpc::lfsck::{
+    Event, LfsckReply, LfsckRequest, MAX_BATCH, NsFact, NsQuery, ObjCursor, ObjPresence, ObjState,
+    OrphanObj, OstRepair, Outcome, Probe,
+};
+use nacre_rpc::msg::{Cred, Reply, Request};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// The smallest adaptive window of MDT objects.
+const WINDOW_MIN: usize = 64;
+/// The largest adaptive window: its probes fit a few batches per OST.
+const WINDOW_MAX: usize = 16384;
+/// Dangling stripes kept for phase 2 (each a few dozen bytes); past it a dangling stripe
+/// is handled at once, without waiting for an orphan that could fill it.
+const DANGLING_MAX: usize = 65536;
+/// Objects remembered as referenced by a layout whose filter fid did not name it (so
+/// phase 2 does not take them for orphans in a dry run, which leaves the filter fid
+/// wrong); past it, the run ends partial.
+const MISMATCHED_MAX: usize = 65536;
+/// Bytes one read of an object copy moves (a copy for a multiply-referenced object).
+const COPY_CHUNK: u32 = 4 << 20;
+
+/// How a run ended early.
+enum End {
+    Halted(Halt),
+    Failed(Errno),
+}
+
+/// One stripe of a file, as phase 1 checks it.
+#[derive(Clone, Copy, Debug)]
+struct Ref {
+    file: Fid,
+    comp: usize,
+    stripe: u32,
+    so: StripeObject,
+    /// The file's exact size says this stripe holds data.
+    expect_data: bool,
+    uid: u32,
+    gid: u32,
+}
+
+/// A run's context.
+struct Cx<'a> {
+    eng: &'a Arc<MdtLfsck>,
+    mdt: &'a Arc<Mdt>,
+    dryrun: bool,
+    create_ostobj: bool,
+    orphan: bool,
+    failout: bool,
+    /// OSTs that did not answer this run.
+    gone: HashSet<u32>,
+    partial: bool,
+    /// Dangling stripes waiting for phase 2, by (file, stripe).
+    dangling: BTreeMap<(Fid, u32), Ref>,
+    /// Objects referenced by a layout whose filter fid names something else.
+    mismatched: HashSet<(u32, Fid)>,
+    /// Highest object seen per (OST, sequence), and its LAST_ID (every MDT lists every
+    /// OST, so each puts back a LAST_ID it finds behind; the second finds it done).
+    last_ids: HashMap<(u32, u64), (u32, u32)>,
+}
+
+/// Runs the layout component; returns how it ended.
+pub(crate) async fn run(
+    eng: &Arc<MdtLfsck>,
+    mdt: &Arc<Mdt>,
+    bm: &Bookmark,
+    mut halt: watch::Receiver<Halt>,
+) -> LfsckStatus {
+    let mut cx = Cx {
+        eng,
+        mdt,
+        dryrun: bm.param & api::LPF_DRYRUN != 0,
+        create_ostobj: bm.param & api::LPF_CREATE_OSTOBJ != 0,
+        orphan: bm.param & api::LPF_OST_ORPHAN != 0,
+        failout: bm.param & api::LPF_FAILOUT != 0,
+        gone: HashSet::new(),
+        partial: false,
+        dangling: BTreeMap::new(),
+        mismatched: HashSet::new(),
+        last_ids: HashMap::new(),
+    };
+    let r = async {
+        phase1(&mut cx, &mut halt).await?;
+        enter_phase2(&cx).await;
+        eng.notify_peers(Event::LayoutPhase1Done).await;
+        let gone = eng.wait_peers(api::TYPE_LAYOUT, &mut halt).await;
+        if let Some(h) = halted(&halt) {
+            return Err(End::Halted(h));
+        }
+        if !gone.is_empty() {
+            cx.partial = true;
+        }
+        phase2(&mut cx, &mut halt).await
+    }
+    .await;
+    checkpoint(&cx).await;
+    match r {
+        Ok(()) if cx.partial => {
+            eng.state.lock().lo.flags |= api::FLAG_INCOMPLETE;
+            LfsckStatus::Partial
+        }
+        Ok(()) => LfsckStatus::Completed,
+        Err(End::Halted(Halt::Pause)) => LfsckStatus::Paused,
+        Err(End::Halted(_)) => LfsckStatus::Stopped,
+        Err(End::Failed(e)) => {
+            tracing::warn!(target: "lfsck", "{}: layout check failed: {e}", eng.dev);
+            LfsckStatus::Failed
+        }
+    }
+}
+
+fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
+    match *halt.borrow() {
+        Halt::Go => None,
+        h => Some(h),
+    }
+}
+
+/// Phase 1: every file of this MDT, window by window from the last checkpoint.
+async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
+    let eng = cx.eng;
+    let mut pos = eng.state.lock().lo.pos_last_checkpoint;
+    let adaptive = eng.adaptive.load(Ordering::Relaxed);
+    let mut win = AdaptiveWindow::new(SCRUB_WINDOW_SIZE, WINDOW_MIN, WINDOW_MAX, adaptive);
+    let mut throttle = Throttle::new(eng.speed_limit.clone());
+    loop {
+        if let Some(h) = halted(halt) {
+            return Err(End::Halted(h));
+        }
+        let t0 = Instant::now();
+        let store = cx.mdt.store().clone();
+        let n = throttle.cap(win.value);
+        let (refs, count, last, failed) =
+            tokio::task::spawn_blocking(move || read_window(&store, pos, n))
+                .await
+                .map_err(|_| End::Failed(Errno::EIO))?
+                .map_err(End::Failed)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if failed > 0 {
+            let mut st = eng.state.lock();
+            st.lo.failed_phase1 += failed;
+            if st.lo.pos_first_inconsistent == 0 {
+                st.lo.pos_first_inconsistent = pos + 1;
+            }
+            if cx.failout {
+                return Err(End::Failed(Errno::EIO));
+            }
+        }
+        check_refs(cx, refs).await?;
+        pos = last;
+        let due = {
+            let mut st = eng.state.lock();
+            let live = st.lo_live.get_or_insert_with(Live::new);
+            live.new_checked += count;
+            live.position = api::LfsckPosition::at(pos);
+            live.checkpoint_due()
+        };
+        if due {
+            checkpoint(cx).await;
+        }
+        win.observe(count as usize, t0.elapsed());
+        throttle.after(count, halt).await;
+    }
+}
+
+/// The stripes of up to `n` objects after inode number `pos`: (stripes, objects read,
+/// last inode number, objects that could not be read).
+fn read_window(
+    store: &nacre_osd::MdStore,
+    pos: u64,
+    n: usize,
+) -> Result<(Vec<Ref>, u64, u64, u64), Errno> {
+    let v = store.read()?;
+    let rows = v.range(
+        Table::Inodes,
+        &records::inode_key(pos.saturating_add(1)),
+        &records::inode_key(u64::MAX),
+        n,
+    )?;
+    let mut refs = Vec::new();
+    let (mut count, mut last, mut failed) = (0u64, pos, 0u64);
+    for (k, val) in rows {
+        let Some(nr) = records::parse_inode_key(&k) else {
+            continue;
+        };
+        count += 1;
+        last = last.max(nr);
+        let ino = match Inode::decode(&val) {
+            Ok(i) => i,
+            Err(_) => {
+                failed += 1;
+                continue;
+            }
+        };
+        stripes_of(&ino, &mut refs);
+    }
+    Ok((refs, count, last, failed))
+}
+
+/// The OST stripes of a regular file.
+fn stripes_of(ino: &Inode, out: &mut Vec<Ref>) {
+    if FileKind::from_mode(ino.attr.mode) != Some(FileKind::Regular) {
+        return;
+    }
+    let Some(l) = &ino.layout else { return };
+    for (ci, c) in l.components.iter().enumerate() {
+        for (i, so) in c.objects.iter().enumerate() {
+            out.push(Ref {
+                file: ino.attr.fid,
+                comp: ci,
+                stripe: i as u32,
+                so: *so,
+                expect_data: ino.lsom_valid && c.object_size_for_file_size(i, ino.attr.size) > 0,
+                uid: ino.attr.uid,
+                gid: ino.attr.gid,
+            });
+        }
+    }
+}
+
+/// A call to OST `idx`, bounded by [`crate::control::RPC_TIMEOUT`].
+async fn call_ost(mdt: &Mdt, idx: u32, req: Request, bulk: Bytes) -> Result<(Reply, Bytes), Errno> {
+    let osp = mdt.lod().osp(idx).ok_or(Errno::ENODEV)?;
+    bounded(async { osp.import.call(&req, bulk).await.map_err(|e| e.errno()) }).await
+}
+
+async fn lfsck_ost(mdt: &Mdt, idx: u32, req: LfsckRequest) -> Result<LfsckReply, Errno> {
+    match call_ost(mdt, idx, Request::Lfsck(req), Bytes::new()).await? {
+        (Reply::Lfsck(r), _) => Ok(r),
+        _ => Err(Errno::EPROTO),
+    }
+}
+
+/// Probes a window's stripes, OST by OST, and checks each.
+async fn check_refs(cx: &mut Cx<'_>, refs: Vec<Ref>) -> Result<(), End> {
+    let mut by_ost: BTreeMap<u32, Vec<Ref>> = BTreeMap::new();
+    for r in refs {
+        by_ost.entry(r.so.ost_idx).or_default().push(r);
+    }
+    for (ost, refs) in by_ost {
+        for chunk in refs.chunks(MAX_BATCH) {
+            if cx.gone.contains(&ost) {
+                cx.eng.state.lock().lo.skipped += chunk.len() as u64;
+                continue;
+            }
+            let objs = chunk
+                .iter()
+                .map(|r| Probe {
+                    obj: r.so.fid,
+                    parent: r.file.with_ver(r.stripe),
+                })
+                .collect();
+            let mdt = cx.mdt.index;
+            match lfsck_ost(cx.mdt, ost, LfsckRequest::Probe { mdt, objs }).await {
+                Ok(LfsckReply::Probed(states)) if states.len() == chunk.len() => {
+                    for (r, s) in chunk.iter().zip(states) {
+                        check_one(cx, r, &s).await;
+                    }
+                }
+                other => {
+                    tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not answer ({:?}): its objects are left unchecked this run", cx.eng.dev, other.err());
+                    cx.gone.insert(ost);
+                    cx.partial = true;
+                    cx.eng.state.lock().lo.skipped += chunk.len() as u64;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks one stripe against what its OST says of the object.
+async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
+    let want = r.file.with_ver(r.stripe);
+    match s.presence {
+        ObjPresence::NotCreated | ObjPresence::Lost => dangling(cx, r).await,
+        ObjPresence::Empty if r.expect_data => dangling(cx, r).await,
+        ObjPresence::Empty => {}
+        ObjPresence::File => match s.ff {
+            // Objects get their filter fid with their first write; one only punched
+            // has none yet.
+            None => {}
+            Some(ff) if ff == want => {}
+            Some(ff) => {
+                let other = ff.with_ver(0);
+                let shared = other != r.file
+                    && claims(cx, other, r.so.ost_idx, r.so.fid, ff.ver).await == Some(true);
+                if cx.mismatched.len() < MISMATCHED_MAX {
+                    cx.mismatched.insert((r.so.ost_idx, r.so.fid));
+                } else {
+                    cx.partial = true;
+                }
+                if shared {
+                    let o = if cx.dryrun {
+                        Outcome::Repaired
+                    } else {
+                        copy_object(cx, r, s.size).await
+                    };
+                    done(cx, LayoutInconsistency::MultipleReferenced, o, r, false).await;
+                } else {
+                    let o = if cx.dryrun {
+                        Outcome::Repaired
+                    } else {
+                        ost_repair(
+                            cx,
+                            r.so.ost_idx,
+                            OstRepair::SetFilterFid {
+                                obj: r.so.fid,
+                                old: Some(ff),
+                                parent: want,
+                            },
+                        )
+                        .await
+                    };
+                    done(cx, LayoutInconsistency::UnmatchedPair, o, r, false).await;
+                }
+            }
+        },
+    }
+}
+
+/// Whether `file` (on any MDT) holds object `obj` of OST `ost` as stripe `stripe`.
+async fn claims(cx: &Cx<'_>, file: Fid, ost: u32, obj: Fid, stripe: u32) -> Option<bool> {
+    let m = mdt_of(&file);
+    if m == cx.mdt.index {
+        let mut v = cx.mdt.store().read().ok()?;
+        return local_claims(&mut v, &file, ost, &obj, stripe)
+            .ok()
+            .flatten();
+    }
+    let q = NsQuery::Claims {
+        parent: file,
+        ost,
+        obj,
+        stripe,
+    };
+    match cx.eng.call_mdt(m, LfsckRequest::NsFacts(vec![q])).await {
+        Ok(LfsckReply::NsFacts(f)) => match f.first() {
+            Some(NsFact::Claims(c)) => *c,
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A dangling stripe: kept for phase 2, where an orphan may fill it.
+async fn dangling(cx: &mut Cx<'_>, r: &Ref) {
+    if cx.dangling.len() < DANGLING_MAX {
+        cx.dangling.insert((r.file, r.stripe), *r);
+    } else {
+        settle_dangling(cx, r).await;
+    }
+}
+
+/// A dangling stripe no orphan filled: recreated empty with `-c`, else reported.
+async fn settle_dangling(cx: &mut Cx<'_>, r: &Ref) {
+    if !cx.create_ostobj {
+        let what = describe(cx.mdt, r.file).await;
+        cx.eng.repairs.push(
+            &cx.eng.dev,
+            format!(
+                "layout: found dangling (not repaired, no -c): {what} stripe {} object {} on OST{:04x}",
+                r.stripe, r.so.fid, r.so.ost_idx
+            ),
+        );
+        return;
+    }
+    let o = if cx.dryrun {
+        Outcome::Repaired
+    } else {
+        ost_repair(
+            cx,
+            r.so.ost_idx,
+            OstRepair::Create {
+                obj: r.so.fid,
+                parent: r.file.with_ver(r.stripe),
+                uid: r.uid,
+                gid: r.gid,
+            },
+        )
+        .await
+    };
+    done(cx, LayoutInconsistency::Dangling, o, r, true).await;
+}
+
+/// Counts and logs what became of a repair.
+async fn done(cx: &Cx<'_>, what: LayoutInconsistency, o: Outcome, r: &Ref, phase2: bool) {
+    let path = describe(cx.mdt, r.file).await;
+    let at = format!(
+        "{path} stripe {} object {} on OST{:04x}",
+        r.stripe, r.so.fid, r.so.ost_idx
+    );
+    count(cx, what, o, phase2, &at);
+}
+
+fn count(cx: &Cx<'_>, what: LayoutInconsistency, o: Outcome, phase2: bool, at: &str) {
+    let verb = if cx.dryrun { "found" } else { "repaired" };
+    match o {
+        Outcome::Repaired => {
+            {
+                let mut st = cx.eng.state.lock();
+                st.lo.count(what);
+                if cx.dryrun {
+                    st.lo.flags |= api::FLAG_INCONSISTENT;
+                }
+            }
+            cx.eng
+                .repairs
+                .push(&cx.eng.dev, format!("layout: {verb} {}: {at}", what.name()));
+        }
+        Outcome::Unneeded => {}
+        Outcome::Failed(e) => {
+            {
+                let mut st = cx.eng.state.lock();
+                if phase2 {
+                    st.lo.failed_phase2 += 1;
+                } else {
+                    st.lo.failed_phase1 += 1;
+                }
+            }
+            tracing::warn!(target: "lfsck", "{}: layout: cannot repair {}: {at}: {e}", cx.eng.dev, what.name());
+        }
+    }
+}
+
+/// "path FID" of a file, for the repair log.
+async fn describe(mdt: &Arc<Mdt>, fid: Fid) -> String {
+    match bounded(mdt.fid2path(fid)).await {
+        Ok(p) => format!("/{} {fid}", String::from_utf8_lossy(&p)),
+        Err(_) => format!("(no path) {fid}"),
+    }
+}
+
+async fn ost_repair(cx: &mut Cx<'_>, ost: u32, op: OstRepair) -> Outcome {
+    if cx.gone.contains(&ost) {
+        return Outcome::Failed(Errno::ENOTCONN);
+    }
+    match lfsck_ost(cx.mdt, ost, LfsckRequest::OstRepair(vec![op])).await {
+        Ok(LfsckReply::Outcomes(o)) => o.first().copied().unwrap_or(Outcome::Failed(Errno::EPROTO)),
+        Ok(_) => Outcome::Failed(Errno::EPROTO),
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Gives stripe `r` a copy of the object it shares with another file: a new object on
+/// the same OST with the same bytes, then the layout points at it.
+async fn copy_object(cx: &mut Cx<'_>, r: &Ref, size: u64) -> Outcome {
+    let Some(osp) = cx.mdt.lod().osp(r.so.ost_idx) else {
+        return Outcome::Failed(Errno::ENODEV);
+    };
+    let new = match osp.take().await {
+        Ok(o) => o,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let parent = r.file.with_ver(r.stripe);
+    let mut off = 0u64;
+    while off < size {
+        let len = COPY_CHUNK.min(u32::try_from(size - off).unwrap_or(COPY_CHUNK));
+        let read = Request::OstRead {
+            obj: r.so.fid,
+            offset: off,
+            len,
+            cksum: None,
+        };
+        let data = match call_ost(cx.mdt, r.so.ost_idx, read, Bytes::new()).await {
+            Ok((_, b)) => b,
+            Err(e) => return Outcome::Failed(e),
+        };
+        if data.is_empty() {
+            break;
+        }
+        let n = data.len() as u64;
+        // The checker's own copy: not cached by any client, so no grant of one.
+        let write = Request::OstWrite {
+            obj: new.fid,
+            parent,
+            offset: off,
+            cksum: None,
+            grant: Default::default(),
+        };
+        if let Err(e) = call_ost(cx.mdt, r.so.ost_idx, write, data).await {
+            return Outcome::Failed(e);
+        }
+        off += n;
+    }
+    set_slot(cx.mdt, r.file, r.comp, r.stripe, r.so, new).await
+}
+
+/// Stripe `stripe` of component `comp` of `file` becomes `new`, if it still is `old`.
+async fn set_slot(
+    mdt: &Mdt,
+    file: Fid,
+    comp: usize,
+    stripe: u32,
+    old: StripeObject,
+    new: StripeObject,
+) -> Outcome {
+    let r = mdt
+        .store()
+        .write(move |tx| {
+            let mut i = mdd::get_inode(tx, &file)?;
+            let Some(l) = i.layout.as_mut() else {
+                return Ok(false);
+            };
+            let Some(slot) = l
+                .components
+                .get_mut(comp)
+                .and_then(|c| c.objects.get_mut(stripe as usize))
+            else {
+                return Ok(false);
+            };
+            if *slot != old {
+                return Ok(false);
+            }
+            *slot = new;
+            l.layout_gen = l.layout_gen.wrapping_add(1);
+            i.attr.ctime = Timespec::now();
+            mdd::put_inode(tx, &i)?;
+            Ok(true)
+        })
+        .await;
+    match r {
+        Ok(true) => Outcome::Repaired,
+        Ok(false) => Outcome::Unneeded,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Saves phase 1's position and the counters.
+async fn checkpoint(cx: &Cx<'_>) {
+    {
+        let mut st = cx.eng.state.lock();
+        let now = now_secs();
+        let Some(live) = st.lo_live.as_mut() else {
+            return;
+        };
+        let (n, t, pos) = (live.new_checked, live.elapsed(), live.position);
+        live.new_checked = 0;
+        live.since = Instant::now();
+        let lo = &mut st.lo;
+        if lo.status == LfsckStatus::ScanningPhase1 {
+            lo.checked_phase1 += n;
+            lo.run_time_phase1 += t;
+            lo.pos_last_checkpoint = pos.oit_cookie;
+        } else {
+            lo.checked_phase2 += n;
+            lo.run_time_phase2 += t;
+        }
+        lo.time_last_checkpoint = now;
+    }
+    if let Err(e) = cx.eng.save_layout(cx.mdt).await {
+        tracing::warn!(target: "lfsck", "{}: layout checkpoint failed: {e}", cx.eng.dev);
+    }
+}
+
+async fn enter_phase2(cx: &Cx<'_>) {
+    checkpoint(cx).await;
+    let mut st = cx.eng.state.lock();
+    st.lo.status = LfsckStatus::ScanningPhase2;
+    st.lo.flags |= api::FLAG_SCANNED_ONCE;
+    st.lo_live = Some(Live::new());
+}
+
+/// Phase 2: every OST's objects that hold data, for orphans and LAST_ID; then the
+/// dangling stripes no orphan filled.
+async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
+    let mut throttle = Throttle::new(cx.eng.speed_limit.clone());
+    let osts = cx.mdt.lod().ost_count() as u32;
+    for ost in 0..osts {
+        if cx.gone.contains(&ost) {
+            continue;
+        }
+        let mut from = Some(ObjCursor::default());
+        while let Some(cur) = from {
+            if let Some(h) = halted(halt) {
+                return Err(End::Halted(h));
+            }
+            let max = throttle.cap(MAX_BATCH) as u32;
+            let (objs, next, last_ids) = match lfsck_ost(
+                cx.mdt,
+                ost,
+                LfsckRequest::Objects { from: cur, max },
+            )
+            .await
+            {
+                Ok(LfsckReply::Objects {
+                    objs,
+                    next,
+                    last_ids,
+                }) => (objs, next, last_ids),
+                other => {
+                    tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not list its objects ({:?}): its orphans are left unchecked this run", cx.eng.dev, other.err());
+                    cx.gone.insert(ost);
+                    cx.partial = true;
+                    break;
+                }
+            };
+            from = next;
+            for (seq, last) in last_ids {
+                cx.last_ids.entry((ost, seq)).or_insert((0, last)).1 = last;
+            }
+            let n = objs.len() as u64;
+            for o in &objs {
+                if let Some(e) = cx.last_ids.get_mut(&(ost, o.obj.seq)) {
+                    e.0 = e.0.max(o.obj.oid);
+                }
+                check_object(cx, ost, o).await;
+            }
+            {
+                let mut st = cx.eng.state.lock();
+                let live = st.lo_live.get_or_insert_with(Live::new);
+                live.new_checked += n;
+                live.phase2_fid = objs.last().map_or(Fid::ZERO, |o| o.obj);
+            }
+            throttle.after(n, halt).await;
+        }
+    }
+    // LAST_ID must also cover what this MDT was told is created (its precreated objects
+    // not handed out yet), or those would not exist on the OST.
+    for ost in 0..osts {
+        if let Some(osp) = cx.mdt.lod().osp(ost)
+            && let Some(e) = cx.last_ids.get_mut(&(ost, osp.seq()))
+        {
+            e.0 = e.0.max(osp.prealloc().1);
+        }
+    }
+    last_id_behind(cx).await;
+    let left: Vec<Ref> = std::mem::take(&mut cx.dangling).into_values().collect();
+    for r in left {
+        settle_dangling(cx, &r).await;
+    }
+    Ok(())
+}
+
+/// Puts back each LAST_ID (of an OST sequence) that fell behind its highest object, so
+/// the OST never hands out an object that exists, or refuses one this MDT handed out.
+async fn last_id_behind(cx: &mut Cx<'_>) {
+    let mut behind: Vec<((u32, u64), (u32, u32))> = cx
+        .last_ids
+        .iter()
+        .filter(|(_, (max, last))| max > last)
+        .map(|(k, v)| (*k, *v))
+        .collect();
+    behind.sort_unstable();
+    for ((ost, seq), (max, last)) in behind {
+        let o = if cx.dryrun {
+            Outcome::Repaired
+        } else {
+            ost_repair(cx, ost, OstRepair::SetLastId { seq, last: max }).await
+        };
+        if o == Outcome::Repaired {
+            cx.eng.state.lock().lo.flags |= api::FLAG_CRASHED_LASTID;
+        }
+        let at = format!("OST{ost:04x} sequence {seq:#x}: LAST_ID {last} behind object {max}");
+        count(cx, LayoutInconsistency::Others, o, true, &at);
+    }
+}
+
+/// Whether an object that holds data is an orphan of a file of this MDT, and what to do
+/// with it.
+async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
+    let parent = o.ff.map(|f| f.with_ver(0));
+    let stripe = o.ff.map_or(0, |f| f.ver);
+    let mdts = cx.mdt.mdt_count();
+    let owner = parent.map_or(0, |p| {
+        let m = mdt_of(&p);
+        if m < mdts && !p.is_zero() { m } else { 0 }
+    });
+    if owner != cx.mdt.index || cx.mismatched.contains(&(ost, o.obj)) {
+        return;
+    }
+    let so = StripeObject {
+        ost_idx: ost,
+        fid: o.obj,
+    };
+    // The file it names, read now (files come and go while the check runs).
+    let file = match parent {
+        Some(p) if mdt_of(&p) == cx.mdt.index => {
+            let Ok(mut v) = cx.mdt.store().read() else {
+                return;
+            };
+            match mdd::get_inode(&mut v, &p) {
+                Ok(i) => Some(i),
+                Err(Errno::ENOENT) => None,
+                Err(_) => return,
+            }
+        }
+        _ => None,
+    };
+    if let Some(i) = &file
+        && i.layout
+            .as_ref()
+            .is_some_and(|l| l.objects().any(|x| *x == so))
+    {
+        return;
+    }
+    let r = Ref {
+        file: parent.unwrap_or(Fid::ZERO),
+        comp: 0,
+        stripe,
+        so,
+        expect_data: false,
+        uid: 0,
+        gid: 0,
+    };
+    // A dangling stripe of its file, on the same OST or not: it goes back there.
+    if let Some(p) = parent
+        && let Some(d) = cx.dangling.get(&(p, stripe)).copied()
+    {
+        let o = if cx.dryrun {
+            Outcome::Repaired
+        } else {
+            set_slot(cx.mdt, p, d.comp, stripe, d.so, so).await
+        };
+        if o == Outcome::Repaired {
+            cx.dangling.remove(&(p, stripe));
+        }
+        done(cx, LayoutInconsistency::Orphan, o, &r, true).await;
+        return;
+    }
+    let name = match (parent, &file) {
+        (Some(p), Some(_)) => format!("{p}-{}-C-{stripe}", o.obj),
+        (Some(p), None) => format!("{p}-R-{stripe}"),
+        (None, _) => format!("{}-R-0", o.obj),
+    };
+    if !cx.orphan {
+        cx.eng.repairs.push(
+            &cx.eng.dev,
+            format!(
+                "layout: found orphan (not repaired, no -o): object {} on OST{ost:04x}, filter fid {}",
+                o.obj,
+                o.ff.map_or("none".to_string(), |f| f.to_string())
+            ),
+        );
+        return;
+    }
+    let out = if cx.dryrun {
+        Outcome::Repaired
+    } else {
+        to_lost_found(cx, so, o, name.clone()).await
+    };
+    let at = format!(
+        "object {} on OST{ost:04x} as .lustre/lost+found/MDT{:04x}/{name}",
+        o.obj, cx.mdt.index
+    );
+    count(cx, LayoutInconsistency::Orphan, out, true, &at);
+}
+
+/// Gives an orphan a new file in this MDT's lost+found, its only stripe.
+async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: String) -> Outcome {
+    let lpf = match lost_found_dir(cx.mdt).await {
+        Ok(f) => f,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let me = cx.mdt.index;
+    let size = o.size;
+    let mut layout = Layout::plain(1, DEFAULT_STRIPE_SIZE, so.ost_idx as i32);
+    if let Some(c) = layout.components.first_mut() {
+        c.objects = vec![so];
+        c.flags |= LCME_FL_INIT;
+    }
+    let now = Timespec::now();
+    let made = cx
+        .mdt
+        .store()
+        .write(move |tx| {
+            let mut idx = 0u32;
+            let name = loop {
+                let n = if idx == 0 {
+                    name.clone().into_bytes()
+                } else {
+                    format!("{name}-{idx}").into_bytes()
+                };
+                if mdd::lookup(tx, &lpf, &n)?.is_none() {
+                    break n;
+                }
+                idx += 1;
+            };
+            let a = mdd::CreateArgs {
+                parent: lpf,
+                name,
+                mode: libc::S_IFREG | 0o600,
+                rdev: 0,
+                cred: Cred::root(),
+                symlink: None,
+                layout: Some(layout),
+                fid: None,
+                now,
+                open_for_write: false,
+            };
+            let mut i = match mdd::create(tx, me, a, false)? {
+                mdd::Created::New(i) | mdd::Created::Existing(i) => i,
+            };
+            i.attr.size = size;
+            i.lsom_valid = true;
+            mdd::put_inode(tx, &i)?;
+            Ok(i.attr.fid)
+        })
+        .await;
+    let fid = match made {
+        Ok(f) => f,
+        Err(e) => return Outcome::Failed(e),
+    };
+    match ost_repair(
+        cx,
+        so.ost_idx,
+        OstRepair::SetFilterFid {
+            obj: so.fid,
+            old: o.ff,
+            parent: fid.with_ver(0),
+        },
+    )
+    .await
+    {
+        Outcome::Failed(e) => Outcome::Failed(e),
+        _ => Outcome::Repaired,
+    }
+}

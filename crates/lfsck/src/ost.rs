@@ -1,0 +1,184 @@
+//! LFSCK on an OST (the slave side of Lustre's layout LFSCK): answers the MDTs' probes of
+//! the objects their layouts reference, lists the objects that have data so the MDTs
+//! can find orphans among them, and makes the repairs the MDTs ask for (a filter fid, a
+//! lost object recreated, LAST_ID put back).
+//!
+//! It keeps no state of its own between requests: each MDT drives its own layout check
+//! and pages through the OSTs' objects at its own pace, so a slow MDT never holds an
+//! OST's other MDTs back.
+
+use nacre_core::{Errno, Fid};
+use nacre_osd::ObjStore;
+use nacre_osd::objstore::OBJ_SUBDIRS;
+use nacre_rpc::lfsck::{
+    BoxFuture, LfsckReply, LfsckRequest, LfsckService, ObjCursor, ObjPresence, ObjState, OrphanObj,
+    OstRepair, Outcome,
+};
+use std::sync::Arc;
+
+/// The checker's side of one OST.
+pub struct OstLfsck {
+    pub index: u32,
+    store: Arc<ObjStore>,
+}
+
+impl OstLfsck {
+    pub fn new(index: u32, store: Arc<ObjStore>) -> Arc<OstLfsck> {
+        Arc::new(OstLfsck { index, store })
+    }
+
+    async fn handle_req(self: Arc<Self>, req: LfsckRequest) -> Result<LfsckReply, Errno> {
+        let store = self.store.clone();
+        match req {
+            LfsckRequest::Probe { objs, .. } => {
+                blocking(store, move |s| {
+                    let mut out = Vec::with_capacity(objs.len());
+                    for p in &objs {
+                        out.push(probe(s, &p.obj)?);
+                    }
+                    Ok(LfsckReply::Probed(out))
+                })
+                .await
+            }
+            LfsckRequest::OstRepair(ops) => {
+                blocking(store, move |s| {
+                    Ok(LfsckReply::Outcomes(
+                        ops.iter().map(|op| repair(s, op)).collect(),
+                    ))
+                })
+                .await
+            }
+            LfsckRequest::Objects { from, max } => {
+                blocking(store, move |s| list(s, from, max as usize)).await
+            }
+            LfsckRequest::Query => Ok(LfsckReply::State(Vec::new())),
+            _ => Err(Errno::ENOTSUP),
+        }
+    }
+}
+
+/// Runs `f` on the store on a blocking thread (object files are read and written there).
+async fn blocking(
+    store: Arc<ObjStore>,
+    f: impl FnOnce(&ObjStore) -> Result<LfsckReply, Errno> + Send + 'static,
+) -> Result<LfsckReply, Errno> {
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|_| Errno::EIO)?
+}
+
+/// What the OST knows of one object.
+pub fn probe(s: &ObjStore, obj: &Fid) -> Result<ObjState, Errno> {
+    let (size, ff) = match s.probe(obj) {
+        Ok(v) => v,
+        Err(Errno::EINVAL) => {
+            return Ok(ObjState {
+                presence: ObjPresence::NotCreated,
+                ff: None,
+                owner: None,
+                size: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let presence = match size {
+        Some(_) => ObjPresence::File,
+        None if obj.oid <= s.last_id(obj.seq)? => ObjPresence::Empty,
+        None => ObjPresence::NotCreated,
+    };
+    Ok(ObjState {
+        presence,
+        ff,
+        // nacre keeps no owner on OST objects (quotas are not enforced on OSTs).
+        owner: None,
+        size: size.unwrap_or(0),
+    })
+}
+
+/// Makes one repair, checking first that it is still needed.
+pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
+    let r = match *op {
+        OstRepair::SetFilterFid { obj, old, parent } => match s.probe(&obj) {
+            Ok((Some(_), ff)) if ff == Some(parent) => return Outcome::Unneeded,
+            Ok((Some(_), ff)) if ff != old => return Outcome::Unneeded,
+            Ok((Some(_), _)) => s.set_filter_fid(&obj, &parent),
+            Ok((None, _)) => Err(Errno::ENOENT),
+            Err(e) => Err(e),
+        },
+        OstRepair::Create { obj, parent, .. } => match s.probe(&obj) {
+            Ok((Some(_), _)) => return Outcome::Unneeded,
+            Ok((None, _)) => s.recreate(&obj, &parent),
+            Err(e) => Err(e),
+        },
+        OstRepair::SetLastId { seq, last } => match s.last_id(seq) {
+            Ok(cur) if cur >= last => return Outcome::Unneeded,
+            Ok(_) => s.set_last_id(seq, last),
+            Err(e) => Err(e),
+        },
+        OstRepair::SetOwner { .. } => Err(Errno::ENOTSUP),
+    };
+    match r {
+        Ok(()) => Outcome::Repaired,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// A page of objects that have files, from `from` on: whole subdirectories at a time
+/// until `max` objects, the last one cut at `max`.
+pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Errno> {
+    let seqs = s.sequences()?;
+    let mut objs = Vec::new();
+    let mut last_ids = Vec::new();
+    for seq in seqs.into_iter().filter(|q| *q >= from.seq) {
+        let first_dir = if seq == from.seq { from.subdir } else { 0 };
+        last_ids.push((seq, s.last_id(seq)?));
+        for d in first_dir..OBJ_SUBDIRS {
+            let after = if seq == from.seq && d == from.subdir {
+                from.after
+            } else {
+                0
+            };
+            for oid in s.objects_in(seq, d)?.into_iter().filter(|o| *o > after) {
+                if objs.len() == max {
+                    return Ok(LfsckReply::Objects {
+                        objs,
+                        next: Some(ObjCursor {
+                            seq,
+                            subdir: d,
+                            after: oid - 1,
+                        }),
+                        last_ids,
+                    });
+                }
+                let obj = Fid::new(seq, oid, 0);
+                let (size, ff) = match s.probe(&obj) {
+                    Ok((Some(size), ff)) => (size, ff),
+                    // Gone since the listing (a destroy).
+                    Ok((None, _)) | Err(Errno::ENOENT) => continue,
+                    Err(e) => return Err(e),
+                };
+                objs.push(OrphanObj {
+                    obj,
+                    ff,
+                    owner: None,
+                    size,
+                });
+            }
+        }
+    }
+    Ok(LfsckReply::Objects {
+        objs,
+        next: None,
+        last_ids,
+    })
+}
+
+impl LfsckService for OstLfsck {
+    fn handle(self: Arc<Self>, req: LfsckRequest) -> BoxFuture<'static, Result<LfsckReply, Errno>> {
+        Box::pin(self.handle_req(req))
+    }
+
+    fn stopping(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}

@@ -1,0 +1,303 @@
+//! The layout LFSCK on a live file system, one inconsistency class at a time (the
+//! scenarios of Lustre's sanity-lfsck.sh 11, 14–18): inject N, a dry run reports exactly
+//! N, a repair fixes N, a second run finds nothing, and the files nobody touched keep
+//! their contents.
+
+mod common;
+
+use common::lfsck::{Fs, counts, layout_repaired};
+use nacre_core::Fid;
+use nacre_lfsck::inject;
+use nacre_lustreapi::lfsck::{LPF_CREATE_OSTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN};
+use nacre_rpc::msg::Cred;
+
+const N: usize = 5;
+
+/// A directory of `N` victims holding `victim i`, one stripe each.
+async fn victims(fs: &Fs, name: &str) -> (Fid, Vec<Fid>) {
+    let d = fs.mkdir(fs.c.root(), name).await;
+    let mut v = Vec::new();
+    for i in 0..N {
+        v.push(
+            fs.write(d, &format!("v{i}"), format!("victim {i}").as_bytes(), 1)
+                .await,
+        );
+    }
+    (d, v)
+}
+
+/// Waits until the MDT trusts the sizes of `files` (settled after their last close): a
+/// stripe is known to hold data only from an exact size.
+async fn settled(fs: &Fs, files: &[Fid]) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = {
+            let mut v = fs.mdt(0).store().read().expect("read");
+            files
+                .iter()
+                .all(|f| nacre_mdt::mdd::get_inode(&mut v, f).is_ok_and(|i| i.lsom_valid))
+        };
+        if all {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "sizes never settled");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The dry run, the repair and the second run, with the counters each must show.
+async fn roundtrip(fs: &Fs, flags: u16, want: &[(&'static str, u64)]) {
+    let dry = fs.lfsck_layout(0, LPF_DRYRUN | flags).await;
+    assert_eq!(layout_repaired(&dry), counts(want), "dry run");
+    let fix = fs.lfsck_layout(0, flags).await;
+    assert_eq!(layout_repaired(&fix), counts(want), "repair");
+    let again = fs.lfsck_layout(0, flags).await;
+    assert_eq!(layout_repaired(&again), counts(&[]), "second run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_file_system_has_no_layout_inconsistency() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 20).await;
+    let st = fs.lfsck_layout(0, LPF_CREATE_OSTOBJ | LPF_OST_ORPHAN).await;
+    assert_eq!(layout_repaired(&st), counts(&[]));
+    // The root, the directory and the files in phase 1; every object holding data in
+    // phase 2 (each file's first stripe, and the second of those past 64 KiB).
+    assert_eq!(st.checked_phase1, 22);
+    let second = kept
+        .iter()
+        .enumerate()
+        .filter(|(i, k)| i % 2 == 1 && k.data.len() > 65536)
+        .count() as u64;
+    assert_eq!(st.checked_phase2, 20 + second);
+    let text = fs.checker(0).layout_text();
+    let keys: Vec<&str> = text.lines().filter_map(|l| l.split(':').next()).collect();
+    assert_eq!(
+        keys,
+        [
+            "name",
+            "magic",
+            "version",
+            "status",
+            "flags",
+            "param",
+            "last_completed_time",
+            "time_since_last_completed",
+            "latest_start_time",
+            "time_since_latest_start",
+            "last_checkpoint_time",
+            "time_since_last_checkpoint",
+            "latest_start_position",
+            "last_checkpoint_position",
+            "first_failure_position",
+            "success_count",
+            "repaired_dangling",
+            "repaired_unmatched_pair",
+            "repaired_multiple_referenced",
+            "repaired_orphan",
+            "repaired_inconsistent_owner",
+            "repaired_others",
+            "skipped",
+            "failed_phase1",
+            "failed_phase2",
+            "checked_phase1",
+            "checked_phase2",
+            "run_time_phase1",
+            "run_time_phase2",
+            "average_speed_phase1",
+            "average_speed_phase2",
+            "real_time_speed_phase1",
+            "real_time_speed_phase2",
+            "current_position",
+        ]
+    );
+    assert!(text.contains("status: completed\n"), "{text}");
+    assert!(text.contains("param: orphan,create_ostobj\n"), "{text}");
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dangling_references_are_reported_and_recreated_with_create_ostobj() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = victims(&fs, "victims").await;
+    settled(&fs, &v).await;
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::remove_ost_object(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    // Without -c a dangling reference is reported, not repaired.
+    let plain = fs.lfsck_layout(0, 0).await;
+    assert_eq!(layout_repaired(&plain), counts(&[]));
+    assert!(
+        fs.checker(0)
+            .repairs
+            .text()
+            .contains("found dangling (not repaired, no -c)")
+    );
+    roundtrip(&fs, LPF_CREATE_OSTOBJ, &[("dangling", N as u64)]).await;
+    // Each object is back, empty, and names its file.
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        let (size, ff) = fs.ost(so.ost_idx).probe(&so.fid).expect("probe");
+        assert_eq!(size, Some(0));
+        assert_eq!(ff, Some(f.with_ver(0)));
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = victims(&fs, "victims").await;
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::corrupt_filter_fid(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("unmatched_pair", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        let (_, ff) = fs.ost(so.ost_idx).probe(&so.fid).expect("probe");
+        assert_eq!(ff, Some(f.with_ver(0)));
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_object_is_copied_for_the_second_file() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (d, v) = victims(&fs, "victims").await;
+    let mut pairs = Vec::new();
+    for (i, a) in v.iter().enumerate() {
+        let b = fs.write(d, &format!("share{i}"), b"", 1).await;
+        inject::share_object(fs.mdt(0), *a, b, 0)
+            .await
+            .expect("inject");
+        pairs.push((*a, b));
+    }
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("multiple_referenced", N as u64)]).await;
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        let sa = inject::stripe_object(fs.mdt(0), *a, 0).await.expect("a");
+        let sb = inject::stripe_object(fs.mdt(0), *b, 0).await.expect("b");
+        assert_ne!(sa, sb, "the second file has its own object");
+        let want = format!("victim {i}");
+        let copy = fs
+            .ost(sb.ost_idx)
+            .read(&sb.fid, 0, want.len())
+            .expect("read copy");
+        assert_eq!(copy, want.as_bytes());
+        let (_, ff) = fs.ost(sb.ost_idx).probe(&sb.fid).expect("probe");
+        assert_eq!(ff, Some(b.with_ver(0)));
+        assert_eq!(fs.read(*a).await, want.as_bytes());
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_objects_go_back_to_the_stripe_their_filter_fid_names() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = victims(&fs, "victims").await;
+    let mut objs = Vec::new();
+    for f in &v {
+        objs.push(
+            inject::stripe_object(fs.mdt(0), *f, 0)
+                .await
+                .expect("stripe"),
+        );
+        inject::detach_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("inject");
+    }
+    // Put back even without -c or -o: nothing is created.
+    roundtrip(&fs, 0, &[("orphan", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(so, objs[i]);
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_objects_of_lost_files_go_to_lost_and_found_with_orphan() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    // Parents on MDT0 that no file has.
+    let base = kept[0].fid;
+    let mut made = Vec::new();
+    for i in 0..N {
+        let parent = Fid::new(base.seq, base.oid + 100_000 + i as u32, 0);
+        let data = format!("lost data {i}");
+        let ost = (i % 2) as u32;
+        let hit = inject::orphan_ost_object(fs.mdt(0), fs.ost(ost), ost, parent, data.as_bytes())
+            .await
+            .expect("inject");
+        made.push((parent, hit.fid, data));
+    }
+    // Without -o an orphan is reported, not moved.
+    let plain = fs.lfsck_layout(0, 0).await;
+    assert_eq!(layout_repaired(&plain), counts(&[]));
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", N as u64)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    for (parent, _, data) in &made {
+        let name = format!("{parent}-R-0");
+        let info =
+            fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+                .await
+                .expect("in lost+found");
+        assert_eq!(fs.read(info.attr.fid).await, data.as_bytes());
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_id_behind_its_objects_is_put_back() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let mut highest = Vec::new();
+    for ost in 0..2u32 {
+        let seq = fs.mdt(0).lod().osp(ost).expect("osp").seq();
+        let s = fs.ost(ost);
+        let top = (0..nacre_osd::objstore::OBJ_SUBDIRS)
+            .flat_map(|d| s.objects_in(seq, d).expect("list"))
+            .max()
+            .expect("objects");
+        inject::rewind_last_id(s, seq, 1).expect("inject");
+        highest.push((ost, seq, top));
+    }
+    roundtrip(&fs, 0, &[("others", 2)]).await;
+    for (ost, seq, top) in highest {
+        assert!(fs.ost(ost).last_id(seq).expect("last id") >= top);
+    }
+    // New files after the repair do not land on existing objects.
+    let d = fs.mkdir(fs.c.root(), "after").await;
+    for i in 0..4 {
+        fs.write(d, &format!("n{i}"), b"new", 2).await;
+    }
+    fs.verify(&kept).await;
+    fs.stop().await;
+}

@@ -1,0 +1,232 @@
+//! FLR mirrors: `lfs setstripe -N` / `lfs mirror create` layouts as Lustre stores and
+//! prints them, immediate writes to every mirror, and reads that survive a bad copy (read
+//! from another mirror and rewritten) or a stopped OST.
+
+mod common;
+
+use common::cluster::{mount, pattern, start};
+use common::integrity::{ost, read_file, write_file};
+use common::*;
+use nacre_core::layout::{Component, EOF, pflr_id};
+use nacre_core::{Fid, Layout, StripeObject};
+use std::time::Duration;
+
+/// Two mirrors of `stripes` stripes of 64 KiB each, as `lfs mirror create -N2 -c N -S 64K`
+/// sends it.
+fn two_mirrors(stripes: i32) -> Layout {
+    let mut comps = Vec::new();
+    for m in 1..=2 {
+        let mut c = Component::raid0(0, EOF, stripes, 65536, -1);
+        c.id = pflr_id(m, 0);
+        comps.push(c);
+    }
+    Layout {
+        components: comps,
+        ..Layout::composite(Vec::new())
+    }
+}
+
+/// The objects of mirror `m` of `fid`, from its MDT.
+async fn mirror_objects(c: &nacre_client::Client, fid: Fid, m: u32) -> Vec<StripeObject> {
+    let info = c.getattr(fid).await.expect("getattr");
+    let l = info.layout.expect("layout");
+    l.mirror(m).objects().copied().collect()
+}
+
+/// The path of object `obj` in OST `i`'s directory.
+fn object_path(dir: &std::path::Path, o: &StripeObject) -> std::path::PathBuf {
+    nacre_osd::inject::objects_with_data(&dir.join(format!("ost{}", o.ost_idx)))
+        .expect("objects")
+        .into_iter()
+        .find(|(f, _, _)| *f == o.fid)
+        .map(|(_, p, _)| p)
+        .expect("object file with data")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_copy_is_read_from_the_other_mirror_and_rewritten() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "flrfs", 1, 4).await;
+    let c = mount(&cluster).await;
+    let data = pattern(300_000, 9);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(2)), &data)
+        .await
+        .expect("write");
+    let m1 = mirror_objects(&c, fid, 1).await;
+    let m2 = mirror_objects(&c, fid, 2).await;
+    assert_eq!((m1.len(), m2.len()), (2, 2));
+    // Four OSTs: the mirrors share none.
+    assert!(
+        m1.iter().all(|a| m2.iter().all(|b| a.ost_idx != b.ost_idx)),
+        "{m1:?} {m2:?}"
+    );
+    // Both mirrors hold every byte (immediate mode).
+    let info = c.getattr(fid).await.expect("getattr");
+    let l = info.layout.expect("layout");
+    for m in [1, 2] {
+        let (got, n) = c
+            .read_objects(fid, &l.mirror(m), 0, data.len() as u64)
+            .await
+            .expect("read one mirror");
+        assert_eq!(n, data.len() as u64, "mirror {m}");
+        assert!(got[..] == data[..], "mirror {m} differs");
+    }
+    // Damage mirror 1 (the one reads use first) in both of its objects, in the middle
+    // and in the partial last block.
+    for (o, at) in m1.iter().zip([70_000u64, 150_000 - 65536 - 5]) {
+        nacre_osd::inject::flip_bit(&object_path(dir.path(), o), at, 3).expect("flip");
+    }
+    let got = read_file(&c, fid, data.len() as u64)
+        .await
+        .expect("read survives a bad copy");
+    assert!(got[..] == data[..], "contents differ");
+    let repaired: u64 = (0..4)
+        .map(|i| c.cksum_stats.get(nacre_core::TargetName::ost(i)).repaired)
+        .sum();
+    assert!(repaired >= 1, "no repair counted");
+    // Mirror 1 alone reads right again: the bad blocks were rewritten.
+    let (got, n) = c
+        .read_objects(fid, &l.mirror(1), 0, data.len() as u64)
+        .await
+        .expect("mirror 1 repaired");
+    assert_eq!(n, data.len() as u64);
+    assert!(got[..] == data[..], "mirror 1 still differs");
+    // Scrub finds nothing bad left.
+    let before: u64 = (0..4)
+        .map(|i| ost(&cluster, i).store().checksum_errors())
+        .sum();
+    let _ = read_file(&c, fid, data.len() as u64).await.expect("read");
+    let after: u64 = (0..4)
+        .map(|i| ost(&cluster, i).store().checksum_errors())
+        .sum();
+    assert_eq!(before, after, "a bad block is still read");
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_survive_a_stopped_ost() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "flrdown", 1, 2).await;
+    let c = mount(&cluster).await;
+    let data = pattern(500_000, 4);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &data)
+        .await
+        .expect("write");
+    let m1 = mirror_objects(&c, fid, 1).await;
+    let m2 = mirror_objects(&c, fid, 2).await;
+    assert_ne!(m1[0].ost_idx, m2[0].ost_idx);
+    // The OST of the mirror reads use first goes away.
+    cluster.stop_ost(m1[0].ost_idx).await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        read_file(&c, fid, data.len() as u64),
+    )
+    .await
+    .expect("a read must not hang")
+    .expect("read with an OST stopped");
+    assert!(got[..] == data[..], "contents differ");
+    cluster.stop().await;
+}
+
+/// (lcme_id, lcme_mirror_id, lcme_flags) of each component, from `getstripe` output.
+fn entries(gs: &str) -> Vec<(String, String, String)> {
+    let field = |p: &str| -> Vec<String> {
+        gs.lines()
+            .filter_map(|l| l.trim().strip_prefix(p))
+            .map(|v| v.trim().to_string())
+            .collect()
+    };
+    let (ids, mids, flags) = (
+        field("lcme_id:"),
+        field("lcme_mirror_id:"),
+        field("lcme_flags:"),
+    );
+    ids.into_iter()
+        .zip(mids)
+        .zip(flags)
+        .map(|((a, b), c)| (a, b, c))
+        .collect()
+}
+
+#[test]
+fn mirrored_files_are_created_and_printed_as_lustre_does() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "4"]);
+    let f = fs.path("m2");
+    let fp = f.to_str().expect("utf8");
+    lfs(&["setstripe", "-N2", fp]);
+    let gs = lfs(&["getstripe", fp]);
+    assert!(gs.contains("  lcm_mirror_count:  2\n"), "{gs}");
+    assert!(gs.contains("  lcm_entry_count:   2\n"), "{gs}");
+    let e = |id: &str, m: &str, fl: &str| (id.to_string(), m.to_string(), fl.to_string());
+    assert_eq!(
+        entries(&gs),
+        vec![e("65537", "1", "init"), e("131074", "2", "init")],
+        "{gs}"
+    );
+    assert_eq!(lfs(&["getstripe", "-N", fp]).trim(), "2");
+    let v = lfs(&["getstripe", "-v", fp]);
+    assert!(v.contains("  lcm_flags:         ro\n"), "{v}");
+    // Each mirror's object on its own OST.
+    let ost_of = |m: &str| {
+        lfs(&["getstripe", "--mirror-id", m, "-i", fp])
+            .trim()
+            .to_string()
+    };
+    assert_ne!(ost_of("1"), ost_of("2"), "{gs}");
+
+    // lfs mirror create with options per mirror and --flags=prefer; data through the mount.
+    let g = fs.path("m3");
+    let gp = g.to_str().expect("utf8");
+    lfs(&[
+        "mirror",
+        "create",
+        "-N",
+        "-E",
+        "1M",
+        "-c",
+        "1",
+        "-E",
+        "eof",
+        "-c",
+        "2",
+        "-N",
+        "-c",
+        "1",
+        "--flags=prefer",
+        gp,
+    ]);
+    let gs = lfs(&["getstripe", gp]);
+    assert!(gs.contains("  lcm_mirror_count:  2\n"), "{gs}");
+    assert_eq!(
+        entries(&gs),
+        vec![
+            e("65537", "1", "init"),
+            e("65538", "1", "0"),
+            e("131075", "2", "init,prefer"),
+        ],
+        "{gs}"
+    );
+    let data = pattern(3 << 20, 1);
+    std::fs::write(&g, &data).expect("write");
+    let gs = lfs(&["getstripe", gp]);
+    assert_eq!(
+        entries(&gs)
+            .into_iter()
+            .map(|(_, _, f)| f)
+            .collect::<Vec<_>>(),
+        vec!["init", "init", "init,prefer"],
+        "{gs}"
+    );
+    assert!(std::fs::read(&g).expect("read") == data, "contents differ");
+    // Lustre's refusals.
+    let err = fail(&[
+        "lfs",
+        "setstripe",
+        "-N17",
+        fs.path("x").to_str().expect("utf8"),
+    ]);
+    assert!(err.contains("bad mirror count: 17"), "{err}");
+}

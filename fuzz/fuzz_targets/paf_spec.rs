@@ -1,0 +1,31 @@
+//! PaF specifications as a user types them: a spec that parses prints as one that parses,
+//! and an error points at a character of the input.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use nacre_bench::paf::spec::PafSpec;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match PafSpec::parse(text) {
+        Ok(spec) => {
+            let _ = spec.kind();
+            let _ = spec.is_deterministic();
+            let _ = spec.is_homogeneous();
+            for g in 0..spec.generations.len() {
+                let _ = spec.size_of(g);
+            }
+            // The printed form is for people (sizes rounded to a unit), so it parses, but
+            // not always to the same sizes.
+            let printed = spec.to_string();
+            let again = PafSpec::parse(&printed);
+            assert!(again.is_ok(), "printed as {printed:?}: {again:?}");
+        }
+        Err(e) => {
+            assert!(e.pos <= text.len());
+            let _ = e.column();
+            let _ = e.to_string();
+        }
+    }
+});
