@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what nacre needs on a Debian machine: fuse3 to mount, the darshan Python package
 # (`nacre darshan-age` reads Darshan logs with it), and with --test the tools the test suite
-# runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, and pjdfstest, fsx and outagefs
-# from crates.io, iproute2 for the netns cluster, and the nightly toolchain and cargo-fuzz for scripts/fuzz.sh). --darshan
-# installs only the darshan package, --fuzz only nightly and cargo-fuzz. Safe to run again:
+# runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, iproute2 for the netns cluster,
+# and pjdfstest, fsx and outagefs from crates.io, and the nightly toolchain and cargo-fuzz
+# for scripts/fuzz.sh). --darshan installs only the darshan package, --fuzz only nightly and cargo-fuzz. Safe to run again:
 # it skips what is already there.
 set -euo pipefail
 
