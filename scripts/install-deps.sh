@@ -3,8 +3,8 @@
 # (`nacre darshan-age` reads Darshan logs with it), and with --test the tools the test suite
 # runs (fio, dbench, e2fsprogs, attr, acl, git, xfsprogs, iproute2 for the netns cluster,
 # and pjdfstest, fsx and outagefs from crates.io, and the nightly toolchain and cargo-fuzz
-# for scripts/fuzz.sh). --darshan installs only the darshan package, --fuzz only nightly and cargo-fuzz. Safe to run again:
-# it skips what is already there.
+# for scripts/fuzz.sh). --darshan installs only the darshan package, --fuzz only nightly
+# and cargo-fuzz. Safe to run again: it skips what is already there.
 set -euo pipefail
 
 want_tests=0
