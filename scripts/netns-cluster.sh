@@ -81,7 +81,7 @@ up() {
 		nsenter --net="/run/netns/$TAG-$n" -- "$NACRE" serve "$DIR/$n" \
 			--listen "$(addr "$n"):$port" >"$DIR/$n.out" 2>"$DIR/$n.log" &
 		echo $! >"$DIR/$n.pid"
-		wait_for 90 grep -q "serving on" "$DIR/$n.out" || { echo "$n did not start" >&2; exit 1; }
+		wait_for 90 grep -qs "serving on" "$DIR/$n.out" || { echo "$n did not start" >&2; exit 1; }
 	done
 	for n in c0 c1; do
 		mkdir -p "$DIR/mnt-$n"
