@@ -58,9 +58,9 @@ fn bounded<T: Send + 'static>(
 }
 
 #[test]
-#[ignore = "defect: after merging main, write/fsync/read through the mount got EIO during an 8 s \
-            partition of ost1 with recovery_timeout 30 s (passed twice before the merge); not \
-            yet diagnosed"]
+#[ignore = "defect, intermittent: once in four runs (all four tests in parallel, loaded \
+            machine) write/fsync/read through the mount got EIO during an 8 s partition of \
+            ost1 with recovery_timeout 30 s; not yet diagnosed"]
 fn oss_partitioned_shorter_than_timeout_costs_nothing() {
     if !require_netns() {
         return;
