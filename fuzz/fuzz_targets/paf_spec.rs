@@ -16,11 +16,10 @@ fuzz_target!(|data: &[u8]| {
             for g in 0..spec.generations.len() {
                 let _ = spec.size_of(g);
             }
-            // The printed form is for people (sizes rounded to a unit), so it parses, but
-            // not always to the same sizes.
+            // The canonical spelling parses back to the same spec.
             let printed = spec.to_string();
             let again = PafSpec::parse(&printed);
-            assert!(again.is_ok(), "printed as {printed:?}: {again:?}");
+            assert_eq!(again.as_ref(), Ok(&spec), "printed as {printed:?}");
         }
         Err(e) => {
             assert!(e.pos <= text.len());

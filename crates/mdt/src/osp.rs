@@ -20,6 +20,11 @@ pub const PRECREATE_MIN: u32 = 32;
 pub const PRECREATE_MAX: u32 = 20_000;
 /// How long a create waits for its OST's pool to refill before trying another OST.
 pub const RESERVE_WAIT: Duration = Duration::from_secs(2);
+/// Lustre's `osp.*.reserved_mb_low`: an OST reporting less available space than this
+/// (less than one full RPC nobody was promised) gets no new objects...
+pub const RESERVED_LOW: u64 = 4 << 20;
+/// ...until it reports more than this (`reserved_mb_high`), so it does not flap.
+pub const RESERVED_HIGH: u64 = 8 << 20;
 /// `qos_maxage`: how old cached statfs may get.
 pub const STATFS_MAX_AGE: Duration = Duration::from_secs(5);
 
@@ -272,8 +277,12 @@ impl Osp {
             Ok((Reply::Statfs(s), _)) => {
                 *self.statfs.lock() = Some((s, Instant::now()));
                 self.reachable.store(true, Ordering::Release);
-                // Free space came back (files removed): allow creates again.
-                if s.bavail > 0 && self.is_full() {
+                let avail = s.bavail.saturating_mul(u64::from(s.bsize));
+                if avail < RESERVED_LOW && !self.is_full() {
+                    tracing::warn!(target: "osp", "OST{:04x} is out of space ({avail} bytes available)", self.ost_idx);
+                    self.full.store(true, Ordering::Release);
+                } else if avail > RESERVED_HIGH && self.is_full() {
+                    // Free space came back (files removed): allow creates again.
                     self.full.store(false, Ordering::Release);
                     self.want.notify_one();
                 }

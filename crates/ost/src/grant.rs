@@ -194,6 +194,13 @@ impl Grants {
         b.check();
     }
 
+    /// Space nobody was promised: free space less grants, writes in progress and the
+    /// reserve. What statfs reports as available, so the MDT places no new objects on an
+    /// OST whose space is all promised.
+    pub fn unpromised(&self, space: Space) -> u64 {
+        self.books.lock().left(space)
+    }
+
     /// `obdfilter.*.tot_granted`.
     pub fn tot_granted(&self) -> u64 {
         self.books.lock().tot_granted

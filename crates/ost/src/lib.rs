@@ -235,14 +235,21 @@ impl Ost {
 
     // statvfs's field types differ between targets (u32 or u64): the casts are needed there.
     #[allow(clippy::unnecessary_cast)]
+    /// The disk's space; `bavail` counts only what nobody was promised (Lustre's OFD
+    /// subtracts dirty and pending bytes; grants and the reserve go too here), so an OST
+    /// whose space is all granted looks full to the MDT's allocator.
     fn statfs(&self) -> Result<StatFs, Errno> {
         let st = self.store.statfs()?;
         let frsize = st.f_frsize as u64;
+        let space = grant::Space {
+            avail: st.f_bavail as u64 * frsize,
+            total: st.f_blocks as u64 * frsize,
+        };
         Ok(StatFs {
             bsize: 4096,
             blocks: st.f_blocks as u64 * frsize / 4096,
             bfree: st.f_bfree as u64 * frsize / 4096,
-            bavail: st.f_bavail as u64 * frsize / 4096,
+            bavail: self.grants.unpromised(space) / 4096,
             files: st.f_files as u64,
             ffree: st.f_ffree as u64,
             namelen: 255,

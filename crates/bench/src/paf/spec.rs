@@ -319,6 +319,17 @@ impl PafSpec {
     }
 }
 
+/// A size as the parser reads it back: with the largest binary unit it is a whole multiple
+/// of, else in bytes (a rounded `624.9K` would not parse).
+fn exact_size(v: u64) -> String {
+    for (unit, name) in [(TIB, "T"), (GIB, "G"), (MIB, "M"), (KIB, "K")] {
+        if v >= unit && v.is_multiple_of(unit) {
+            return format!("{}{name}", v / unit);
+        }
+    }
+    v.to_string()
+}
+
 impl fmt::Display for PafSpec {
     /// The canonical spelling: `PAF:70.30,20.40:67005@264M,40M<24253639848`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -333,12 +344,7 @@ impl fmt::Display for PafSpec {
             write!(f, ":{s}")?;
         }
         for (i, s) in self.sizes.iter().enumerate() {
-            write!(
-                f,
-                "{}{}",
-                if i == 0 { "@" } else { "," },
-                crate::units::short_size(*s)
-            )?;
+            write!(f, "{}{}", if i == 0 { "@" } else { "," }, exact_size(*s))?;
         }
         if let Some(n) = self.capacity_kb {
             write!(f, "<{n}")?;
@@ -350,6 +356,24 @@ impl fmt::Display for PafSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canonical_spelling_parses_back_to_the_same_spec() {
+        // Found by fuzzing: a size that is no whole number of KiB printed as "624.9K".
+        for text in [
+            "PAF:70.32,20.40:67005@639849",
+            "PAF:70.30,20.40:67005@264M,40M<24253639848",
+            "PAF:10.10@1K,1025,3G",
+        ] {
+            let spec = PafSpec::parse(text).expect(text);
+            let printed = spec.to_string();
+            assert_eq!(
+                PafSpec::parse(&printed),
+                Ok(spec),
+                "{text} printed as {printed}"
+            );
+        }
+    }
 
     fn gens(v: &[(u32, u32)]) -> Vec<Generation> {
         v.iter()
