@@ -1603,9 +1603,17 @@ impl ObjStore {
         Ok(())
     }
 
-    /// Space of the backing file system.
+    /// Space of the backing file system. A store whose directory is gone is a failed
+    /// target (EIO), not a missing file.
     pub fn statfs(&self) -> Result<libc::statvfs, Errno> {
-        statvfs(&self.root)
+        self.health.ensure()?;
+        match statvfs(&self.root) {
+            Ok(st) => Ok(st),
+            Err(e) => {
+                self.health.verify()?;
+                Err(e)
+            }
+        }
     }
 }
 
