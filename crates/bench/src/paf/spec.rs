@@ -363,7 +363,7 @@ mod tests {
         for text in [
             "PAF:70.32,20.40:67005@639849",
             "PAF:70.30,20.40:67005@264M,40M<24253639848",
-            "PAF:10.10@1K,1025,3G",
+            "PAF:10.10,20.20@1K,1025",
         ] {
             let spec = PafSpec::parse(text).expect(text);
             let printed = spec.to_string();
