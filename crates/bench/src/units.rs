@@ -59,6 +59,17 @@ pub fn ior_human(v: u64) -> String {
     format!("{v} bytes")
 }
 
+/// A size that parses back to itself: with the largest binary unit it is a whole multiple
+/// of (`264M`), else in bytes (`639849`); [`short_size`] would round that to `624.9K`.
+pub fn exact_size(v: u64) -> String {
+    for (unit, name) in [(TIB, "T"), (GIB, "G"), (MIB, "M"), (KIB, "K")] {
+        if v >= unit && v.is_multiple_of(unit) {
+            return format!("{}{name}", v / unit);
+        }
+    }
+    v.to_string()
+}
+
 /// A compact size for tables: `264M`, `1.5G`, `47008`.
 pub fn short_size(v: u64) -> String {
     for (unit, name) in [(TIB, "T"), (GIB, "G"), (MIB, "M"), (KIB, "K")] {
@@ -117,5 +128,13 @@ mod tests {
         assert_eq!(ior_human(47008), "45.91 KiB");
         assert_eq!(short_size(264 * MIB), "264M");
         assert_eq!(human_bytes(1536.0), "1.5 KiB");
+    }
+
+    #[test]
+    fn exact_sizes_parse_back() {
+        for v in [1, 1023, 1024, 639_849, 264 * MIB, 3 * GIB + 1, 5 * TIB] {
+            assert_eq!(parse_size(&exact_size(v)), Ok(v), "{}", exact_size(v));
+        }
+        assert_eq!(exact_size(264 * MIB), "264M");
     }
 }

@@ -319,17 +319,6 @@ impl PafSpec {
     }
 }
 
-/// A size as the parser reads it back: with the largest binary unit it is a whole multiple
-/// of, else in bytes (a rounded `624.9K` would not parse).
-fn exact_size(v: u64) -> String {
-    for (unit, name) in [(TIB, "T"), (GIB, "G"), (MIB, "M"), (KIB, "K")] {
-        if v >= unit && v.is_multiple_of(unit) {
-            return format!("{}{name}", v / unit);
-        }
-    }
-    v.to_string()
-}
-
 impl fmt::Display for PafSpec {
     /// The canonical spelling: `PAF:70.30,20.40:67005@264M,40M<24253639848`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -344,7 +333,12 @@ impl fmt::Display for PafSpec {
             write!(f, ":{s}")?;
         }
         for (i, s) in self.sizes.iter().enumerate() {
-            write!(f, "{}{}", if i == 0 { "@" } else { "," }, exact_size(*s))?;
+            write!(
+                f,
+                "{}{}",
+                if i == 0 { "@" } else { "," },
+                crate::units::exact_size(*s)
+            )?;
         }
         if let Some(n) = self.capacity_kb {
             write!(f, "<{n}")?;
