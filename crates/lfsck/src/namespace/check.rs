@@ -474,7 +474,13 @@ fn check_entry(
             None
         };
         match by_ino {
-            Some(i) if i.fid() == c => Some(super::facts::obj_facts(f.local(), &i, &busy)?),
+            Some(i) if i.fid() == c => Some(super::facts::named_obj_facts(
+                f.local(),
+                &i,
+                &busy,
+                &dir,
+                name,
+            )?),
             _ => match super::facts::local_object(f.local(), &c, 0, &busy)? {
                 Some(obj) => {
                     let k = obj.ino.kind().unwrap_or(rec.kind);
