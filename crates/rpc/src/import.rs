@@ -37,6 +37,8 @@ pub struct Import {
     /// Set when a request meets a transport error, cleared by the next answer: a reader
     /// with another copy (an FLR mirror) goes there instead of waiting out the recovery.
     failing: std::sync::atomic::AtomicBool,
+    /// Connections tried so far, made or not (Lustre's `connection_attempts`).
+    connect_attempts: std::sync::atomic::AtomicU64,
 }
 
 impl Import {
@@ -53,6 +55,7 @@ impl Import {
             local: parking_lot::Mutex::new(None),
             generation: std::sync::atomic::AtomicU64::new(0),
             failing: std::sync::atomic::AtomicBool::new(false),
+            connect_attempts: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -111,6 +114,12 @@ impl Import {
             .map(|t| t.addr.clone())
     }
 
+    /// Connections tried so far, made or not (Lustre's `connection_attempts`).
+    pub fn connect_attempts(&self) -> u64 {
+        self.connect_attempts
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Whether a connection is up right now.
     pub async fn is_connected(&self) -> bool {
         if self.local_link().is_some() {
@@ -149,6 +158,8 @@ impl Import {
         {
             return Ok(c.clone());
         }
+        self.connect_attempts
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let addr = self.address().ok_or_else(|| RpcError::Disconnected {
             peer: self.target.short(),
             reason: format!("{} is not registered with the MGS or is down", self.target),
@@ -228,9 +239,18 @@ impl Import {
                     self.failing
                         .store(true, std::sync::atomic::Ordering::Release);
                     tracing::debug!(target: "rpc", "{}: {e}; retrying", self.target);
+                    // Wake early if the MGS announces a new address: one newer than the
+                    // configuration just read (a clone of a receiver that never marked
+                    // the last update seen wakes at once), and once nobody follows the MGS
+                    // any more (it is gone, or the client is going) `changed` returns at
+                    // once, so the pause is slept out. Either way the import spun a core
+                    // until its deadline.
                     let mut changed = self.config.clone();
-                    // Wake early if the MGS announces a new address.
-                    let _ = tokio::time::timeout(backoff, changed.changed()).await;
+                    changed.borrow_and_update();
+                    let paused = Instant::now();
+                    if let Ok(Err(_)) = tokio::time::timeout(backoff, changed.changed()).await {
+                        tokio::time::sleep(backoff.saturating_sub(paused.elapsed())).await;
+                    }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
                 Err(e) if e.is_transport() => {
@@ -246,5 +266,71 @@ impl Import {
                 other => return other,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::TargetInfo;
+
+    /// A target nobody answers for, after the configuration last changed and then (with
+    /// `mgs_gone`) nobody updates it any more (the client's MGS follower has ended): the
+    /// import retries with its backoff until the deadline, a few attempts, not a spin.
+    async fn unreachable_target_is_retried_with_backoff(mgs_gone: bool) {
+        // A port that was just free: connections are refused at once.
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").to_string()
+        };
+        let target = TargetName::ost(0);
+        let config = FsConfig {
+            fsname: "spinfs".into(),
+            osts: vec![TargetInfo {
+                name: target,
+                addr,
+                active: true,
+            }],
+            ..FsConfig::default()
+        };
+        let (tx, rx) = watch::channel(config);
+        // The MGS marks another target down: the import's receiver has not seen it.
+        tx.send_modify(|c| c.generation += 1);
+        let _tx = (!mgs_gone).then_some(tx);
+        let cfg = ConnConfig {
+            fsname: "spinfs".into(),
+            client: "client".into(),
+            key: crate::auth::Key::generate(),
+            max_in_flight: 8,
+            timeout: Duration::from_secs(1),
+        };
+        let imp = Import::new(target, cfg, rx);
+        let recovery = Duration::from_secs(1);
+        imp.set_recovery_timeout(recovery);
+        let t = Instant::now();
+        let r = imp.call(&Request::Ping, Bytes::new()).await;
+        assert!(matches!(r, Err(RpcError::Disconnected { .. })), "{r:?}");
+        assert!(t.elapsed() >= recovery, "gave up early: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < recovery + BACKOFF_MAX * 2,
+            "past its deadline: {:?}",
+            t.elapsed()
+        );
+        // 20, 40, ... 640 ms pauses fill a second: 7 or 8 attempts.
+        let n = imp.connect_attempts();
+        assert!(
+            (2..=10).contains(&n),
+            "{n} connection attempts in {recovery:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_target_is_retried_with_backoff() {
+        unreachable_target_is_retried_with_backoff(false).await;
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_target_is_retried_with_backoff_after_the_mgs_is_gone() {
+        unreachable_target_is_retried_with_backoff(true).await;
     }
 }
