@@ -95,13 +95,23 @@ async fn save<T: Serialize>(mdt: &Mdt, key: &'static [u8], v: &T) -> Result<(), 
         .await
 }
 
+/// The record under `key`, or a fresh one when there is none. One that cannot be read or
+/// decoded (a damaged store, or a record of another version) is logged and started
+/// afresh, as Lustre resets a component file whose magic is wrong.
 fn load<T: for<'a> Deserialize<'a> + Default>(mdt: &Mdt, key: &[u8]) -> T {
-    mdt.store()
-        .read()
-        .ok()
-        .and_then(|v| v.get(Table::Meta, key).ok().flatten())
-        .and_then(|b| postcard::from_bytes(&b).ok())
-        .unwrap_or_default()
+    let name = String::from_utf8_lossy(key);
+    let raw = match mdt.store().read().and_then(|v| v.get(Table::Meta, key)) {
+        Ok(Some(b)) => b,
+        Ok(None) => return T::default(),
+        Err(e) => {
+            tracing::warn!(target: "lfsck", "MDT{:04x}: cannot read the record {name}: {e}; it starts afresh", mdt.index);
+            return T::default();
+        }
+    };
+    postcard::from_bytes(&raw).unwrap_or_else(|e| {
+        tracing::warn!(target: "lfsck", "MDT{:04x}: the record {name} cannot be decoded ({e}); it starts afresh", mdt.index);
+        T::default()
+    })
 }
 
 impl MdtLfsck {
