@@ -67,12 +67,19 @@ pub const LCM_FL_FLR_MASK: u16 = 0xb;
 pub const MAX_MIRROR_COUNT: u32 = 16;
 /// A component's mirror id sits in bits 16-30 of its `lcme_id` (`pflr_id`).
 pub const MIRROR_ID_SHIFT: u32 = 16;
+/// The mirror id's bits, once shifted down.
+const MIRROR_ID_MASK: u32 = 0x7fff;
 /// The per-file sequence part of an `lcme_id`.
 pub const COMPONENT_SEQ_MASK: u32 = 0xffff;
 
 /// `pflr_id`: the `lcme_id` of sequence `seq` in mirror `mirror`.
 pub fn pflr_id(mirror: u32, seq: u32) -> u32 {
-    ((mirror & 0x7fff) << MIRROR_ID_SHIFT) | (seq & COMPONENT_SEQ_MASK)
+    ((mirror & MIRROR_ID_MASK) << MIRROR_ID_SHIFT) | (seq & COMPONENT_SEQ_MASK)
+}
+
+/// `mirror_id_of`: the mirror id in an `lcme_id`.
+pub fn mirror_id_of(lcme_id: u32) -> u32 {
+    (lcme_id >> MIRROR_ID_SHIFT) & MIRROR_ID_MASK
 }
 
 /// End of file, as a component end.
@@ -275,7 +282,7 @@ impl Component {
 
     /// The mirror this component belongs to (0 in a file without mirrors).
     pub fn mirror_id(&self) -> u32 {
-        (self.id >> MIRROR_ID_SHIFT) & 0x7fff
+        mirror_id_of(self.id)
     }
 
     pub fn is_stale(&self) -> bool {

@@ -7,6 +7,7 @@
 //! `lod.*.dom_stripesize` is cut to it), these rules accept and the MDT adjusts.
 
 use crate::Errno;
+pub use crate::layout::mirror_id_of;
 use crate::layout::{
     Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_MIRROR_COUNT, MAX_STRIPE_COUNT,
     MIN_STRIPE_SIZE, Pattern, STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
@@ -14,11 +15,6 @@ use crate::layout::{
 
 /// `LOV_MAXPOOLNAME`.
 pub const MAX_POOL_NAME: usize = 15;
-
-/// Components of mirror N carry N in bits 16-30 of `lcme_id`.
-pub fn mirror_id_of(lcme_id: u32) -> u32 {
-    (lcme_id >> 16) & 0x7fff
-}
 
 /// What [`validate`] knows about the file system.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -107,7 +103,7 @@ pub enum LayoutError {
     PoolNameTooLong { comp: usize, pool: String },
     #[error("component {comp}: pool name {pool:?} contains a NUL byte")]
     PoolNameInvalid { comp: usize, pool: String },
-    #[error("{count} mirrors: at most {MAX_MIRROR_COUNT} are allowed")]
+    #[error("too many mirrors: {count} (at most {MAX_MIRROR_COUNT})")]
     TooManyMirrors { count: usize },
     #[error(
         "component {comp}: Data-on-MDT in a mirrored file is not supported (mirrors are on OSTs)"
@@ -160,7 +156,7 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
     // Mirrors are runs of components sharing a mirror id.
     let mut mirrors: Vec<(u32, Vec<usize>)> = Vec::new();
     for (i, c) in comps.iter().enumerate() {
-        let m = mirror_id_of(c.id);
+        let m = c.mirror_id();
         match mirrors.iter_mut().find(|(id, _)| *id == m) {
             Some((_, v)) => v.push(i),
             None => mirrors.push((m, vec![i])),

@@ -523,13 +523,7 @@ fn wrap_up_mirror(cmd: &'static str, st: &mut State) -> Result<()> {
 /// carrying their mirror id (1, 2, ...) in `lcme_id`, the MDT numbering their sequence.
 fn mirrored_layout(cmd: &'static str, st: &mut State) -> Result<Layout> {
     wrap_up_mirror(cmd, st)?;
-    let total: u32 = st.mirrors.iter().map(|m| m.count).sum();
-    if total > MAX_MIRROR_COUNT {
-        return Err(Error::invalid(
-            cmd,
-            format!("too many mirrors: {total} (at most {MAX_MIRROR_COUNT})"),
-        ));
-    }
+    // The mirror count's limit is a layout rule: `check_structure` below.
     let mut components = Vec::new();
     let mut prev: Vec<Component> = vec![Component::raid0(0, EOF, 0, 0, -1)];
     let mut mirror_id = 0;

@@ -7,9 +7,8 @@
 
 use crate::osp::Osp;
 use nacre_core::layout::{
-    COMPONENT_SEQ_MASK, Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT,
-    DEFAULT_STRIPE_SIZE, LCM_FL_RDONLY, LCME_FL_INIT, LCME_FL_STALE, Layout, MIN_STRIPE_SIZE,
-    Pattern, pflr_id,
+    Component, DEFAULT_DOM_STRIPESIZE, DEFAULT_STRIPE_COUNT, DEFAULT_STRIPE_SIZE, LCM_FL_RDONLY,
+    LCME_FL_INIT, LCME_FL_STALE, Layout, MIN_STRIPE_SIZE, Pattern, pflr_id,
 };
 use nacre_core::layout_rules::{LayoutCtx, validate};
 use nacre_core::{Errno, StripeObject};
@@ -107,10 +106,10 @@ impl Lod {
             c.flags &= !(LCME_FL_INIT | LCME_FL_STALE);
             c.objects.clear();
             c.dom_object = None;
-            // As lod_gen_component_id: the mirror id the client gave, and a sequence
-            // unique in the file (mirror 1's first component of two is 65537, mirror 2's
-            // 131074).
-            if l.composite && c.id & COMPONENT_SEQ_MASK == 0 {
+            // As lod_gen_component_id: the mirror id the client gave, and a sequence the
+            // MDT numbers, unique in the file whatever the client sent (mirror 1's first
+            // component of two is 65537, mirror 2's 131074).
+            if l.composite {
                 c.id = pflr_id(c.mirror_id(), i as u32 + 1);
             }
             match c.pattern {
@@ -135,13 +134,10 @@ impl Lod {
     /// objects on OSTs the other mirrors do not use where there are enough OSTs. On
     /// failure the objects taken are given back.
     pub async fn instantiate_at_create(&self, l: &mut Layout) -> Result<(), Errno> {
-        let firsts: Vec<usize> = if l.is_mirrored() {
-            (0..l.components.len())
-                .filter(|&i| l.components[i].start == 0)
-                .collect()
-        } else {
-            (0..l.components.len().min(1)).collect()
-        };
+        // Each mirror's first component starts at 0 (a file without mirrors has one).
+        let firsts: Vec<usize> = (0..l.components.len())
+            .filter(|&i| l.components[i].start == 0)
+            .collect();
         for i in firsts {
             let avoid = other_mirrors_osts(l, i);
             if let Err(e) = self
