@@ -3,7 +3,10 @@
 //! targets, and the log of repairs.
 
 use nacre_core::{Errno, Fid};
-use nacre_lustreapi::lfsck::{LfsckPosition, LiveScan, LiveScrub};
+use nacre_lustreapi::lfsck::{
+    FLAG_INCOMPLETE, FLAG_SCANNED_ONCE, LPF_DRYRUN, LayoutStatus, LfsckPosition, LfsckStatus,
+    LiveScan, LiveScrub, NamespaceStatus,
+};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -156,6 +159,196 @@ pub enum Halt {
     Stop,
     /// The target is stopping: resume when it starts again.
     Pause,
+}
+
+/// How a component's run ended early.
+pub(crate) enum End {
+    Halted(Halt),
+    Failed(Errno),
+}
+
+/// Why the run is asked to end, if it is.
+pub(crate) fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
+    match *halt.borrow() {
+        Halt::Go => None,
+        h => Some(h),
+    }
+}
+
+/// The status a component's run (`what` on `dev`) ends with; a run that went to its end
+/// without some target is partial.
+pub(crate) fn end_status(r: Result<(), End>, partial: bool, dev: &str, what: &str) -> LfsckStatus {
+    match r {
+        Ok(()) if partial => LfsckStatus::Partial,
+        Ok(()) => LfsckStatus::Completed,
+        Err(End::Halted(Halt::Pause)) => LfsckStatus::Paused,
+        Err(End::Halted(_)) => LfsckStatus::Stopped,
+        Err(End::Failed(e)) => {
+            tracing::warn!(target: "lfsck", "{dev}: {what} check failed: {e}");
+            LfsckStatus::Failed
+        }
+    }
+}
+
+/// The fields every component's record has (Lustre's `lfsck_namespace` and
+/// `lfsck_layout` share them), so starting, checkpointing and ending a run is written
+/// once for all components.
+pub(crate) struct Head<'a> {
+    pub status: &'a mut LfsckStatus,
+    pub flags: &'a mut u32,
+    pub param: &'a mut u16,
+    pub success_count: &'a mut u32,
+    pub time_last_complete: &'a mut i64,
+    pub time_latest_start: &'a mut i64,
+    pub time_last_checkpoint: &'a mut i64,
+    pub checked_phase1: &'a mut u64,
+    pub checked_phase2: &'a mut u64,
+    pub run_time_phase1: &'a mut i64,
+    pub run_time_phase2: &'a mut i64,
+}
+
+/// A component's record.
+pub(crate) trait Record: Default {
+    fn head(&mut self) -> Head<'_>;
+    /// Where phase 1's last checkpoint is.
+    fn checkpoint_pos(&self) -> LfsckPosition;
+    fn set_checkpoint_pos(&mut self, p: LfsckPosition);
+    fn set_start_pos(&mut self, p: LfsckPosition);
+
+    /// Opens a run with `param` (`LPF_*`): the record starts afresh (keeping its history)
+    /// unless the run resumes the last one, which did not finish and was no dry run
+    /// where this one is not (or the other way round). Returns its live progress.
+    fn begin(&mut self, param: u16, reset: bool, now: i64) -> Live {
+        let resume = !reset && {
+            let h = self.head();
+            !matches!(*h.status, LfsckStatus::Init | LfsckStatus::Completed)
+                && *h.param & LPF_DRYRUN == param & LPF_DRYRUN
+        };
+        if !resume {
+            let mut fresh = Self::default();
+            {
+                let (old, new) = (self.head(), fresh.head());
+                *new.success_count = *old.success_count;
+                *new.time_last_complete = *old.time_last_complete;
+                *new.flags = *old.flags & FLAG_SCANNED_ONCE;
+            }
+            *self = fresh;
+        }
+        let pos = self.checkpoint_pos();
+        self.set_start_pos(pos);
+        let h = self.head();
+        *h.param = param;
+        *h.status = LfsckStatus::ScanningPhase1;
+        *h.time_latest_start = now;
+        Live {
+            position: pos,
+            ..Live::new()
+        }
+    }
+
+    /// Adds the progress since the last checkpoint to the counters of the phase the run
+    /// is in (and phase 1's position).
+    fn fold(&mut self, live: &mut Live, now: i64) {
+        let (n, t, pos) = (live.new_checked, live.elapsed(), live.position);
+        live.new_checked = 0;
+        live.since = Instant::now();
+        let phase1 = *self.head().status == LfsckStatus::ScanningPhase1;
+        if phase1 {
+            self.set_checkpoint_pos(pos);
+        }
+        let h = self.head();
+        if phase1 {
+            *h.checked_phase1 += n;
+            *h.run_time_phase1 += t;
+        } else {
+            *h.checked_phase2 += n;
+            *h.run_time_phase2 += t;
+        }
+        *h.time_last_checkpoint = now;
+    }
+
+    /// Phase 1 is done (its last checkpoint folded in): phase 2 starts.
+    fn open_phase2(&mut self) -> Live {
+        let h = self.head();
+        *h.status = LfsckStatus::ScanningPhase2;
+        *h.flags |= FLAG_SCANNED_ONCE;
+        Live::new()
+    }
+
+    /// The run ended with `status`; one that went to its end starts from the beginning
+    /// next time.
+    fn finish(&mut self, status: LfsckStatus, now: i64) {
+        let done = matches!(status, LfsckStatus::Completed | LfsckStatus::Partial);
+        {
+            let h = self.head();
+            *h.status = status;
+            if status == LfsckStatus::Partial {
+                *h.flags |= FLAG_INCOMPLETE;
+            }
+            if done {
+                *h.time_last_complete = now;
+                *h.success_count += u32::from(status == LfsckStatus::Completed);
+            }
+        }
+        if done {
+            self.set_checkpoint_pos(LfsckPosition::default());
+        }
+    }
+}
+
+impl Record for NamespaceStatus {
+    fn head(&mut self) -> Head<'_> {
+        Head {
+            status: &mut self.status,
+            flags: &mut self.flags,
+            param: &mut self.param,
+            success_count: &mut self.success_count,
+            time_last_complete: &mut self.time_last_complete,
+            time_latest_start: &mut self.time_latest_start,
+            time_last_checkpoint: &mut self.time_last_checkpoint,
+            checked_phase1: &mut self.items_checked,
+            checked_phase2: &mut self.objs_checked_phase2,
+            run_time_phase1: &mut self.run_time_phase1,
+            run_time_phase2: &mut self.run_time_phase2,
+        }
+    }
+    fn checkpoint_pos(&self) -> LfsckPosition {
+        self.pos_last_checkpoint
+    }
+    fn set_checkpoint_pos(&mut self, p: LfsckPosition) {
+        self.pos_last_checkpoint = p;
+    }
+    fn set_start_pos(&mut self, p: LfsckPosition) {
+        self.pos_latest_start = p;
+    }
+}
+
+impl Record for LayoutStatus {
+    fn head(&mut self) -> Head<'_> {
+        Head {
+            status: &mut self.status,
+            flags: &mut self.flags,
+            param: &mut self.param,
+            success_count: &mut self.success_count,
+            time_last_complete: &mut self.time_last_complete,
+            time_latest_start: &mut self.time_latest_start,
+            time_last_checkpoint: &mut self.time_last_checkpoint,
+            checked_phase1: &mut self.checked_phase1,
+            checked_phase2: &mut self.checked_phase2,
+            run_time_phase1: &mut self.run_time_phase1,
+            run_time_phase2: &mut self.run_time_phase2,
+        }
+    }
+    // The layout record keeps the object-table cookie only (Lustre's `lfsck_layout`).
+    fn checkpoint_pos(&self) -> LfsckPosition {
+        LfsckPosition::at(self.pos_last_checkpoint)
+    }
+    fn set_checkpoint_pos(&mut self, p: LfsckPosition) {
+        self.pos_last_checkpoint = p.oit_cookie;
+    }
+    fn set_start_pos(&mut self, p: LfsckPosition) {
+        self.pos_latest_start = p.oit_cookie;
+    }
 }
 
 /// The recent repairs of a target, newest last, each with the path and FID it touched.

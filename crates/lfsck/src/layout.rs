@@ -33,8 +33,8 @@
 //! again when resumed, and dangling stripes found before a crash are found again by the
 //! next run.
 
-use crate::control::{AdaptiveWindow, Halt, Live, Throttle, bounded, now_secs};
-use crate::mdt::{Bookmark, MdtLfsck};
+use crate::control::{AdaptiveWindow, End, Halt, Live, Throttle, bounded, end_status, halted};
+use crate::mdt::{Bookmark, LAYOUT, MdtLfsck};
 use crate::namespace::SCRUB_WINDOW_SIZE;
 use crate::namespace::facts::{local_claims, mdt_of};
 use crate::namespace::repair::lost_found_dir;
@@ -70,12 +70,6 @@ const DANGLING_MAX: usize = 65536;
 const MISMATCHED_MAX: usize = 65536;
 /// Bytes one read of an object copy moves (a copy for a multiply-referenced object).
 const COPY_CHUNK: u32 = 4 << 20;
-
-/// How a run ended early.
-enum End {
-    Halted(Halt),
-    Failed(Errno),
-}
 
 /// One stripe of a file, as phase 1 checks it.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +126,7 @@ pub(crate) async fn run(
     };
     let r = async {
         phase1(&mut cx, &mut halt).await?;
-        enter_phase2(&cx).await;
+        eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;
         let gone = eng.wait_peers(api::TYPE_LAYOUT, &mut halt).await;
         if let Some(h) = halted(&halt) {
@@ -144,27 +138,9 @@ pub(crate) async fn run(
         phase2(&mut cx, &mut halt).await
     }
     .await;
-    checkpoint(&cx).await;
-    match r {
-        Ok(()) if cx.partial => {
-            eng.state.lock().lo.flags |= api::FLAG_INCOMPLETE;
-            LfsckStatus::Partial
-        }
-        Ok(()) => LfsckStatus::Completed,
-        Err(End::Halted(Halt::Pause)) => LfsckStatus::Paused,
-        Err(End::Halted(_)) => LfsckStatus::Stopped,
-        Err(End::Failed(e)) => {
-            tracing::warn!(target: "lfsck", "{}: layout check failed: {e}", eng.dev);
-            LfsckStatus::Failed
-        }
-    }
-}
-
-fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
-    match *halt.borrow() {
-        Halt::Go => None,
-        h => Some(h),
-    }
+    // Where it ended (or stopped) is the last checkpoint: a resumed run starts there.
+    eng.checkpoint(mdt, &LAYOUT).await;
+    end_status(r, cx.partial, &eng.dev, "layout")
 }
 
 /// Phase 1: every file of this MDT, window by window from the last checkpoint.
@@ -209,7 +185,7 @@ async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             live.checkpoint_due()
         };
         if due {
-            checkpoint(cx).await;
+            eng.checkpoint(cx.mdt, &LAYOUT).await;
         }
         win.observe(count as usize, t0.elapsed());
         throttle.after(count, halt).await;
@@ -577,41 +553,6 @@ async fn set_slot(
         Ok(false) => Outcome::Unneeded,
         Err(e) => Outcome::Failed(e),
     }
-}
-
-/// Saves phase 1's position and the counters.
-async fn checkpoint(cx: &Cx<'_>) {
-    {
-        let mut st = cx.eng.state.lock();
-        let now = now_secs();
-        let Some(live) = st.lo_live.as_mut() else {
-            return;
-        };
-        let (n, t, pos) = (live.new_checked, live.elapsed(), live.position);
-        live.new_checked = 0;
-        live.since = Instant::now();
-        let lo = &mut st.lo;
-        if lo.status == LfsckStatus::ScanningPhase1 {
-            lo.checked_phase1 += n;
-            lo.run_time_phase1 += t;
-            lo.pos_last_checkpoint = pos.oit_cookie;
-        } else {
-            lo.checked_phase2 += n;
-            lo.run_time_phase2 += t;
-        }
-        lo.time_last_checkpoint = now;
-    }
-    if let Err(e) = cx.eng.save_layout(cx.mdt).await {
-        tracing::warn!(target: "lfsck", "{}: layout checkpoint failed: {e}", cx.eng.dev);
-    }
-}
-
-async fn enter_phase2(cx: &Cx<'_>) {
-    checkpoint(cx).await;
-    let mut st = cx.eng.state.lock();
-    st.lo.status = LfsckStatus::ScanningPhase2;
-    st.lo.flags |= api::FLAG_SCANNED_ONCE;
-    st.lo_live = Some(Live::new());
 }
 
 /// Phase 2: every OST's objects that hold data, for orphans and LAST_ID; then the

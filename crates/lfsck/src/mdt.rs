@@ -8,12 +8,11 @@
 //! not hold the namespace check back and a large directory does not hold the layout
 //! check back (the seed study's finding about Lustre's shared pipeline).
 
-use crate::control::{self, Halt, Live, RepairLog, bounded, now_secs};
+use crate::control::{self, Halt, Live, Record, RepairLog, bounded, now_secs};
 use crate::{layout, namespace};
 use nacre_core::{Errno, Fid, TargetName};
 use nacre_lustreapi::lfsck::{
-    self as api, LayoutStatus, LfsckPosition, LfsckStatus, NamespaceStatus, TYPE_LAYOUT,
-    TYPE_NAMESPACE,
+    self as api, LayoutStatus, LfsckStatus, NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
 };
 use nacre_mdt::Mdt;
 use nacre_osd::Table;
@@ -67,6 +66,34 @@ pub struct MdtState {
     pub lo: LayoutStatus,
     pub lo_live: Option<Live>,
 }
+
+/// A component: its name, the key its record is saved under, and where its record and
+/// live progress are in [`MdtState`].
+pub(crate) struct Component<R> {
+    pub name: &'static str,
+    key: &'static [u8],
+    slot: fn(&mut MdtState) -> (&mut R, &mut Option<Live>),
+}
+
+fn namespace_slot(st: &mut MdtState) -> (&mut NamespaceStatus, &mut Option<Live>) {
+    (&mut st.ns, &mut st.ns_live)
+}
+
+fn layout_slot(st: &mut MdtState) -> (&mut LayoutStatus, &mut Option<Live>) {
+    (&mut st.lo, &mut st.lo_live)
+}
+
+pub(crate) const NAMESPACE: Component<NamespaceStatus> = Component {
+    name: "namespace",
+    key: KEY_NAMESPACE,
+    slot: namespace_slot,
+};
+
+pub(crate) const LAYOUT: Component<LayoutStatus> = Component {
+    name: "layout",
+    key: KEY_LAYOUT,
+    slot: layout_slot,
+};
 
 /// LFSCK on one MDT.
 pub struct MdtLfsck {
@@ -268,49 +295,14 @@ impl MdtLfsck {
             };
             st.bookmark = bm.clone();
             let now = now_secs();
+            let reset = a.flags & api::LPF_RESET != 0;
             if types & TYPE_NAMESPACE != 0 {
-                let ns = &mut st.ns;
-                let resume = a.flags & api::LPF_RESET == 0
-                    && !matches!(ns.status, LfsckStatus::Init | LfsckStatus::Completed)
-                    && ns.param & api::LPF_DRYRUN == bm.param & api::LPF_DRYRUN;
-                if !resume {
-                    *ns = NamespaceStatus {
-                        success_count: ns.success_count,
-                        time_last_complete: ns.time_last_complete,
-                        flags: ns.flags & api::FLAG_SCANNED_ONCE,
-                        ..NamespaceStatus::default()
-                    };
-                }
-                ns.param = bm.param;
-                ns.status = LfsckStatus::ScanningPhase1;
-                ns.time_latest_start = now;
-                ns.pos_latest_start = ns.pos_last_checkpoint;
-                st.ns_live = Some(Live {
-                    position: st.ns.pos_last_checkpoint,
-                    ..Live::new()
-                });
+                let (rec, live) = (NAMESPACE.slot)(&mut st);
+                *live = Some(rec.begin(bm.param, reset, now));
             }
             if types & TYPE_LAYOUT != 0 {
-                let lo = &mut st.lo;
-                let resume = a.flags & api::LPF_RESET == 0
-                    && !matches!(lo.status, LfsckStatus::Init | LfsckStatus::Completed)
-                    && lo.param & api::LPF_DRYRUN == bm.param & api::LPF_DRYRUN;
-                if !resume {
-                    *lo = LayoutStatus {
-                        success_count: lo.success_count,
-                        time_last_complete: lo.time_last_complete,
-                        flags: lo.flags & api::FLAG_SCANNED_ONCE,
-                        ..LayoutStatus::default()
-                    };
-                }
-                lo.param = bm.param;
-                lo.status = LfsckStatus::ScanningPhase1;
-                lo.time_latest_start = now;
-                lo.pos_latest_start = lo.pos_last_checkpoint;
-                st.lo_live = Some(Live {
-                    position: LfsckPosition::at(st.lo.pos_last_checkpoint),
-                    ..Live::new()
-                });
+                let (rec, live) = (LAYOUT.slot)(&mut st);
+                *live = Some(rec.begin(bm.param, reset, now));
             }
             (types, bm)
         };
@@ -365,46 +357,16 @@ impl MdtLfsck {
     ) {
         // Namespace and layout side by side, each at its own pace.
         let ns = async {
-            if types & TYPE_NAMESPACE == 0 {
-                return;
+            if types & TYPE_NAMESPACE != 0 {
+                let status = namespace::run(&self, &mdt, &bm, halt.clone()).await;
+                self.finish(&mdt, &NAMESPACE, status).await;
             }
-            let status = namespace::run(&self, &mdt, &bm, halt.clone()).await;
-            let done = {
-                let mut st = self.state.lock();
-                st.ns.status = status;
-                st.ns_live = None;
-                let now = now_secs();
-                if matches!(status, LfsckStatus::Completed | LfsckStatus::Partial) {
-                    st.ns.time_last_complete = now;
-                    st.ns.success_count += u32::from(status == LfsckStatus::Completed);
-                    st.ns.pos_last_checkpoint = LfsckPosition::default();
-                }
-                status
-            };
-            if let Err(e) = self.save_all(&mdt).await {
-                tracing::warn!(target: "lfsck", "{}: cannot save the namespace record: {e}", self.dev);
-            }
-            tracing::info!(target: "lfsck", "{}: namespace check {}", self.dev, done.name());
         };
         let lo = async {
-            if types & TYPE_LAYOUT == 0 {
-                return;
+            if types & TYPE_LAYOUT != 0 {
+                let status = layout::run(&self, &mdt, &bm, halt.clone()).await;
+                self.finish(&mdt, &LAYOUT, status).await;
             }
-            let status = layout::run(&self, &mdt, &bm, halt.clone()).await;
-            {
-                let mut st = self.state.lock();
-                st.lo.status = status;
-                st.lo_live = None;
-                if matches!(status, LfsckStatus::Completed | LfsckStatus::Partial) {
-                    st.lo.time_last_complete = now_secs();
-                    st.lo.success_count += u32::from(status == LfsckStatus::Completed);
-                    st.lo.pos_last_checkpoint = 0;
-                }
-            }
-            if let Err(e) = self.save_all(&mdt).await {
-                tracing::warn!(target: "lfsck", "{}: cannot save the layout record: {e}", self.dev);
-            }
-            tracing::info!(target: "lfsck", "{}: layout check {}", self.dev, status.name());
         };
         tokio::join!(ns, lo);
     }
@@ -420,16 +382,59 @@ impl MdtLfsck {
         save(mdt, KEY_LAYOUT, &lo).await
     }
 
-    /// Saves the layout record (a checkpoint).
-    pub async fn save_layout(&self, mdt: &Mdt) -> Result<(), Errno> {
-        let lo = self.state.lock().lo.clone();
-        save(mdt, KEY_LAYOUT, &lo).await
+    /// Saves component `c`'s record.
+    async fn save_record<R: Record + Clone + Serialize>(
+        &self,
+        mdt: &Mdt,
+        c: &Component<R>,
+    ) -> Result<(), Errno> {
+        let rec = (c.slot)(&mut self.state.lock()).0.clone();
+        save(mdt, c.key, &rec).await
     }
 
-    /// Saves the namespace record (a checkpoint).
-    pub async fn save_namespace(&self, mdt: &Mdt) -> Result<(), Errno> {
-        let ns = self.state.lock().ns.clone();
-        save(mdt, KEY_NAMESPACE, &ns).await
+    /// Saves component `c`'s progress and counters (a checkpoint).
+    pub(crate) async fn checkpoint<R: Record + Clone + Serialize>(
+        &self,
+        mdt: &Mdt,
+        c: &Component<R>,
+    ) {
+        {
+            let mut st = self.state.lock();
+            let (rec, live) = (c.slot)(&mut st);
+            let Some(live) = live.as_mut() else {
+                return;
+            };
+            rec.fold(live, now_secs());
+        }
+        if let Err(e) = self.save_record(mdt, c).await {
+            tracing::warn!(target: "lfsck", "{}: {} checkpoint failed: {e}", self.dev, c.name);
+        }
+    }
+
+    /// Closes component `c`'s phase 1 (its last checkpoint) and opens phase 2.
+    pub(crate) async fn enter_phase2<R: Record + Clone + Serialize>(
+        &self,
+        mdt: &Mdt,
+        c: &Component<R>,
+    ) {
+        self.checkpoint(mdt, c).await;
+        let mut st = self.state.lock();
+        let (rec, live) = (c.slot)(&mut st);
+        *live = Some(rec.open_phase2());
+    }
+
+    /// Component `c`'s run ended with `status`: its record says so and is saved.
+    async fn finish<R: Record>(&self, mdt: &Mdt, c: &Component<R>, status: LfsckStatus) {
+        {
+            let mut st = self.state.lock();
+            let (rec, live) = (c.slot)(&mut st);
+            rec.finish(status, now_secs());
+            *live = None;
+        }
+        if let Err(e) = self.save_all(mdt).await {
+            tracing::warn!(target: "lfsck", "{}: cannot save the {} record: {e}", self.dev, c.name);
+        }
+        tracing::info!(target: "lfsck", "{}: {} check {}", self.dev, c.name, status.name());
     }
 
     /// Stops the run (`lfsck_stop`), waiting until it has saved its place; with `all`,

@@ -12,19 +12,6 @@ use nacre_rpc::msg::{Cred, DirLayoutRequest};
 
 const N: usize = 5;
 
-/// A directory of `N` victims (files holding a few bytes) beside a kept population.
-async fn victims(fs: &Fs, name: &str) -> (Fid, Vec<Fid>) {
-    let d = fs.mkdir(fs.c.root(), name).await;
-    let mut v = Vec::new();
-    for i in 0..N {
-        v.push(
-            fs.write(d, &format!("v{i}"), format!("victim {i}").as_bytes(), 1)
-                .await,
-        );
-    }
-    (d, v)
-}
-
 /// The dry run, the repair and the second run, with the counters each must show.
 async fn roundtrip(fs: &Fs, flags: u16, want: &[(&'static str, u64)]) {
     let dry = fs.lfsck(0, LPF_DRYRUN | flags).await;
@@ -52,7 +39,7 @@ async fn a_clean_file_system_has_nothing_to_repair() {
 async fn dangling_names_are_reported_and_recreated_with_create_mdtobj() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     for f in &v {
         inject::remove_object(fs.mdt(0), *f).await.expect("inject");
     }
@@ -80,7 +67,7 @@ async fn dangling_names_are_reported_and_recreated_with_create_mdtobj() {
 async fn lost_names_are_put_back_from_the_linkea() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     for i in 0..N {
         inject::remove_name(fs.mdt(0), d, format!("v{i}").as_bytes())
             .await
@@ -107,7 +94,7 @@ async fn lost_names_are_put_back_from_the_linkea() {
 async fn forgotten_and_corrupt_linkea_entries_are_rebuilt_from_the_names() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (_, v) = victims(&fs, "victims").await;
+    let (_, v) = fs.victims("victims", N).await;
     for f in &v[..2] {
         inject::drop_links(fs.mdt(0), *f).await.expect("inject");
     }
@@ -131,7 +118,7 @@ async fn forgotten_and_corrupt_linkea_entries_are_rebuilt_from_the_names() {
 async fn orphans_go_to_lost_and_found() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     for i in 0..N {
         inject::orphan_object(fs.mdt(0), d, format!("v{i}").as_bytes())
             .await
@@ -197,7 +184,7 @@ async fn extra_names_of_directories_are_removed() {
 async fn entry_types_follow_their_objects() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, _) = victims(&fs, "victims").await;
+    let (d, _) = fs.victims("victims", N).await;
     for i in 0..N {
         inject::set_dirent_type(fs.mdt(0), d, format!("v{i}").as_bytes(), FileKind::Fifo)
             .await
@@ -216,7 +203,7 @@ async fn entry_types_follow_their_objects() {
 async fn link_counts_follow_the_names() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     for f in &v[..3] {
         inject::set_nlink(fs.mdt(0), *f, 7).await.expect("inject");
     }
@@ -239,7 +226,7 @@ async fn link_counts_follow_the_names() {
 async fn corrupt_fids_in_dirents_are_rebuilt_from_the_inode() {
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     for i in 0..N {
         inject::corrupt_dirent_fid(fs.mdt(0), d, format!("v{i}").as_bytes())
             .await

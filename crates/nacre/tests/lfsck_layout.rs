@@ -5,26 +5,13 @@
 
 mod common;
 
-use common::lfsck::{Fs, counts, layout_repaired};
+use common::lfsck::{Fs, Kept, counts, layout_repaired};
 use nacre_core::Fid;
 use nacre_lfsck::inject;
 use nacre_lustreapi::lfsck::{LPF_CREATE_OSTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN};
 use nacre_rpc::msg::Cred;
 
 const N: usize = 5;
-
-/// A directory of `N` victims holding `victim i`, one stripe each.
-async fn victims(fs: &Fs, name: &str) -> (Fid, Vec<Fid>) {
-    let d = fs.mkdir(fs.c.root(), name).await;
-    let mut v = Vec::new();
-    for i in 0..N {
-        v.push(
-            fs.write(d, &format!("v{i}"), format!("victim {i}").as_bytes(), 1)
-                .await,
-        );
-    }
-    (d, v)
-}
 
 /// Waits until the MDT trusts the sizes of `files` (settled after their last close): a
 /// stripe is known to hold data only from an exact size.
@@ -43,6 +30,17 @@ async fn settled(fs: &Fs, files: &[Fid]) {
         assert!(std::time::Instant::now() < end, "sizes never settled");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// What every case ends with: the files nobody touched read back as written, `nacre
+/// check` on the stopped stores finds nothing wrong with the namespace the repairs left
+/// (it has no layout checks, so it cannot count the layout classes), and the file
+/// system stops.
+async fn end(mut fs: Fs, kept: &[Kept]) {
+    fs.verify(kept).await;
+    let rep = fs.check().await;
+    assert!(rep.is_clean(), "{}", rep.summary());
+    fs.stop().await;
 }
 
 /// The dry run, the repair and the second run, with the counters each must show.
@@ -113,15 +111,14 @@ async fn a_clean_file_system_has_no_layout_inconsistency() {
     );
     assert!(text.contains("status: completed\n"), "{text}");
     assert!(text.contains("param: orphan,create_ostobj\n"), "{text}");
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dangling_references_are_reported_and_recreated_with_create_ostobj() {
     let fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (_, v) = victims(&fs, "victims").await;
+    let (_, v) = fs.victims("victims", N).await;
     settled(&fs, &v).await;
     for f in &v {
         let so = inject::stripe_object(fs.mdt(0), *f, 0)
@@ -148,15 +145,14 @@ async fn dangling_references_are_reported_and_recreated_with_create_ostobj() {
         assert_eq!(size, Some(0));
         assert_eq!(ff, Some(f.with_ver(0)));
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
     let fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (_, v) = victims(&fs, "victims").await;
+    let (_, v) = fs.victims("victims", N).await;
     for f in &v {
         let so = inject::stripe_object(fs.mdt(0), *f, 0)
             .await
@@ -172,15 +168,14 @@ async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
         assert_eq!(ff, Some(f.with_ver(0)));
         assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_object_is_copied_for_the_second_file() {
     let fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (d, v) = victims(&fs, "victims").await;
+    let (d, v) = fs.victims("victims", N).await;
     let mut pairs = Vec::new();
     for (i, a) in v.iter().enumerate() {
         let b = fs.write(d, &format!("share{i}"), b"", 1).await;
@@ -204,15 +199,14 @@ async fn a_shared_object_is_copied_for_the_second_file() {
         assert_eq!(ff, Some(b.with_ver(0)));
         assert_eq!(fs.read(*a).await, want.as_bytes());
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_objects_go_back_to_the_stripe_their_filter_fid_names() {
     let fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
-    let (_, v) = victims(&fs, "victims").await;
+    let (_, v) = fs.victims("victims", N).await;
     let mut objs = Vec::new();
     for f in &v {
         objs.push(
@@ -233,8 +227,7 @@ async fn orphan_objects_go_back_to_the_stripe_their_filter_fid_names() {
         assert_eq!(so, objs[i]);
         assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,8 +263,7 @@ async fn orphan_objects_of_lost_files_go_to_lost_and_found_with_orphan() {
                 .expect("in lost+found");
         assert_eq!(fs.read(info.attr.fid).await, data.as_bytes());
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,6 +290,5 @@ async fn a_last_id_behind_its_objects_is_put_back() {
     for i in 0..4 {
         fs.write(d, &format!("n{i}"), b"new", 2).await;
     }
-    fs.verify(&kept).await;
-    fs.stop().await;
+    end(fs, &kept).await;
 }

@@ -15,8 +15,8 @@ pub mod check;
 pub mod facts;
 pub mod repair;
 
-use crate::control::{AdaptiveWindow, Halt, Live, Throttle, bounded, now_secs};
-use crate::mdt::{Bookmark, MdtLfsck};
+use crate::control::{AdaptiveWindow, End, Halt, Live, Throttle, bounded, end_status, halted};
+use crate::mdt::{Bookmark, MdtLfsck, NAMESPACE};
 use check::{Finding, Kind, Opts, Repair, Scan};
 use facts::{Busy, FactCache, LocalObj, OnlineFacts, mdt_of, obj_facts};
 use nacre_core::{Errno, Fid, Timespec};
@@ -51,12 +51,6 @@ const TRACE_PAGE: usize = 1024;
 const TRACE_PAGE_MIN: usize = 64;
 /// Links as `(parent, name)`.
 pub type Links = Vec<(Fid, Vec<u8>)>;
-
-/// How a run ended early.
-enum End {
-    Halted(Halt),
-    Failed(Errno),
-}
 
 /// What one window of phase 1 (or one page of phase 2) found.
 #[derive(Default)]
@@ -104,7 +98,7 @@ pub(crate) async fn run(
     let r = async {
         dne_records(&mut cx).await?;
         phase1(&mut cx, &mut halt).await?;
-        enter_phase2(&cx).await;
+        eng.enter_phase2(mdt, &NAMESPACE).await;
         eng.notify_peers(Event::NamespacePhase1Done).await;
         let gone = eng.wait_peers(api::TYPE_NAMESPACE, &mut halt).await;
         if let Some(h) = halted(&halt) {
@@ -117,27 +111,8 @@ pub(crate) async fn run(
     }
     .await;
     // Where it ended (or stopped) is the last checkpoint: a resumed run starts there.
-    checkpoint(&cx).await;
-    match r {
-        Ok(()) if cx.partial => {
-            eng.state.lock().ns.flags |= api::FLAG_INCOMPLETE;
-            LfsckStatus::Partial
-        }
-        Ok(()) => LfsckStatus::Completed,
-        Err(End::Halted(Halt::Pause)) => LfsckStatus::Paused,
-        Err(End::Halted(_)) => LfsckStatus::Stopped,
-        Err(End::Failed(e)) => {
-            tracing::warn!(target: "lfsck", "{}: namespace check failed: {e}", eng.dev);
-            LfsckStatus::Failed
-        }
-    }
-}
-
-fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
-    match *halt.borrow() {
-        Halt::Go => None,
-        h => Some(h),
-    }
+    eng.checkpoint(mdt, &NAMESPACE).await;
+    end_status(r, cx.partial, &eng.dev, "namespace")
 }
 
 /// Empties the namespace trace (a run started with `-r`).
@@ -243,47 +218,11 @@ async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             live.checkpoint_due()
         };
         if due {
-            checkpoint(cx).await;
+            eng.checkpoint(cx.mdt, &NAMESPACE).await;
         }
         win.observe(n as usize, t0.elapsed());
         throttle.after(n, halt).await;
     }
-}
-
-/// Saves phase 1's position and counters.
-async fn checkpoint(cx: &Cx<'_>) {
-    {
-        let mut st = cx.eng.state.lock();
-        let now = now_secs();
-        let Some(live) = st.ns_live.as_mut() else {
-            return;
-        };
-        let (n, t, pos) = (live.new_checked, live.elapsed(), live.position);
-        live.new_checked = 0;
-        live.since = Instant::now();
-        let ns = &mut st.ns;
-        if ns.status == LfsckStatus::ScanningPhase1 {
-            ns.items_checked += n;
-            ns.run_time_phase1 += t;
-            ns.pos_last_checkpoint = pos;
-        } else {
-            ns.objs_checked_phase2 += n;
-            ns.run_time_phase2 += t;
-        }
-        ns.time_last_checkpoint = now;
-    }
-    if let Err(e) = cx.eng.save_namespace(cx.mdt).await {
-        tracing::warn!(target: "lfsck", "{}: checkpoint failed: {e}", cx.eng.dev);
-    }
-}
-
-/// Closes phase 1 (its last checkpoint) and opens phase 2.
-async fn enter_phase2(cx: &Cx<'_>) {
-    checkpoint(cx).await;
-    let mut st = cx.eng.state.lock();
-    st.ns.status = LfsckStatus::ScanningPhase2;
-    st.ns.flags |= api::FLAG_SCANNED_ONCE;
-    st.ns_live = Some(Live::new());
 }
 
 enum What {

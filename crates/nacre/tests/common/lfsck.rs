@@ -142,6 +142,19 @@ impl Fs {
         out
     }
 
+    /// A directory `name` of `n` victims, file `v<i>` holding `victim <i>` on one stripe.
+    pub async fn victims(&self, name: &str, n: usize) -> (Fid, Vec<Fid>) {
+        let d = self.mkdir(self.c.root(), name).await;
+        let mut v = Vec::new();
+        for i in 0..n {
+            v.push(
+                self.write(d, &format!("v{i}"), format!("victim {i}").as_bytes(), 1)
+                    .await,
+            );
+        }
+        (d, v)
+    }
+
     /// Every kept file still reads back as written.
     pub async fn verify(&self, kept: &[Kept]) {
         for k in kept {
@@ -154,11 +167,12 @@ impl Fs {
         }
     }
 
-    /// Runs the namespace check on MDT `i` with `flags` (`LPF_*`) to its end.
-    pub async fn lfsck(&self, i: u32, flags: u16) -> NamespaceStatus {
+    /// Runs the components `active` (`TYPE_*`) on MDT `i` with `flags` (`LPF_*`) and
+    /// waits for the run's end (within [`RUN_LIMIT`]).
+    async fn run_to_end(&self, i: u32, active: u16, flags: u16) -> &Arc<MdtLfsck> {
         let l = self.checker(i);
         l.start(StartArgs {
-            active: TYPE_NAMESPACE,
+            active,
             flags,
             ..StartArgs::default()
         })
@@ -169,6 +183,12 @@ impl Fs {
             assert!(Instant::now() < end, "LFSCK did not end");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        l
+    }
+
+    /// Runs the namespace check on MDT `i` with `flags` (`LPF_*`) to its end.
+    pub async fn lfsck(&self, i: u32, flags: u16) -> NamespaceStatus {
+        let l = self.run_to_end(i, TYPE_NAMESPACE, flags).await;
         let st = l.state.lock().ns.clone();
         assert!(
             matches!(st.status, LfsckStatus::Completed),
@@ -190,19 +210,7 @@ impl Fs {
 
     /// Runs the layout check on MDT `i` with `flags` (`LPF_*`) to its end.
     pub async fn lfsck_layout(&self, i: u32, flags: u16) -> LayoutStatus {
-        let l = self.checker(i);
-        l.start(StartArgs {
-            active: TYPE_LAYOUT,
-            flags,
-            ..StartArgs::default()
-        })
-        .await
-        .expect("start");
-        let end = Instant::now() + RUN_LIMIT;
-        while l.running() {
-            assert!(Instant::now() < end, "LFSCK did not end");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let l = self.run_to_end(i, TYPE_LAYOUT, flags).await;
         let st = l.state.lock().lo.clone();
         assert!(
             matches!(st.status, LfsckStatus::Completed),
