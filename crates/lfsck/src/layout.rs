@@ -33,7 +33,9 @@
 //! again when resumed, and dangling stripes found before a crash are found again by the
 //! next run.
 
-use crate::control::{AdaptiveWindow, End, Halt, Live, Throttle, bounded, end_status, halted};
+use crate::control::{
+    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted,
+};
 use crate::mdt::{Bookmark, LAYOUT, MdtLfsck};
 use crate::namespace::SCRUB_WINDOW_SIZE;
 use crate::namespace::facts::{local_claims, mdt_of};
@@ -110,6 +112,7 @@ pub(crate) async fn run(
     mdt: &Arc<Mdt>,
     bm: &Bookmark,
     mut halt: watch::Receiver<Halt>,
+    pace: Option<Pace>,
 ) -> LfsckStatus {
     let mut cx = Cx {
         eng,
@@ -125,7 +128,7 @@ pub(crate) async fn run(
         last_ids: HashMap::new(),
     };
     let r = async {
-        phase1(&mut cx, &mut halt).await?;
+        phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;
         let gone = eng.wait_peers(api::TYPE_LAYOUT, &mut halt).await;
@@ -144,13 +147,22 @@ pub(crate) async fn run(
 }
 
 /// Phase 1: every file of this MDT, window by window from the last checkpoint.
-async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
+/// Coupled (`mdd.*.lfsck_coupled`), its windows are fixed, and with `pace` it keeps in
+/// step with the other component's phase 1.
+async fn phase1(
+    cx: &mut Cx<'_>,
+    halt: &mut watch::Receiver<Halt>,
+    mut pace: Option<Pace>,
+) -> Result<(), End> {
     let eng = cx.eng;
     let mut pos = eng.state.lock().lo.pos_last_checkpoint;
-    let adaptive = eng.adaptive.load(Ordering::Relaxed);
+    let adaptive = eng.adaptive.load(Ordering::Relaxed) && !eng.coupled.load(Ordering::Relaxed);
     let mut win = AdaptiveWindow::new(SCRUB_WINDOW_SIZE, WINDOW_MIN, WINDOW_MAX, adaptive);
     let mut throttle = Throttle::new(eng.speed_limit.clone());
     loop {
+        if let Some(p) = &pace {
+            p.turn(halt).await;
+        }
         if let Some(h) = halted(halt) {
             return Err(End::Halted(h));
         }
@@ -188,6 +200,9 @@ async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             eng.checkpoint(cx.mdt, &LAYOUT).await;
         }
         win.observe(count as usize, t0.elapsed());
+        if let Some(p) = pace.as_mut() {
+            p.window_done();
+        }
         throttle.after(count, halt).await;
     }
 }
