@@ -41,8 +41,8 @@ const SEED_LAYOUT: &[&str] = &["-c", "-1", "-S", "1M"];
 #[command(after_help = "\
 Each OST count gets its own file system, aged once; every run is a dry run (-n) from the \
 start (-r), so runs see the same objects. Aging is the slow part: on a 2-core machine the \
-in-process file system takes 3,500-4,500 files/s through the native client, so \
---files 1000000 ages for about 4-5 minutes per OST count (the default run, about 18 \
+in-process file system takes 3,000-4,500 files/s through the native client, so \
+--files 1000000 ages for 4-6 minutes per OST count (the default run, about 22 \
 minutes, needs some 6 GB free at a time); --files 100000 about 25 seconds.\n\n\
 Figures: objects/s is the MDT objects each selected component checked, over the run's wall \
 time (start to the last component's end, phase 2 included); p1/s and p2/s are each \
