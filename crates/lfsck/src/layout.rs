@@ -633,11 +633,14 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
                 cx.last_ids.entry((ost, seq)).or_insert((0, last)).1 = last;
             }
             let n = objs.len() as u64;
-            for o in &objs {
+            let (objs, held) = held_by_their_files(cx.mdt, ost, objs).await?;
+            for (o, held) in objs.iter().zip(held) {
                 if let Some(e) = cx.last_ids.get_mut(&(ost, o.obj.seq)) {
                     e.0 = e.0.max(o.obj.oid);
                 }
-                check_object(cx, ost, o).await;
+                if !held {
+                    check_object(cx, ost, o).await;
+                }
             }
             {
                 let mut st = cx.eng.state.lock();
@@ -663,6 +666,44 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
         settle_dangling(cx, &r).await;
     }
     Ok(())
+}
+
+/// For each object of a page of OST `ost`, whether the file of this MDT its filter fid
+/// names references it (nothing to check, the common case), read from one view of the
+/// store on a blocking thread; the others go through [`check_object`].
+async fn held_by_their_files(
+    mdt: &Arc<Mdt>,
+    ost: u32,
+    objs: Vec<OrphanObj>,
+) -> Result<(Vec<OrphanObj>, Vec<bool>), End> {
+    let store = mdt.store().clone();
+    let me = mdt.index;
+    tokio::task::spawn_blocking(move || {
+        let held = match store.read() {
+            Ok(mut v) => objs
+                .iter()
+                .map(|o| {
+                    let Some(p) = o.ff.map(|f| f.with_ver(0)) else {
+                        return false;
+                    };
+                    let so = StripeObject {
+                        ost_idx: ost,
+                        fid: o.obj,
+                    };
+                    mdt_of(&p) == me
+                        && mdd::get_inode(&mut v, &p).is_ok_and(|i| {
+                            i.layout
+                                .as_ref()
+                                .is_some_and(|l| l.objects().any(|x| *x == so))
+                        })
+                })
+                .collect(),
+            Err(_) => vec![false; objs.len()],
+        };
+        (objs, held)
+    })
+    .await
+    .map_err(|_| End::Failed(Errno::EIO))
 }
 
 /// A page of an OST's object listing: the objects, and LAST_ID of each sequence it touched.
