@@ -86,7 +86,7 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums, protection (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
@@ -132,6 +132,9 @@ enum BenchCmd {
     /// What checksums cost: streaming IOR write and read with checksums on and off,
     /// through the mount and the native client, on a file system it brings up
     Checksums(cmd::bench_checksums::ChecksumBenchArgs),
+    /// What each protection costs: streaming IOR and the six-job mix on plain and
+    /// mirrored layouts, checksums on and off, and a mirrored read with an OST stopped
+    Protection(cmd::bench_protection::ProtectionBenchArgs),
     /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
     #[command(
         long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
@@ -346,6 +349,12 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             init_logging(false);
             cmd::bench_checksums::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Protection(a),
+        } => {
+            init_logging(false);
+            cmd::bench_protection::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);
