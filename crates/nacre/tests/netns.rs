@@ -58,9 +58,10 @@ fn bounded<T: Send + 'static>(
 }
 
 #[test]
-#[ignore = "defect, intermittent: once in four runs (all four tests in parallel, loaded \
-            machine) write/fsync/read through the mount got EIO during an 8 s partition of \
-            ost1 with recovery_timeout 30 s; not yet diagnosed"]
+#[ignore = "defect: in 5 of 13 runs alone on an idle machine, an 8 s partition of ost1 \
+            (recovery_timeout 30 s) left a request to OST0001 unanswered for 29 s after the \
+            heal, so the import gave up: EIO to the application (4 runs) or chunk 5 read \
+            back wrong through the same mount (1 run); cause not yet found"]
 fn oss_partitioned_shorter_than_timeout_costs_nothing() {
     if !require_netns() {
         return;
