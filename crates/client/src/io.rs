@@ -54,11 +54,6 @@ fn reuse_sums(
         .map(<[u32]>::to_vec)
 }
 
-/// How often a mirrored read waiting on an OST looks whether that OST stopped answering
-/// (its import met a transport error), to read another mirror instead of waiting out the
-/// recovery timeout.
-const FAILOVER_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
-
 /// One piece of an I/O: a contiguous range of one object and where it sits in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chunk {
@@ -505,20 +500,19 @@ impl Client {
         order
     }
 
-    /// Waits for `fut`, a request to OST `ost`, but gives up (`None`) once that OST has
-    /// stopped answering, when another copy can be read instead.
+    /// Waits for `fut`, a request to OST `ost`, but gives up (`None`) as soon as that OST
+    /// has stopped answering, when another copy can be read instead.
     async fn unless_failing<T>(
         &self,
         ost: u32,
         fut: impl std::future::Future<Output = T>,
     ) -> Option<T> {
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            match tokio::time::timeout(FAILOVER_CHECK, &mut fut).await {
-                Ok(r) => return Some(r),
-                Err(_) if self.osc(ost).is_ok_and(|i| i.is_failing()) => return None,
-                Err(_) => {}
-            }
+        let Ok(imp) = self.osc(ost) else {
+            return Some(fut.await);
+        };
+        tokio::select! {
+            r = fut => Some(r),
+            () = imp.failing() => None,
         }
     }
 
@@ -543,11 +537,14 @@ impl Client {
         let calls = p.chunks.iter().map(|c| {
             let primary = &primary;
             async move {
-                let read = self.unless_failing(c.obj.ost_idx, self.read_chunk_checked(c));
-                let r = match read
-                    .await
-                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))
-                {
+                // With no other copy to read, the request waits out the recovery.
+                let read = if others.is_empty() {
+                    Some(self.read_chunk_checked(c).await)
+                } else {
+                    self.unless_failing(c.obj.ost_idx, self.read_chunk_checked(c))
+                        .await
+                };
+                let r = match read.unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))) {
                     Ok(data) => Ok(data),
                     Err(e) => {
                         self.read_other_mirror(fid, layout, primary, first, others, off, c, e)
@@ -774,10 +771,12 @@ impl Client {
         }
     }
 
-    /// Attributes of every object of `layout`, by object.
+    /// Attributes of every object of `layout`, by object; with `fail_fast`, ENOTCONN as
+    /// soon as an OST stops answering (a mirrored file has other copies to ask).
     async fn object_attrs(
         &self,
         layout: &Layout,
+        fail_fast: bool,
     ) -> Result<Vec<(StripeObject, Option<ObjAttr>)>, Errno> {
         let mut by_ost: BTreeMap<u32, Vec<StripeObject>> = BTreeMap::new();
         for o in layout.objects() {
@@ -788,7 +787,15 @@ impl Client {
             let req = Request::OstGetattr {
                 objs: objs.iter().map(|o| o.fid).collect(),
             };
-            match imp.call(&req, Bytes::new()).await.map_err(rpc_errno)? {
+            let call = imp.call(&req, Bytes::new());
+            let r = if fail_fast {
+                self.unless_failing(ost, call)
+                    .await
+                    .ok_or(Errno::ENOTCONN)?
+            } else {
+                call.await
+            };
+            match r.map_err(rpc_errno)? {
                 (Reply::ObjAttrs(a), _) if a.len() == objs.len() => {
                     Ok(objs.into_iter().zip(a).collect::<Vec<_>>())
                 }
@@ -833,9 +840,10 @@ impl Client {
 
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
-        // A mirrored file with an OST that stopped answering skips straight to the
-        // per-mirror sizing below.
-        let whole = if layout.is_mirrored()
+        // A mirrored file with an OST that stopped answering (or stops while asked) goes
+        // to the per-mirror sizing below.
+        let mirrored = layout.is_mirrored();
+        let whole = if mirrored
             && layout
                 .mirror_ids()
                 .into_iter()
@@ -843,7 +851,7 @@ impl Client {
         {
             Err(Errno::ENOTCONN)
         } else {
-            self.object_attrs(layout).await
+            self.object_attrs(layout, mirrored).await
         };
         let attrs = match whole {
             Ok(a) => a,
@@ -851,7 +859,7 @@ impl Client {
             Err(e) if layout.is_mirrored() => {
                 let mut one = Err(e);
                 for m in self.mirror_order(layout, 0, nacre_core::layout::EOF) {
-                    one = self.object_attrs(&layout.mirror(m)).await;
+                    one = self.object_attrs(&layout.mirror(m), false).await;
                     if one.is_ok() {
                         break;
                     }

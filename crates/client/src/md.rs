@@ -493,37 +493,26 @@ impl Client {
 
     /// statfs of every target, MDTs first (for `lfs df`).
     pub async fn target_statfs(&self) -> Vec<(TargetName, Result<StatFs, Errno>)> {
-        let mut out = Vec::new();
-        let mdcs = self.mdcs();
-        let oscs = self.oscs();
-        let md = mdcs.iter().map(|i| async move {
-            (
-                i.target(),
-                match i.call(&Request::Statfs, Bytes::new()).await {
+        let imports: Vec<_> = self.mdcs().into_iter().chain(self.oscs()).collect();
+        // All at once; a target the configuration marks down (stopped, not yet back) is
+        // left out as soon as it is, as Lustre's lov_statfs skips inactive OSTs, instead
+        // of holding `df` for the recovery timeout.
+        let calls = imports.iter().map(|i| async move {
+            let req = match i.target().kind {
+                nacre_core::TargetKind::Ost => Request::OstStatfs,
+                _ => Request::Statfs,
+            };
+            let r = tokio::select! {
+                r = i.call(&req, Bytes::new()) => match r {
                     Ok((Reply::Statfs(s), _)) => Ok(s),
                     Ok(_) => Err(Errno::EPROTO),
                     Err(e) => Err(e.errno()),
                 },
-            )
+                () = i.deactivated() => Err(Errno::ENOTCONN),
+            };
+            (i.target(), r)
         });
-        let os = oscs.iter().map(|i| async move {
-            (
-                i.target(),
-                match i.call(&Request::OstStatfs, Bytes::new()).await {
-                    Ok((Reply::Statfs(s), _)) => Ok(s),
-                    Ok(_) => Err(Errno::EPROTO),
-                    Err(e) => Err(e.errno()),
-                },
-            )
-        });
-        for f in md {
-            out.push(f.await);
-        }
-        let os: Vec<_> = os.collect();
-        for f in os {
-            out.push(f.await);
-        }
-        out
+        futures::future::join_all(calls).await
     }
 
     /// The file system's statfs: space from the OSTs, inodes from the MDTs.

@@ -769,7 +769,16 @@ impl Mdt {
         if last_writer {
             match self.opens.dirty_gen(&fid) {
                 Some(generation) => {
-                    tokio::spawn(self.clone().settle(fid, generation));
+                    // A settle waiting on an OST that is gone must not keep a stopping
+                    // MDT (and its store) alive: the size is left to glimpses.
+                    let mut stopping = self.shutdown.subscribe();
+                    let settle = self.clone().settle(fid, generation);
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = settle => {}
+                            _ = stopping.wait_for(|s| *s) => {}
+                        }
+                    });
                 }
                 None => self.opens.mark_clean(fid),
             }

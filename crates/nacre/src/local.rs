@@ -137,6 +137,9 @@ pub struct LocalCluster {
     tuning: ServerTuning,
 }
 
+/// How long a start waits for its MDTs to reach their OSTs.
+pub const OSP_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl LocalCluster {
     /// Starts every target of the file system in `dir`.
     pub async fn start(dir: &Path, tuning: ServerTuning) -> Result<LocalCluster> {
@@ -167,7 +170,34 @@ impl LocalCluster {
         for i in 0..fs.mdts {
             c.start_mdt(i).await?;
         }
+        c.wait_osps_reachable().await;
         Ok(c)
+    }
+
+    /// Waits (within [`OSP_READY_WAIT`]) until every MDT has reached every OST, so the
+    /// first files get their full stripe counts and their mirrors different OSTs: an OST
+    /// an MDT has not reached yet takes no objects.
+    async fn wait_osps_reachable(&self) {
+        let end = std::time::Instant::now() + OSP_READY_WAIT;
+        for s in self.mdts.iter().flatten() {
+            let Some(m) = s.mdt() else { continue };
+            loop {
+                let osps = m.lod().osps();
+                if osps.len() >= self.fs.osts as usize && osps.iter().all(|o| o.is_reachable()) {
+                    break;
+                }
+                if std::time::Instant::now() >= end {
+                    tracing::warn!(
+                        "MDT{:04x} has not reached every OST after {} s; new files use the \
+                         OSTs it has",
+                        m.index,
+                        OSP_READY_WAIT.as_secs()
+                    );
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
     }
 
     pub fn spec(&self) -> String {

@@ -86,7 +86,7 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums, lfsck (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums, protection, lfsck (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
@@ -132,6 +132,9 @@ enum BenchCmd {
     /// What checksums cost: streaming IOR write and read with checksums on and off,
     /// through the mount and the native client, on a file system it brings up
     Checksums(cmd::bench_checksums::ChecksumBenchArgs),
+    /// What each protection costs: streaming IOR and the six-job mix on plain and
+    /// mirrored layouts, checksums on and off, and a mirrored read with an OST stopped
+    Protection(cmd::bench_protection::ProtectionBenchArgs),
     /// LFSCK speed: objects checked per second on a file system aged from a Darshan log,
     /// for namespace, layout and both, coupled against decoupled, over 1, 2 and 4 OSTs,
     /// with what every target served meanwhile
@@ -350,6 +353,12 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             init_logging(false);
             cmd::bench_checksums::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Protection(a),
+        } => {
+            init_logging(false);
+            cmd::bench_protection::run(a)
         }
         Command::Bench {
             cmd: BenchCmd::Lfsck(a),

@@ -115,14 +115,15 @@ async fn reads_survive_a_stopped_ost() {
     let m1 = mirror_objects(&c, fid, 1).await;
     let m2 = mirror_objects(&c, fid, 2).await;
     assert_ne!(m1[0].ost_idx, m2[0].ost_idx);
-    // The OST of the mirror reads use first goes away.
+    // The OST of the mirror reads use first goes away: the read goes to the other mirror
+    // without waiting out the recovery timeout (30 s), for its size as for its data.
     cluster.stop_ost(m1[0].ost_idx).await;
     let got = tokio::time::timeout(
-        Duration::from_secs(60),
+        Duration::from_secs(10),
         read_file(&c, fid, data.len() as u64),
     )
     .await
-    .expect("a read must not hang")
+    .expect("a read must not wait for the stopped OST")
     .expect("read with an OST stopped");
     assert!(got[..] == data[..], "contents differ");
     cluster.stop().await;
@@ -229,4 +230,49 @@ fn mirrored_files_are_created_and_printed_as_lustre_does() {
         fs.path("x").to_str().expect("utf8"),
     ]);
     assert!(err.contains("bad mirror count: 17"), "{err}");
+}
+
+/// `df` with an OST stopped answers at once with the space of the OSTs still up, as
+/// Lustre's lov_statfs leaves inactive OSTs out, instead of waiting out the recovery
+/// timeout (30 s); with the OST back, its space counts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statfs_leaves_a_stopped_ost_out() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "dfdown", 1, 2).await;
+    let c = mount(&cluster).await;
+    let both = c.statfs().await.expect("statfs");
+    cluster.stop_ost(1).await;
+    let t = std::time::Instant::now();
+    let one = tokio::time::timeout(Duration::from_secs(10), c.statfs())
+        .await
+        .expect("statfs must not wait out the recovery timeout")
+        .expect("statfs with an OST stopped");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        one.blocks > 0 && one.blocks < both.blocks,
+        "{} of {} blocks",
+        one.blocks,
+        both.blocks
+    );
+    let per = c.target_statfs().await;
+    assert!(
+        per.iter()
+            .any(|(t, r)| *t == nacre_core::TargetName::ost(1)
+                && *r == Err(nacre_core::Errno::ENOTCONN)),
+        "{per:?}"
+    );
+    cluster.start_ost(1).await.expect("restart");
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = c.statfs().await.expect("statfs");
+        if s.blocks == both.blocks {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the OST's space did not come back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.stop().await;
 }

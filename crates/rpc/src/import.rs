@@ -37,6 +37,8 @@ pub struct Import {
     /// Set when a request meets a transport error, cleared by the next answer: a reader
     /// with another copy (an FLR mirror) goes there instead of waiting out the recovery.
     failing: std::sync::atomic::AtomicBool,
+    /// Woken when `failing` is set, so such a reader goes at once.
+    failing_started: tokio::sync::Notify,
     /// Connections tried so far, made or not (Lustre's `connection_attempts`).
     connect_attempts: std::sync::atomic::AtomicU64,
 }
@@ -55,6 +57,7 @@ impl Import {
             local: parking_lot::Mutex::new(None),
             generation: std::sync::atomic::AtomicU64::new(0),
             failing: std::sync::atomic::AtomicBool::new(false),
+            failing_started: tokio::sync::Notify::new(),
             connect_attempts: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -118,6 +121,21 @@ impl Import {
     pub fn connect_attempts(&self) -> u64 {
         self.connect_attempts
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the configuration marks the target down (deregistered, or stopped and
+    /// not yet back); at once if it does. Never, once nobody follows the MGS.
+    pub async fn deactivated(&self) {
+        let mut changed = self.config.clone();
+        loop {
+            changed.borrow_and_update();
+            if self.address().is_none() {
+                return;
+            }
+            if changed.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     /// Whether a connection is up right now.
@@ -192,6 +210,20 @@ impl Import {
         self.failing.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Waits until the target is failing ([`Import::is_failing`]); at once if it is.
+    pub async fn failing(&self) {
+        loop {
+            let started = self.failing_started.notified();
+            let mut started = std::pin::pin!(started);
+            // Registered before the flag is read, so a wake in between is not lost.
+            started.as_mut().enable();
+            if self.is_failing() {
+                return;
+            }
+            started.await;
+        }
+    }
+
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
         let start = Instant::now();
         let r = self.call_inner(req, bulk).await;
@@ -236,8 +268,9 @@ impl Import {
             };
             match res {
                 Err(e) if e.is_transport() && Instant::now() < deadline => {
-                    self.failing
-                        .store(true, std::sync::atomic::Ordering::Release);
+                    if !self.failing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                        self.failing_started.notify_waiters();
+                    }
                     tracing::debug!(target: "rpc", "{}: {e}; retrying", self.target);
                     // Wake early if the MGS announces a new address: one newer than the
                     // configuration just read (a clone of a receiver that never marked

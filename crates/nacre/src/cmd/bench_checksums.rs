@@ -58,7 +58,11 @@ pub struct Cell {
 }
 
 /// Turns checksums on or off everywhere: the clients' bulks and the stores at rest.
-fn set_checksums(cluster: &LocalCluster, clients: &[&Arc<Client>], on: bool) -> Result<()> {
+pub(super) fn set_checksums(
+    cluster: &LocalCluster,
+    clients: &[&Arc<Client>],
+    on: bool,
+) -> Result<()> {
     for c in clients {
         c.tunables
             .set("osc", "checksums", u64::from(on))
@@ -84,8 +88,9 @@ fn rate(r: &ior::IorReport, op: Access) -> f64 {
         .map_or(0.0, |s| s.bw_mean_mib)
 }
 
-/// A write run (files kept), the page cache dropped, then a read run of the same files.
-fn write_then_read(env: &RunEnv<'_>, base: IorConfig) -> Result<(f64, f64)> {
+/// A write run (files kept), the page cache dropped, then a read run of the same files
+/// (kept after it if `base.keep`).
+pub(super) fn write_then_read(env: &RunEnv<'_>, base: IorConfig) -> Result<(f64, f64)> {
     let w = IorConfig {
         write: true,
         read: false,
@@ -98,7 +103,6 @@ fn write_then_read(env: &RunEnv<'_>, base: IorConfig) -> Result<(f64, f64)> {
         write: false,
         read: true,
         use_existing: true,
-        keep: false,
         ..base
     };
     let rr = ior::run(env, &r)?.context("IOR gave no read report")?;

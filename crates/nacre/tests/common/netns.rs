@@ -184,6 +184,23 @@ impl NetnsCluster {
         ]);
     }
 
+    /// [`NetnsCluster::partition`] now and the heal after `d`, both run by one shell
+    /// started now: a process whose threads do I/O on a FUSE mount that is waiting on
+    /// the partitioned node cannot start a program (the exec waits for the address space
+    /// those threads hold, here until the client's request times out), so the test's own
+    /// heal came 22 s late. Wait for the returned child to know the link is back.
+    pub fn partition_for(&self, node: &str, d: Duration) -> Child {
+        let (hub, link) = (self.ns("hub"), self.links(node).1);
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ip -n {hub} link set {link} down && sleep {} && ip -n {hub} link set {link} up",
+                d.as_secs_f64()
+            ))
+            .spawn()
+            .expect("partition")
+    }
+
     /// Gives `node` its link back.
     pub fn heal(&self, node: &str) {
         let hub = self.ns("hub");

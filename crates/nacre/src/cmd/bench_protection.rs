@@ -1,0 +1,404 @@
+//! `nacre bench protection`: what each protection costs, as the seed's point about hero
+//! numbers asks: a file system's figures with none of its protections on are not the
+//! figures its users get.
+//!
+//! It formats a fresh file system (1 MDT, 4 OSTs), runs it in this process and mounts it,
+//! then runs, through the mount, streaming IOR (`-F -e`, write, page cache dropped, read)
+//! and the seed's six-job small-file mix in directories whose default layout is plain (one
+//! stripe) or mirrored (`lfs setstripe -N2 -c 1`, FLR immediate mode: every write goes to
+//! both copies), with checksums on and off. For mirrored files it also reads with the OST
+//! holding the first mirror's copy of task 0's file stopped (degraded). Settings alternate
+//! run by run, so drift in the machine's speed falls on all alike.
+
+use super::bench_checksums::{set_checksums, write_then_read};
+use crate::local::{self, LocalCluster};
+use anyhow::{Context, Result, bail};
+use nacre_bench::env::RunEnv;
+use nacre_bench::ior::{self, Access, IorConfig};
+use nacre_bench::mix::{self, MixOptions};
+use nacre_bench::rank::World;
+use nacre_client::{Client, MountSpec};
+use nacre_core::Layout;
+use nacre_core::layout::{Component, EOF, pflr_id};
+use nacre_rpc::msg::Cred;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// OSTs of the file system it brings up: room for two mirrors of two tasks' files on
+/// different OSTs.
+const OSTS: u32 = 4;
+/// Stripe size of both layouts.
+const STRIPE_SIZE: u32 = 1 << 20;
+
+const EXAMPLES: &str = "\
+Examples:
+  # the defaults: 2 tasks x 512 MiB, 3 runs of each case, the mix at 1% of the seed's size
+  nacre bench protection
+  # a quick look
+  nacre bench protection --size 64m --reps 1 --mix-scale 0.002
+  # streaming only, figures as JSON
+  nacre bench protection --mix-scale 0 --json /tmp/protection.json
+
+What it prints: MiB/s per layout with checksums on and off (mean of the runs), then the
+ratios the integrity issue sets goals for: checksums on/off (goal: at least 0.90x of
+streaming), mirrored/plain write (goal: at least 0.45x), degraded/healthy mirrored read.
+Erasure-coded (4+2) layouts are not implemented, so they have no row.";
+
+/// Streaming IOR and the small-file mix on plain and mirrored layouts, checksums on
+/// and off.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_long_help = EXAMPLES)]
+pub struct ProtectionBenchArgs {
+    /// Bytes each IOR task writes, then reads, per run (IOR -b)
+    #[arg(long, default_value = "512m")]
+    pub size: String,
+    /// Bytes per I/O call (IOR -t)
+    #[arg(long, default_value = "1m")]
+    pub xfer: String,
+    /// IOR tasks, a file each (IOR -N -F)
+    #[arg(long, default_value_t = 2)]
+    pub tasks: usize,
+    /// Runs of each case
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Layouts to measure: plain, mirror
+    #[arg(long, value_delimiter = ',', default_value = "plain,mirror")]
+    pub layouts: Vec<String>,
+    /// The six-job mix's size as a fraction of the seed's (0: no mix)
+    #[arg(long, default_value_t = 0.01)]
+    pub mix_scale: f64,
+    /// Where the file system is made (a new temporary directory by default)
+    #[arg(long)]
+    pub workdir: Option<std::path::PathBuf>,
+    /// Write every figure as JSON here
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One measured rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub layout: String,
+    pub checksums: bool,
+    /// `write`, `read`, `degraded read` or `mix`.
+    pub op: String,
+    pub rep: u32,
+    pub mib_s: f64,
+}
+
+/// The default layout of a case's directory.
+fn layout_of(name: &str) -> Result<Layout> {
+    match name {
+        "plain" => Ok(Layout::plain(1, STRIPE_SIZE, -1)),
+        "mirror" => {
+            let components = (1..=2)
+                .map(|m| {
+                    let mut c = Component::raid0(0, EOF, 1, STRIPE_SIZE, -1);
+                    c.id = pflr_id(m, 0);
+                    c
+                })
+                .collect();
+            Ok(Layout {
+                components,
+                ..Layout::composite(Vec::new())
+            })
+        }
+        _ => bail!("unknown layout '{name}' (plain, mirror)"),
+    }
+}
+
+/// Makes `name` under the mount's root with `layout` as its default.
+fn layout_dir(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    mnt: &Path,
+    name: &str,
+    layout: Layout,
+) -> Result<std::path::PathBuf> {
+    let p = mnt.join(name);
+    std::fs::create_dir(&p).with_context(|| format!("cannot make {}", p.display()))?;
+    rt.block_on(async {
+        let d = client
+            .lookup(client.root(), name.as_bytes(), &Cred::root())
+            .await?;
+        client
+            .set_default_layout(d.attr.fid, Some(layout), &Cred::root())
+            .await
+    })
+    .map_err(|e| anyhow::anyhow!("cannot set the layout of {}: {e}", p.display()))?;
+    Ok(p)
+}
+
+/// The OST holding mirror 1's first object of `dir/file`.
+fn first_mirror_ost(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    dir: &str,
+    file: &str,
+) -> Result<u32> {
+    let f = rt
+        .block_on(async {
+            let cred = Cred::root();
+            let d = client.lookup(client.root(), dir.as_bytes(), &cred).await?;
+            let f = client.lookup(d.attr.fid, file.as_bytes(), &cred).await?;
+            client.getattr(f.attr.fid).await
+        })
+        .map_err(|e| anyhow::anyhow!("cannot stat {dir}/{file}: {e}"))?;
+    f.layout
+        .as_ref()
+        .and_then(|l| l.mirror(1).objects().next().map(|o| o.ost_idx))
+        .with_context(|| format!("{dir}/{file} has no first mirror object: {:?}", f.layout))
+}
+
+pub fn run(a: ProtectionBenchArgs) -> Result<()> {
+    let size = nacre_core::size::parse_size(&a.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+    let xfer = nacre_core::size::parse_size(&a.xfer).map_err(|e| anyhow::anyhow!("--xfer: {e}"))?;
+    if xfer == 0 || size == 0 || size % xfer != 0 {
+        bail!("--size must be a non-zero multiple of --xfer");
+    }
+    if a.tasks == 0 || a.reps == 0 {
+        bail!("--tasks and --reps must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&a.mix_scale) {
+        bail!("--mix-scale must be within 0..1");
+    }
+    let layouts: Vec<(String, Layout)> = a
+        .layouts
+        .iter()
+        .map(|n| Ok((n.clone(), layout_of(n)?)))
+        .collect::<Result<_>>()?;
+    let (work, tmp) = match &a.workdir {
+        Some(w) => (w.clone(), None),
+        None => {
+            let t = super::bench_dne::tempfile_dir("protection")?;
+            (t.clone(), Some(t))
+        }
+    };
+    let dir = work.join("fs");
+    let mnt = work.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    local::format(&dir, "protfs", 1, OSTS, 0)?;
+    let rt = super::runtime()?;
+    let mut cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
+    let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
+    let spec =
+        MountSpec::parse(&cluster.spec(), key, "bench-protection").map_err(anyhow::Error::msg)?;
+    let client = rt.block_on(Client::mount(spec))?;
+    let mounted = super::mount::mount_client(
+        rt.handle(),
+        client.clone(),
+        &mnt,
+        &cluster.spec(),
+        Duration::from_secs(1),
+        Vec::new(),
+        crate::lfsck_ctl::LocalLfsck::default(),
+    )?;
+    let cold = nacre_bench::compare::drop_caches().is_ok();
+    if !cold {
+        eprintln!("note: cannot drop the page cache (needs root): reads may be served from memory");
+    }
+    let world = World::single();
+    let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
+    let jobs = mix::scale(&mix::seed_mix(), a.mix_scale);
+    let mut cells = Vec::new();
+    let res = (|| -> Result<()> {
+        for rep in 0..a.reps {
+            let order = if rep % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for on in order {
+                set_checksums(&cluster, &[&client], on)?;
+                for (name, layout) in &layouts {
+                    let case = format!("{name}-{rep}-{}", if on { "on" } else { "off" });
+                    let d = layout_dir(&rt, &client, &mnt, &case, layout.clone())?;
+                    let mut push = |op: &str, mib_s: f64| {
+                        eprintln!(
+                            "run {rep}: {name} {op} checksums {}: {mib_s:.1} MiB/s",
+                            if on { "on" } else { "off" }
+                        );
+                        cells.push(Cell {
+                            layout: name.clone(),
+                            checksums: on,
+                            op: op.into(),
+                            rep,
+                            mib_s,
+                        });
+                    };
+                    let cfg = IorConfig {
+                        test_file: d.join("ior"),
+                        file_per_proc: true,
+                        xfer,
+                        block: size,
+                        fsync: true,
+                        tasks: Some(a.tasks),
+                        command_line: format!(
+                            "ior -F -e -t {} -b {} -N {} ({name}, checksums {})",
+                            a.xfer,
+                            a.size,
+                            a.tasks,
+                            if on { "on" } else { "off" }
+                        ),
+                        ..IorConfig::default()
+                    };
+                    let (w, r) = write_then_read(
+                        &env,
+                        IorConfig {
+                            keep: name == "mirror",
+                            ..cfg.clone()
+                        },
+                    )?;
+                    push("write", w);
+                    push("read", r);
+                    if name == "mirror" {
+                        // Files are kept: read them again with one copy's OST gone.
+                        let ost = first_mirror_ost(&rt, &client, &case, "ior.00000000")?;
+                        rt.block_on(cluster.stop_ost(ost));
+                        let _ = nacre_bench::compare::drop_caches();
+                        let r = ior::run(
+                            &env,
+                            &IorConfig {
+                                write: false,
+                                read: true,
+                                use_existing: true,
+                                keep: false,
+                                ..cfg.clone()
+                            },
+                        );
+                        rt.block_on(cluster.start_ost(ost))?;
+                        let r = r?.context("IOR gave no degraded read report")?;
+                        push(
+                            "degraded read",
+                            r.summary
+                                .iter()
+                                .find(|s| s.operation == Access::Read)
+                                .map_or(0.0, |s| s.bw_mean_mib),
+                        );
+                    }
+                    if a.mix_scale > 0.0 {
+                        let opts = MixOptions {
+                            keep: false,
+                            seed: u64::from(rep) + 1,
+                        };
+                        let m = mix::run(&env, &d, &jobs, &opts)
+                            .context("job mix")?
+                            .context("the mix gave no report")?;
+                        push("mix", m.aggregate_mib_per_sec);
+                    }
+                    std::fs::remove_dir_all(&d)
+                        .with_context(|| format!("cannot remove {}", d.display()))?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    drop(env);
+    mounted.unmount();
+    rt.block_on(cluster.stop());
+    if let Some(t) = tmp {
+        let _ = std::fs::remove_dir_all(t);
+    }
+    res?;
+    print_table(&a, &layouts, &cells, cold);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&cells)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The mean of the runs of one case (`None` if it was not run).
+fn mean(cells: &[Cell], layout: &str, op: &str, on: bool) -> Option<f64> {
+    let v: Vec<f64> = cells
+        .iter()
+        .filter(|c| c.layout == layout && c.op == op && c.checksums == on)
+        .map(|c| c.mib_s)
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[Cell], cold: bool) {
+    println!(
+        "Through the mount, 1 MDT + {OSTS} OSTs: IOR -F -e -t {} -b {} -N {}{}; the seed's six-job \
+         mix at {}x; {} run(s) each",
+        a.xfer,
+        a.size,
+        a.tasks,
+        if cold {
+            ", page cache dropped before reads"
+        } else {
+            ""
+        },
+        a.mix_scale,
+        a.reps
+    );
+    let ops = ["write", "read", "degraded read", "mix"];
+    println!(
+        "{:<8} {:<10} {:>12} {:>12} {:>14} {:>12}",
+        "layout", "checksums", "write MiB/s", "read MiB/s", "degraded MiB/s", "mix MiB/s"
+    );
+    for (name, _) in layouts {
+        for on in [true, false] {
+            let f = |op| mean(cells, name, op, on).map_or("-".to_string(), |v| format!("{v:.1}"));
+            println!(
+                "{:<8} {:<10} {:>12} {:>12} {:>14} {:>12}",
+                name,
+                if on { "on" } else { "off" },
+                f(ops[0]),
+                f(ops[1]),
+                f(ops[2]),
+                f(ops[3])
+            );
+        }
+    }
+    println!("Costs, as ratios:");
+    for (name, _) in layouts {
+        for op in ["write", "read", "mix"] {
+            let r = ratio(mean(cells, name, op, true), mean(cells, name, op, false));
+            println!("  {name} {op}: checksums on/off {r} (goal for streaming: at least 0.90x)");
+        }
+    }
+    if layouts.iter().any(|(n, _)| n == "mirror") && layouts.iter().any(|(n, _)| n == "plain") {
+        for on in [true, false] {
+            let cs = if on { "on" } else { "off" };
+            println!(
+                "  mirrored/plain write, checksums {cs}: {} (goal: at least 0.45x)",
+                ratio(
+                    mean(cells, "mirror", "write", on),
+                    mean(cells, "plain", "write", on)
+                )
+            );
+            if a.mix_scale > 0.0 {
+                println!(
+                    "  mirrored/plain mix, checksums {cs}: {}",
+                    ratio(
+                        mean(cells, "mirror", "mix", on),
+                        mean(cells, "plain", "mix", on)
+                    )
+                );
+            }
+        }
+    }
+    if layouts.iter().any(|(n, _)| n == "mirror") {
+        for on in [true, false] {
+            println!(
+                "  mirrored degraded/healthy read, checksums {}: {}",
+                if on { "on" } else { "off" },
+                ratio(
+                    mean(cells, "mirror", "degraded read", on),
+                    mean(cells, "mirror", "read", on)
+                )
+            );
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `nacre bench protection` end to end with tiny sizes: every case runs (plain and
+//! mirrored, checksums on and off, a mirrored read with an OST stopped, the mix) and the
+//! table has a rate for each. A correctness test of the program; its figures mean nothing
+//! at this size.
+
+mod common;
+
+/// The rate columns of the table row for `layout` and `checksums`.
+fn row<'a>(out: &'a str, layout: &str, checksums: &str) -> Vec<&'a str> {
+    let line = out
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 6 && f[0] == layout && f[1] == checksums
+        })
+        .unwrap_or_else(|| panic!("no row for {layout} {checksums}:\n{out}"));
+    line.split_whitespace().skip(2).collect()
+}
+
+fn positive(v: &str, what: &str) {
+    let x: f64 = v
+        .parse()
+        .unwrap_or_else(|_| panic!("{what}: {v:?} is not a rate"));
+    assert!(x > 0.0, "{what}: {x}");
+}
+
+#[test]
+fn every_protection_case_is_measured() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let json = tmp.path().join("p.json");
+    let out = common::run(&[
+        "bench",
+        "protection",
+        "--size",
+        "8m",
+        "--tasks",
+        "2",
+        "--reps",
+        "1",
+        "--mix-scale",
+        "0.0005",
+        "--workdir",
+        &tmp.path().join("w").to_string_lossy(),
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for cs in ["on", "off"] {
+        let p = row(&stdout, "plain", cs);
+        let m = row(&stdout, "mirror", cs);
+        for (i, what) in [(0, "write"), (1, "read"), (3, "mix")] {
+            positive(p[i], &format!("plain {what} checksums {cs}"));
+            positive(m[i], &format!("mirror {what} checksums {cs}"));
+        }
+        assert_eq!(p[2], "-", "a plain file has no degraded read");
+        positive(m[2], &format!("mirror degraded read checksums {cs}"));
+    }
+    assert!(
+        stdout.contains("mirrored/plain write, checksums on: ")
+            && stdout.contains("mirrored degraded/healthy read, checksums off: "),
+        "{stdout}"
+    );
+    let cells: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    // 2 settings x (plain: write, read, mix + mirror: write, read, degraded, mix).
+    assert_eq!(cells.as_array().map(Vec::len), Some(14), "{cells}");
+}
