@@ -439,6 +439,57 @@ impl AdaptiveWindow {
     }
 }
 
+/// Lustre's coupling of namespace and layout: one object-table iteration feeds both
+/// components, its window (`SCRUB_WINDOW_SIZE`) and the layout's in-flight requests
+/// (`LFSCK_ASYNC_WIN_DEFAULT`) fixed, so the slower component holds the faster one back.
+/// A coupled run (`mdd.*.lfsck_coupled=1`) gives each component's phase 1 one side of a
+/// pair: a side may start its next window only while it is at most one window ahead of
+/// the other. nacre runs decoupled by default; coupled is there to measure what
+/// decoupling buys.
+pub struct Pace {
+    /// Windows each side finished; `u64::MAX` once it left phase 1.
+    sides: Arc<[watch::Sender<u64>; 2]>,
+    me: usize,
+    windows: u64,
+}
+
+impl Pace {
+    /// The two sides of one coupled run.
+    pub fn pair() -> (Pace, Pace) {
+        let sides = Arc::new([watch::channel(0).0, watch::channel(0).0]);
+        let side = |me| Pace {
+            sides: sides.clone(),
+            me,
+            windows: 0,
+        };
+        (side(0), side(1))
+    }
+
+    /// Waits, before this side's next window, until the other side has finished as many
+    /// windows as this one (or left phase 1), or the run is asked to end.
+    pub async fn turn(&self, halt: &mut watch::Receiver<Halt>) {
+        let mut other = self.sides[1 - self.me].subscribe();
+        let done = self.windows;
+        tokio::select! {
+            _ = other.wait_for(|n| *n >= done) => {}
+            _ = halt.wait_for(|h| *h != Halt::Go) => {}
+        }
+    }
+
+    /// This side finished a window.
+    pub fn window_done(&mut self) {
+        self.windows += 1;
+        self.sides[self.me].send_replace(self.windows);
+    }
+}
+
+impl Drop for Pace {
+    /// A side that leaves phase 1, however it ends, no longer holds the other back.
+    fn drop(&mut self) {
+        self.sides[self.me].send_replace(u64::MAX);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,6 +528,37 @@ mod tests {
         let start = tokio::time::Instant::now();
         t.after(1_000_000, &mut rx).await;
         assert!(start.elapsed() < Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn a_coupled_side_waits_for_the_slower_one_until_it_leaves() {
+        let (mut fast, slow) = Pace::pair();
+        let (_tx, mut halt) = watch::channel(Halt::Go);
+        // Both at window 0: the fast side may do one window ahead.
+        fast.turn(&mut halt).await;
+        fast.window_done();
+        // A second window must wait for the slow side.
+        let waited = tokio::time::timeout(Duration::from_millis(50), fast.turn(&mut halt)).await;
+        assert!(waited.is_err(), "the fast side ran two windows ahead");
+        // The slow side leaving phase 1 lets the fast one run freely.
+        drop(slow);
+        for _ in 0..10 {
+            tokio::time::timeout(Duration::from_secs(1), fast.turn(&mut halt))
+                .await
+                .expect("a side left alone must not wait");
+            fast.window_done();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_coupled_side_does_not_wait_once_the_run_is_stopped() {
+        let (mut a, _b) = Pace::pair();
+        let (tx, mut halt) = watch::channel(Halt::Go);
+        a.window_done();
+        tx.send_replace(Halt::Stop);
+        tokio::time::timeout(Duration::from_secs(1), a.turn(&mut halt))
+            .await
+            .expect("a stopped run must not wait for the other side");
     }
 
     #[test]

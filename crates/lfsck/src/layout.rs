@@ -33,7 +33,9 @@
 //! again when resumed, and dangling stripes found before a crash are found again by the
 //! next run.
 
-use crate::control::{AdaptiveWindow, End, Halt, Live, Throttle, bounded, end_status, halted};
+use crate::control::{
+    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted,
+};
 use crate::mdt::{Bookmark, LAYOUT, MdtLfsck};
 use crate::namespace::SCRUB_WINDOW_SIZE;
 use crate::namespace::facts::{local_claims, mdt_of};
@@ -51,11 +53,11 @@ use nacre_rpc::lfsck::{
     OrphanObj, OstRepair, Outcome, Probe,
 };
 use nacre_rpc::msg::{Cred, Reply, Request};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// The smallest adaptive window of MDT objects.
 const WINDOW_MIN: usize = 64;
@@ -68,6 +70,10 @@ const DANGLING_MAX: usize = 65536;
 /// phase 2 does not take them for orphans in a dry run, which leaves the filter fid
 /// wrong); past it, the run ends partial.
 const MISMATCHED_MAX: usize = 65536;
+/// Probe batches of one window in flight at once: enough for every OST of a large
+/// window at the same time, few enough that a window's replies (up to [`MAX_BATCH`]
+/// states each) stay within a few MiB.
+const PROBES_IN_FLIGHT: usize = 16;
 /// Bytes one read of an object copy moves (a copy for a multiply-referenced object).
 const COPY_CHUNK: u32 = 4 << 20;
 
@@ -110,6 +116,7 @@ pub(crate) async fn run(
     mdt: &Arc<Mdt>,
     bm: &Bookmark,
     mut halt: watch::Receiver<Halt>,
+    pace: Option<Pace>,
 ) -> LfsckStatus {
     let mut cx = Cx {
         eng,
@@ -125,7 +132,7 @@ pub(crate) async fn run(
         last_ids: HashMap::new(),
     };
     let r = async {
-        phase1(&mut cx, &mut halt).await?;
+        phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;
         let gone = eng.wait_peers(api::TYPE_LAYOUT, &mut halt).await;
@@ -144,13 +151,22 @@ pub(crate) async fn run(
 }
 
 /// Phase 1: every file of this MDT, window by window from the last checkpoint.
-async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
+/// Coupled (`mdd.*.lfsck_coupled`), its windows are fixed, and with `pace` it keeps in
+/// step with the other component's phase 1.
+async fn phase1(
+    cx: &mut Cx<'_>,
+    halt: &mut watch::Receiver<Halt>,
+    mut pace: Option<Pace>,
+) -> Result<(), End> {
     let eng = cx.eng;
     let mut pos = eng.state.lock().lo.pos_last_checkpoint;
-    let adaptive = eng.adaptive.load(Ordering::Relaxed);
+    let adaptive = eng.adaptive.load(Ordering::Relaxed) && !eng.coupled.load(Ordering::Relaxed);
     let mut win = AdaptiveWindow::new(SCRUB_WINDOW_SIZE, WINDOW_MIN, WINDOW_MAX, adaptive);
     let mut throttle = Throttle::new(eng.speed_limit.clone());
     loop {
+        if let Some(p) = &pace {
+            p.turn(halt).await;
+        }
         if let Some(h) = halted(halt) {
             return Err(End::Halted(h));
         }
@@ -188,6 +204,9 @@ async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             eng.checkpoint(cx.mdt, &LAYOUT).await;
         }
         win.observe(count as usize, t0.elapsed());
+        if let Some(p) = pace.as_mut() {
+            p.window_done();
+        }
         throttle.after(count, halt).await;
     }
 }
@@ -260,42 +279,67 @@ async fn lfsck_ost(mdt: &Mdt, idx: u32, req: LfsckRequest) -> Result<LfsckReply,
     }
 }
 
-/// Probes a window's stripes, OST by OST, and checks each.
+/// Probes a window's stripes, every OST's batches at once (so a window costs the slowest
+/// OST's round trip, not the sum of all of theirs, and more OSTs do not slow the scan),
+/// and checks each stripe in the window's order.
 async fn check_refs(cx: &mut Cx<'_>, refs: Vec<Ref>) -> Result<(), End> {
     let mut by_ost: BTreeMap<u32, Vec<Ref>> = BTreeMap::new();
     for r in refs {
         by_ost.entry(r.so.ost_idx).or_default().push(r);
     }
-    for (ost, refs) in by_ost {
+    let mut batches: Vec<(u32, &[Ref])> = Vec::new();
+    for (ost, refs) in &by_ost {
         for chunk in refs.chunks(MAX_BATCH) {
-            if cx.gone.contains(&ost) {
+            if cx.gone.contains(ost) {
                 cx.eng.state.lock().lo.skipped += chunk.len() as u64;
-                continue;
-            }
-            let objs = chunk
-                .iter()
-                .map(|r| Probe {
-                    obj: r.so.fid,
-                    parent: r.file.with_ver(r.stripe),
-                })
-                .collect();
-            let mdt = cx.mdt.index;
-            match lfsck_ost(cx.mdt, ost, LfsckRequest::Probe { mdt, objs }).await {
-                Ok(LfsckReply::Probed(states)) if states.len() == chunk.len() => {
-                    for (r, s) in chunk.iter().zip(states) {
-                        check_one(cx, r, &s).await;
-                    }
-                }
-                other => {
-                    tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not answer ({:?}): its objects are left unchecked this run", cx.eng.dev, other.err());
-                    cx.gone.insert(ost);
-                    cx.partial = true;
-                    cx.eng.state.lock().lo.skipped += chunk.len() as u64;
-                }
+            } else {
+                batches.push((*ost, chunk));
             }
         }
     }
+    let me = cx.mdt.index;
+    let mut in_flight = VecDeque::new();
+    for (ost, chunk) in batches {
+        let objs = chunk
+            .iter()
+            .map(|r| Probe {
+                obj: r.so.fid,
+                parent: r.file.with_ver(r.stripe),
+            })
+            .collect();
+        let mdt = cx.mdt.clone();
+        let probe = tokio::spawn(async move {
+            lfsck_ost(&mdt, ost, LfsckRequest::Probe { mdt: me, objs }).await
+        });
+        in_flight.push_back((ost, chunk, probe));
+        if in_flight.len() >= PROBES_IN_FLIGHT
+            && let Some((ost, chunk, probe)) = in_flight.pop_front()
+        {
+            probed(cx, ost, chunk, probe.await.unwrap_or(Err(Errno::EIO))).await;
+        }
+    }
+    while let Some((ost, chunk, probe)) = in_flight.pop_front() {
+        probed(cx, ost, chunk, probe.await.unwrap_or(Err(Errno::EIO))).await;
+    }
     Ok(())
+}
+
+/// Checks a batch of stripes of OST `ost` with what the OST said of them.
+async fn probed(cx: &mut Cx<'_>, ost: u32, chunk: &[Ref], reply: Result<LfsckReply, Errno>) {
+    match reply {
+        Ok(LfsckReply::Probed(states)) if states.len() == chunk.len() => {
+            for (r, s) in chunk.iter().zip(states) {
+                check_one(cx, r, &s).await;
+            }
+        }
+        other => {
+            if cx.gone.insert(ost) {
+                tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not answer ({:?}): its objects are left unchecked this run", cx.eng.dev, other.err());
+            }
+            cx.partial = true;
+            cx.eng.state.lock().lo.skipped += chunk.len() as u64;
+        }
+    }
 }
 
 /// Checks one stripe against what its OST says of the object.
@@ -560,45 +604,43 @@ async fn set_slot(
 async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
     let mut throttle = Throttle::new(cx.eng.speed_limit.clone());
     let osts = cx.mdt.lod().ost_count() as u32;
-    for ost in 0..osts {
-        if cx.gone.contains(&ost) {
-            continue;
-        }
-        let mut from = Some(ObjCursor::default());
-        while let Some(cur) = from {
+    // Every OST lists its objects at once, a few pages ahead of the check.
+    let listings: Vec<(u32, mpsc::Receiver<Result<Page, Errno>>)> = (0..osts)
+        .filter(|ost| !cx.gone.contains(ost))
+        .map(|ost| {
+            (
+                ost,
+                list_objects(cx.mdt.clone(), ost, cx.eng.speed_limit.clone()),
+            )
+        })
+        .collect();
+    for (ost, mut pages) in listings {
+        loop {
             if let Some(h) = halted(halt) {
                 return Err(End::Halted(h));
             }
-            let max = throttle.cap(MAX_BATCH) as u32;
-            let (objs, next, last_ids) = match lfsck_ost(
-                cx.mdt,
-                ost,
-                LfsckRequest::Objects { from: cur, max },
-            )
-            .await
-            {
-                Ok(LfsckReply::Objects {
-                    objs,
-                    next,
-                    last_ids,
-                }) => (objs, next, last_ids),
-                other => {
-                    tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not list its objects ({:?}): its orphans are left unchecked this run", cx.eng.dev, other.err());
+            let (objs, last_ids) = match pages.recv().await {
+                None => break,
+                Some(Ok(p)) => p,
+                Some(Err(e)) => {
+                    tracing::warn!(target: "lfsck", "{}: OST{ost:04x} did not list its objects ({e}): its orphans are left unchecked this run", cx.eng.dev);
                     cx.gone.insert(ost);
                     cx.partial = true;
                     break;
                 }
             };
-            from = next;
             for (seq, last) in last_ids {
                 cx.last_ids.entry((ost, seq)).or_insert((0, last)).1 = last;
             }
             let n = objs.len() as u64;
-            for o in &objs {
+            let (objs, held) = held_by_their_files(cx.mdt, ost, objs).await?;
+            for (o, held) in objs.iter().zip(held) {
                 if let Some(e) = cx.last_ids.get_mut(&(ost, o.obj.seq)) {
                     e.0 = e.0.max(o.obj.oid);
                 }
-                check_object(cx, ost, o).await;
+                if !held {
+                    check_object(cx, ost, o).await;
+                }
             }
             {
                 let mut st = cx.eng.state.lock();
@@ -624,6 +666,87 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
         settle_dangling(cx, &r).await;
     }
     Ok(())
+}
+
+/// For each object of a page of OST `ost`, whether the file of this MDT its filter fid
+/// names references it (nothing to check, the common case), read from one view of the
+/// store on a blocking thread; the others go through [`check_object`].
+async fn held_by_their_files(
+    mdt: &Arc<Mdt>,
+    ost: u32,
+    objs: Vec<OrphanObj>,
+) -> Result<(Vec<OrphanObj>, Vec<bool>), End> {
+    let store = mdt.store().clone();
+    let me = mdt.index;
+    tokio::task::spawn_blocking(move || {
+        let held = match store.read() {
+            Ok(mut v) => objs
+                .iter()
+                .map(|o| {
+                    let Some(p) = o.ff.map(|f| f.with_ver(0)) else {
+                        return false;
+                    };
+                    let so = StripeObject {
+                        ost_idx: ost,
+                        fid: o.obj,
+                    };
+                    mdt_of(&p) == me
+                        && mdd::get_inode(&mut v, &p).is_ok_and(|i| {
+                            i.layout
+                                .as_ref()
+                                .is_some_and(|l| l.objects().any(|x| *x == so))
+                        })
+                })
+                .collect(),
+            Err(_) => vec![false; objs.len()],
+        };
+        (objs, held)
+    })
+    .await
+    .map_err(|_| End::Failed(Errno::EIO))
+}
+
+/// A page of an OST's object listing: the objects, and LAST_ID of each sequence it touched.
+type Page = (Vec<OrphanObj>, Vec<(u64, u32)>);
+
+/// Pages of one OST's listing fetched ahead of the check: the next pages arrive while
+/// one is checked; a page is at most [`MAX_BATCH`] objects of a few dozen bytes.
+const LIST_AHEAD: usize = 2;
+
+/// Lists OST `ost`'s objects that hold data, page by page, into a channel [`LIST_AHEAD`]
+/// pages deep; it ends after the last page, a failed call (sent on), or when the check
+/// stops reading.
+fn list_objects(
+    mdt: Arc<Mdt>,
+    ost: u32,
+    speed_limit: Arc<std::sync::atomic::AtomicU32>,
+) -> mpsc::Receiver<Result<Page, Errno>> {
+    let (tx, rx) = mpsc::channel(LIST_AHEAD);
+    tokio::spawn(async move {
+        // Only for its page size: under a speed limit, a tenth of a second's worth.
+        let pace = Throttle::new(speed_limit);
+        let mut from = Some(ObjCursor::default());
+        while let Some(cur) = from {
+            let max = pace.cap(MAX_BATCH) as u32;
+            let page = match lfsck_ost(&mdt, ost, LfsckRequest::Objects { from: cur, max }).await {
+                Ok(LfsckReply::Objects {
+                    objs,
+                    next,
+                    last_ids,
+                }) => {
+                    from = next;
+                    Ok((objs, last_ids))
+                }
+                Ok(_) => Err(Errno::EPROTO),
+                Err(e) => Err(e),
+            };
+            let failed = page.is_err();
+            if tx.send(page).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// Puts back each LAST_ID (of an OST sequence) that fell behind its highest object, so

@@ -6,7 +6,8 @@
 //! objects up through the index it checks), then namespace and layout side by side,
 //! each with its own scan of the object table and its own windows, so a slow OST does
 //! not hold the namespace check back and a large directory does not hold the layout
-//! check back (the seed study's finding about Lustre's shared pipeline).
+//! check back (the seed study's finding about Lustre's shared pipeline). A coupled run
+//! (`mdd.*.lfsck_coupled=1`) puts them back in Lustre's lockstep, for comparison.
 
 use crate::control::{self, Halt, Live, Record, RepairLog, bounded, now_secs};
 use crate::{layout, namespace};
@@ -108,6 +109,10 @@ pub struct MdtLfsck {
     pub async_windows: Arc<AtomicU32>,
     /// Windows adapt to the slower side (nacre); off: fixed, as Lustre's.
     pub adaptive: Arc<AtomicBool>,
+    /// `mdd.*.lfsck_coupled`: fixed windows, and namespace and layout phase 1 in
+    /// lockstep, as Lustre runs them ([`control::Pace`]); off (the default): each at its
+    /// own pace.
+    pub coupled: Arc<AtomicBool>,
     run: Mutex<Option<RunHandle>>,
     /// Peers reported progress: whoever waits for peers looks again.
     pub peer_news: Notify,
@@ -176,6 +181,7 @@ impl MdtLfsck {
                 st.bookmark.async_windows
             })),
             adaptive: Arc::new(AtomicBool::new(true)),
+            coupled: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(st),
             run: Mutex::new(None),
             peer_news: Notify::new(),
@@ -355,16 +361,23 @@ impl MdtLfsck {
         bm: Bookmark,
         halt: watch::Receiver<Halt>,
     ) {
-        // Namespace and layout side by side, each at its own pace.
+        // Namespace and layout side by side, each at its own pace unless coupled.
+        let both = TYPE_NAMESPACE | TYPE_LAYOUT;
+        let (ns_pace, lo_pace) = if types & both == both && self.coupled.load(Ordering::Relaxed) {
+            let (a, b) = control::Pace::pair();
+            (Some(a), Some(b))
+        } else {
+            (None, None)
+        };
         let ns = async {
             if types & TYPE_NAMESPACE != 0 {
-                let status = namespace::run(&self, &mdt, &bm, halt.clone()).await;
+                let status = namespace::run(&self, &mdt, &bm, halt.clone(), ns_pace).await;
                 self.finish(&mdt, &NAMESPACE, status).await;
             }
         };
         let lo = async {
             if types & TYPE_LAYOUT != 0 {
-                let status = layout::run(&self, &mdt, &bm, halt.clone()).await;
+                let status = layout::run(&self, &mdt, &bm, halt.clone(), lo_pace).await;
                 self.finish(&mdt, &LAYOUT, status).await;
             }
         };

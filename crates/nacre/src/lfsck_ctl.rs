@@ -118,6 +118,11 @@ impl ParamSource for LfsckParams {
                 u8::from(m.adaptive.load(Ordering::Relaxed)).to_string(),
                 true,
             ));
+            v.push(p(
+                "lfsck_coupled",
+                u8::from(m.coupled.load(Ordering::Relaxed)).to_string(),
+                true,
+            ));
             v.push(p("lfsck_repairs", m.repairs.text(), true));
         }
         v
@@ -154,6 +159,7 @@ impl ParamSource for LfsckParams {
                 "lfsck_adaptive_windows" => {
                     m.adaptive.store(num(name, value)? != 0, Ordering::Relaxed)
                 }
+                "lfsck_coupled" => m.coupled.store(num(name, value)? != 0, Ordering::Relaxed),
                 "lfsck_repairs" => m.repairs.clear(),
                 _ => return Err(format!("{name}: read-only or unknown parameter")),
             }

@@ -86,7 +86,7 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Unmount a client mounted with `nacre mount`
     Umount { mountpoint: PathBuf },
-    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums, protection (`nacre bench COMMAND --help`)
+    /// Benchmarks: ior, mdtest, mix, io500, compare, dom, dne, checksums, protection, lfsck (`nacre bench COMMAND --help`)
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
@@ -135,6 +135,10 @@ enum BenchCmd {
     /// What each protection costs: streaming IOR and the six-job mix on plain and
     /// mirrored layouts, checksums on and off, and a mirrored read with an OST stopped
     Protection(cmd::bench_protection::ProtectionBenchArgs),
+    /// LFSCK speed: objects checked per second on a file system aged from a Darshan log,
+    /// for namespace, layout and both, coupled against decoupled, over 1, 2 and 4 OSTs,
+    /// with what every target served meanwhile
+    Lfsck(cmd::bench_lfsck::LfsckBenchArgs),
     /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
     #[command(
         long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
@@ -355,6 +359,12 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             init_logging(false);
             cmd::bench_protection::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Lfsck(a),
+        } => {
+            init_logging(false);
+            cmd::bench_lfsck::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);

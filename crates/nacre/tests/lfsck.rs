@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::lfsck::{Fs, counts, repaired, repaired_all};
+use common::lfsck::{Fs, counts, layout_repaired, repaired, repaired_all};
 use nacre_core::{Fid, FileKind};
 use nacre_lfsck::inject;
 use nacre_lustreapi::lfsck::{LPF_CREATE_MDTOBJ, LPF_DRYRUN};
@@ -219,6 +219,38 @@ async fn link_counts_follow_the_names() {
     fs.verify(&kept).await;
     let rep = fs.check().await;
     assert!(rep.is_clean(), "{}", rep.summary());
+    fs.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coupled_and_decoupled_runs_find_the_same_inconsistencies() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 40).await;
+    let (_, v) = fs.victims("victims", N).await;
+    for f in &v[..3] {
+        inject::set_nlink(fs.mdt(0), *f, 7).await.expect("inject");
+    }
+    for f in &v[3..] {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::corrupt_filter_fid(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    // A speed limit of 200 objects/s makes windows of 20: the 48 objects take several
+    // windows, so a coupled run goes through its lockstep more than once.
+    for coupled in [false, true, false, true] {
+        let (ns, lo) = fs.lfsck_both(0, LPF_DRYRUN, 200, coupled).await;
+        let how = if coupled { "coupled" } else { "decoupled" };
+        assert_eq!(repaired(&ns), counts(&[("nlinks", 3)]), "{how}");
+        assert_eq!(
+            layout_repaired(&lo),
+            counts(&[("unmatched_pair", (N - 3) as u64)]),
+            "{how}"
+        );
+        assert_eq!(ns.items_checked, 48, "{how}: namespace objects");
+        assert_eq!(lo.checked_phase1, 48, "{how}: layout objects");
+    }
+    fs.verify(&kept).await;
     fs.stop().await;
 }
 

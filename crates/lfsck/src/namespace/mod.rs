@@ -15,7 +15,9 @@ pub mod check;
 pub mod facts;
 pub mod repair;
 
-use crate::control::{AdaptiveWindow, End, Halt, Live, Throttle, bounded, end_status, halted};
+use crate::control::{
+    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted,
+};
 use crate::mdt::{Bookmark, MdtLfsck, NAMESPACE};
 use check::{Finding, Kind, Opts, Repair, Scan};
 use facts::{Busy, FactCache, LocalObj, OnlineFacts, mdt_of, obj_facts};
@@ -83,6 +85,7 @@ pub(crate) async fn run(
     mdt: &Arc<Mdt>,
     bm: &Bookmark,
     mut halt: watch::Receiver<Halt>,
+    pace: Option<Pace>,
 ) -> LfsckStatus {
     let mut cx = Cx {
         eng,
@@ -97,7 +100,7 @@ pub(crate) async fn run(
     };
     let r = async {
         dne_records(&mut cx).await?;
-        phase1(&mut cx, &mut halt).await?;
+        phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &NAMESPACE).await;
         eng.notify_peers(Event::NamespacePhase1Done).await;
         let gone = eng.wait_peers(api::TYPE_NAMESPACE, &mut halt).await;
@@ -148,13 +151,22 @@ async fn dne_records(cx: &mut Cx<'_>) -> Result<(), End> {
 }
 
 /// Phase 1: every object of this MDT, window by window from the last checkpoint.
-async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
+/// Coupled (`mdd.*.lfsck_coupled`), its windows are fixed, and with `pace` it keeps in
+/// step with the other component's phase 1.
+async fn phase1(
+    cx: &mut Cx<'_>,
+    halt: &mut watch::Receiver<Halt>,
+    mut pace: Option<Pace>,
+) -> Result<(), End> {
     let eng = cx.eng;
     let mut pos = eng.state.lock().ns.pos_last_checkpoint.oit_cookie;
-    let adaptive = eng.adaptive.load(Ordering::Relaxed);
+    let adaptive = eng.adaptive.load(Ordering::Relaxed) && !eng.coupled.load(Ordering::Relaxed);
     let mut win = AdaptiveWindow::new(SCRUB_WINDOW_SIZE, WINDOW_MIN, WINDOW_MAX, adaptive);
     let mut throttle = Throttle::new(eng.speed_limit.clone());
     loop {
+        if let Some(p) = &pace {
+            p.turn(halt).await;
+        }
         if let Some(h) = halted(halt) {
             return Err(End::Halted(h));
         }
@@ -221,6 +233,9 @@ async fn phase1(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             eng.checkpoint(cx.mdt, &NAMESPACE).await;
         }
         win.observe(n as usize, t0.elapsed());
+        if let Some(p) = pace.as_mut() {
+            p.window_done();
+        }
         throttle.after(n, halt).await;
     }
 }

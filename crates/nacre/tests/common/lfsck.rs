@@ -11,8 +11,8 @@ use nacre_core::{Fid, Layout};
 use nacre_lfsck::MdtLfsck;
 use nacre_lfsck::offline::CheckReport;
 use nacre_lustreapi::lfsck::{
-    LPF_ALL_TGT, LPF_BROADCAST, LayoutInconsistency, LayoutStatus, LfsckStatus, NamespaceStatus,
-    TYPE_LAYOUT, TYPE_NAMESPACE,
+    LPF_ALL_TGT, LPF_BROADCAST, LSV_SPEED_LIMIT, LayoutInconsistency, LayoutStatus, LfsckStatus,
+    NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
 };
 use nacre_mdt::Mdt;
 use nacre_rpc::lfsck::StartArgs;
@@ -184,6 +184,43 @@ impl Fs {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         l
+    }
+
+    /// Runs namespace and layout together on MDT `i` with `flags` (`LPF_*`) and a speed
+    /// limit (`-s`, 0: none), coupled (`mdd.*.lfsck_coupled`) or not, to their end.
+    pub async fn lfsck_both(
+        &self,
+        i: u32,
+        flags: u16,
+        speed_limit: u32,
+        coupled: bool,
+    ) -> (NamespaceStatus, LayoutStatus) {
+        let l = self.checker(i);
+        l.coupled
+            .store(coupled, std::sync::atomic::Ordering::Relaxed);
+        l.start(StartArgs {
+            active: TYPE_NAMESPACE | TYPE_LAYOUT,
+            flags,
+            valid: LSV_SPEED_LIMIT,
+            speed_limit,
+            ..StartArgs::default()
+        })
+        .await
+        .expect("start");
+        let end = Instant::now() + RUN_LIMIT;
+        while l.running() {
+            assert!(Instant::now() < end, "LFSCK did not end");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let st = l.state.lock();
+        assert_eq!(
+            st.ns.status,
+            LfsckStatus::Completed,
+            "{}",
+            l.namespace_text()
+        );
+        assert_eq!(st.lo.status, LfsckStatus::Completed, "{}", l.layout_text());
+        (st.ns.clone(), st.lo.clone())
     }
 
     /// Runs the namespace check on MDT `i` with `flags` (`LPF_*`) to its end.
