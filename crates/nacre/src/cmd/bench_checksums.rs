@@ -130,6 +130,9 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
     let dir = work.join("fs");
     let mnt = work.join("mnt");
     std::fs::create_dir_all(&mnt)?;
+    // Ctrl-C stops the runs at a clean point, so the mount, the servers and the work
+    // directory are still taken down below.
+    nacre_bench::cancel::install_sigint_handler();
     local::format(&dir, "ckbench", 1, 4, 0)?;
     let rt = super::runtime()?;
     let cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
