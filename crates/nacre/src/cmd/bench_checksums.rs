@@ -8,18 +8,18 @@
 //! checksums in the stores). The two settings alternate run by run, so drift in the
 //! machine's speed falls on both alike.
 
-use crate::local::{self, LocalCluster};
+use super::bench_fs::BenchFs;
+use crate::local::LocalCluster;
 use crate::native::NativeFs;
 use anyhow::{Context, Result, bail};
 use nacre_bench::backend::FileSystem;
 use nacre_bench::env::RunEnv;
 use nacre_bench::ior::{self, Access, IorConfig};
 use nacre_bench::rank::World;
-use nacre_client::{Client, MountSpec};
+use nacre_client::Client;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Streaming IOR with checksums on and off, through the mount and natively.
 #[derive(clap::Args, Debug, Clone)]
@@ -120,35 +120,9 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
             bail!("unknown access '{acc}' (mount, native)");
         }
     }
-    let (work, tmp) = match &a.workdir {
-        Some(w) => (w.clone(), None),
-        None => {
-            let t = super::bench_dne::tempfile_dir("checksums")?;
-            (t.clone(), Some(t))
-        }
-    };
-    let dir = work.join("fs");
-    let mnt = work.join("mnt");
-    std::fs::create_dir_all(&mnt)?;
-    // Ctrl-C stops the runs at a clean point, so the mount, the servers and the work
-    // directory are still taken down below.
-    nacre_bench::cancel::install_sigint_handler();
-    local::format(&dir, "ckbench", 1, 4, 0)?;
-    let rt = super::runtime()?;
-    let cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
-    let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
-    let spec =
-        MountSpec::parse(&cluster.spec(), key, "bench-checksums").map_err(anyhow::Error::msg)?;
-    let client = rt.block_on(Client::mount(spec))?;
-    let mounted = super::mount::mount_client(
-        rt.handle(),
-        client.clone(),
-        &mnt,
-        &cluster.spec(),
-        Duration::from_secs(1),
-        Vec::new(),
-        crate::lfsck_ctl::LocalLfsck::default(),
-    )?;
+    let fs = BenchFs::up("checksums", "ckbench", 4, a.workdir.as_deref())?;
+    let (client, dir, mnt) = (fs.client.clone(), fs.dir.clone(), fs.mnt.clone());
+    let cluster = &fs.cluster;
     let native = Arc::new(NativeFs::connect(&dir.to_string_lossy())?);
     let native_client = native.client().clone();
     let cold = nacre_bench::compare::drop_caches().is_ok();
@@ -169,7 +143,7 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
                 [false, true]
             };
             for on in order {
-                set_checksums(&cluster, &[&client, &native_client], on)?;
+                set_checksums(cluster, &[&client, &native_client], on)?;
                 for access in &a.access {
                     let (env, root) = match access.as_str() {
                         "mount" => (&mount_env, mnt.clone()),
@@ -213,11 +187,7 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
     drop(mount_env);
     drop(native_env);
     drop(native);
-    mounted.unmount();
-    rt.block_on(cluster.stop());
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_dir_all(t);
-    }
+    fs.down();
     res?;
     print_table(&a, &cells, cold);
     if let Some(p) = &a.json {

@@ -11,20 +11,19 @@
 //! run by run, so drift in the machine's speed falls on all alike.
 
 use super::bench_checksums::{set_checksums, write_then_read};
-use crate::local::{self, LocalCluster};
+use super::bench_fs::BenchFs;
 use anyhow::{Context, Result, bail};
 use nacre_bench::env::RunEnv;
 use nacre_bench::ior::{self, Access, IorConfig};
 use nacre_bench::mix::{self, MixOptions};
 use nacre_bench::rank::World;
-use nacre_client::{Client, MountSpec};
+use nacre_client::Client;
 use nacre_core::Layout;
 use nacre_core::layout::{Component, EOF, pflr_id};
 use nacre_rpc::msg::Cred;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// OSTs of the file system it brings up: room for two mirrors of two tasks' files on
 /// different OSTs.
@@ -169,35 +168,9 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
         .iter()
         .map(|n| Ok((n.clone(), layout_of(n)?)))
         .collect::<Result<_>>()?;
-    let (work, tmp) = match &a.workdir {
-        Some(w) => (w.clone(), None),
-        None => {
-            let t = super::bench_dne::tempfile_dir("protection")?;
-            (t.clone(), Some(t))
-        }
-    };
-    let dir = work.join("fs");
-    let mnt = work.join("mnt");
-    std::fs::create_dir_all(&mnt)?;
-    // Ctrl-C stops the runs at a clean point, so the mount, the servers and the work
-    // directory are still taken down below.
-    nacre_bench::cancel::install_sigint_handler();
-    local::format(&dir, "protfs", 1, OSTS, 0)?;
-    let rt = super::runtime()?;
-    let mut cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
-    let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
-    let spec =
-        MountSpec::parse(&cluster.spec(), key, "bench-protection").map_err(anyhow::Error::msg)?;
-    let client = rt.block_on(Client::mount(spec))?;
-    let mounted = super::mount::mount_client(
-        rt.handle(),
-        client.clone(),
-        &mnt,
-        &cluster.spec(),
-        Duration::from_secs(1),
-        Vec::new(),
-        crate::lfsck_ctl::LocalLfsck::default(),
-    )?;
+    let mut fs = BenchFs::up("protection", "protfs", OSTS, a.workdir.as_deref())?;
+    let (rt, client, mnt) = (&fs.rt, fs.client.clone(), fs.mnt.clone());
+    let cluster = &mut fs.cluster;
     let cold = nacre_bench::compare::drop_caches().is_ok();
     if !cold {
         eprintln!("note: cannot drop the page cache (needs root): reads may be served from memory");
@@ -214,10 +187,10 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                 [false, true]
             };
             for on in order {
-                set_checksums(&cluster, &[&client], on)?;
+                set_checksums(cluster, &[&client], on)?;
                 for (name, layout) in &layouts {
                     let case = format!("{name}-{rep}-{}", if on { "on" } else { "off" });
-                    let d = layout_dir(&rt, &client, &mnt, &case, layout.clone())?;
+                    let d = layout_dir(rt, &client, &mnt, &case, layout.clone())?;
                     let mut push = |op: &str, mib_s: f64| {
                         eprintln!(
                             "run {rep}: {name} {op} checksums {}: {mib_s:.1} MiB/s",
@@ -258,7 +231,7 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                     push("read", r);
                     if name == "mirror" {
                         // Files are kept: read them again with one copy's OST gone.
-                        let ost = first_mirror_ost(&rt, &client, &case, "ior.00000000")?;
+                        let ost = first_mirror_ost(rt, &client, &case, "ior.00000000")?;
                         rt.block_on(cluster.stop_ost(ost));
                         let _ = nacre_bench::compare::drop_caches();
                         let r = ior::run(
@@ -299,11 +272,7 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
         Ok(())
     })();
     drop(env);
-    mounted.unmount();
-    rt.block_on(cluster.stop());
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_dir_all(t);
-    }
+    fs.down();
     res?;
     print_table(&a, &layouts, &cells, cold);
     if let Some(p) = &a.json {

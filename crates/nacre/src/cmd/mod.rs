@@ -3,6 +3,7 @@
 pub mod bench_checksums;
 pub mod bench_dne;
 pub mod bench_dom;
+pub mod bench_fs;
 pub mod bench_lfsck;
 pub mod bench_protection;
 pub mod cluster;

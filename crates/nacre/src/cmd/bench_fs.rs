@@ -1,0 +1,77 @@
+//! The file system a benchmark brings up for itself: formatted in a work directory (a
+//! new temporary one unless given), served by this process and mounted with FUSE, and
+//! taken down again by [`BenchFs::down`], also after Ctrl-C (which stops the runs at a
+//! clean point) or a failed run.
+
+use super::mount::Mounted;
+use crate::local::{self, LocalCluster};
+use anyhow::Result;
+use nacre_client::{Client, MountSpec};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct BenchFs {
+    pub rt: tokio::runtime::Runtime,
+    pub cluster: LocalCluster,
+    pub client: Arc<Client>,
+    /// The targets' directory (an `up` directory: `NativeFs::connect` takes it).
+    pub dir: PathBuf,
+    /// Where it is mounted.
+    pub mnt: PathBuf,
+    mounted: Mounted,
+    /// The work directory made here, removed by `down`.
+    tmp: Option<PathBuf>,
+}
+
+impl BenchFs {
+    /// Formats `fsname` (1 MDT, `osts` OSTs) under `workdir` (or a new temporary
+    /// directory named after `bench`), starts it and mounts it.
+    pub fn up(bench: &str, fsname: &str, osts: u32, workdir: Option<&Path>) -> Result<BenchFs> {
+        let (work, tmp) = match workdir {
+            Some(w) => (w.to_path_buf(), None),
+            None => {
+                let t = super::bench_dne::tempfile_dir(bench)?;
+                (t.clone(), Some(t))
+            }
+        };
+        let dir = work.join("fs");
+        let mnt = work.join("mnt");
+        std::fs::create_dir_all(&mnt)?;
+        nacre_bench::cancel::install_sigint_handler();
+        local::format(&dir, fsname, 1, osts, 0)?;
+        let rt = super::runtime()?;
+        let cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
+        let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
+        let spec = MountSpec::parse(&cluster.spec(), key, &format!("bench-{bench}"))
+            .map_err(anyhow::Error::msg)?;
+        let client = rt.block_on(Client::mount(spec))?;
+        let mounted = super::mount::mount_client(
+            rt.handle(),
+            client.clone(),
+            &mnt,
+            &cluster.spec(),
+            Duration::from_secs(1),
+            Vec::new(),
+            crate::lfsck_ctl::LocalLfsck::default(),
+        )?;
+        Ok(BenchFs {
+            rt,
+            cluster,
+            client,
+            dir,
+            mnt,
+            mounted,
+            tmp,
+        })
+    }
+
+    /// Unmounts, stops the servers and removes a work directory it made.
+    pub fn down(self) {
+        self.mounted.unmount();
+        self.rt.block_on(self.cluster.stop());
+        if let Some(t) = self.tmp {
+            let _ = std::fs::remove_dir_all(t);
+        }
+    }
+}
