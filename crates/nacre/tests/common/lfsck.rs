@@ -170,14 +170,21 @@ impl Fs {
     /// Runs the components `active` (`TYPE_*`) on MDT `i` with `flags` (`LPF_*`) and
     /// waits for the run's end (within [`RUN_LIMIT`]).
     async fn run_to_end(&self, i: u32, active: u16, flags: u16) -> &Arc<MdtLfsck> {
-        let l = self.checker(i);
-        l.start(StartArgs {
-            active,
-            flags,
-            ..StartArgs::default()
-        })
+        self.run_args_to_end(
+            i,
+            StartArgs {
+                active,
+                flags,
+                ..StartArgs::default()
+            },
+        )
         .await
-        .expect("start");
+    }
+
+    /// Starts a run on MDT `i` with `args` and waits for its end (within [`RUN_LIMIT`]).
+    async fn run_args_to_end(&self, i: u32, args: StartArgs) -> &Arc<MdtLfsck> {
+        let l = self.checker(i);
+        l.start(args).await.expect("start");
         let end = Instant::now() + RUN_LIMIT;
         while l.running() {
             assert!(Instant::now() < end, "LFSCK did not end");
@@ -198,20 +205,17 @@ impl Fs {
         let l = self.checker(i);
         l.coupled
             .store(coupled, std::sync::atomic::Ordering::Relaxed);
-        l.start(StartArgs {
-            active: TYPE_NAMESPACE | TYPE_LAYOUT,
-            flags,
-            valid: LSV_SPEED_LIMIT,
-            speed_limit,
-            ..StartArgs::default()
-        })
-        .await
-        .expect("start");
-        let end = Instant::now() + RUN_LIMIT;
-        while l.running() {
-            assert!(Instant::now() < end, "LFSCK did not end");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.run_args_to_end(
+            i,
+            StartArgs {
+                active: TYPE_NAMESPACE | TYPE_LAYOUT,
+                flags,
+                valid: LSV_SPEED_LIMIT,
+                speed_limit,
+                ..StartArgs::default()
+            },
+        )
+        .await;
         let st = l.state.lock();
         assert_eq!(
             st.ns.status,
