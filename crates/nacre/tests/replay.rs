@@ -199,6 +199,11 @@ async fn verify(c: &Arc<Client>, s: &Setup, created: Fid, kept: bool, what: &str
         kept,
         "{what}: unlink"
     );
+    assert_eq!(
+        c.getattr(s.unlinked).await.is_err(),
+        kept,
+        "{what}: the unlinked inode"
+    );
     let r = has(s.dir, "renamed2").await;
     assert_eq!(r.is_some(), kept, "{what}: rename");
     assert_eq!(
