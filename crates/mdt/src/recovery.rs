@@ -147,7 +147,7 @@ struct State {
 
 /// What the recovery driver does next.
 pub(crate) enum Step {
-    Apply(u64, Queued),
+    Apply(u64, Box<Queued>),
     Evict(Vec<ClientUuid>),
     Finish,
     Wait(Instant),
@@ -346,7 +346,7 @@ impl Recovery {
                 st.last_transno = st.last_transno.max(first);
                 st.replayed += 1;
                 st.last_activity = now;
-                return Step::Apply(first, q);
+                return Step::Apply(first, Box::new(q));
             }
         } else if st.known.iter().all(|c| !expected(&st, c)) {
             return Step::Finish;
