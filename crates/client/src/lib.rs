@@ -21,6 +21,7 @@ pub mod lmv;
 pub mod md;
 pub mod migrate;
 pub mod readahead;
+pub mod replay;
 pub mod stats;
 pub mod tunables;
 pub mod writeback;
@@ -87,6 +88,10 @@ pub struct Client {
     config: watch::Receiver<FsConfig>,
     mgc: Arc<Mgc>,
     mdcs: RwLock<Vec<Arc<Import>>>,
+    /// Each MDC's replay list, by MDT index.
+    mdc_replays: RwLock<Vec<Arc<replay::MdcReplay>>>,
+    /// This mount's identity on the MDTs (Lustre's client UUID).
+    uuid: u64,
     oscs: RwLock<Vec<Arc<Import>>>,
     pub tunables: Arc<Tunables>,
     /// Data changes this client made (write, truncate, fallocate) or was told of by an
@@ -144,6 +149,8 @@ impl Client {
             config: config.clone(),
             mgc,
             mdcs: RwLock::new(Vec::new()),
+            mdc_replays: RwLock::new(Vec::new()),
+            uuid: rand::random::<u64>() | 1,
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
             local_changes: LocalChanges::default(),
@@ -189,6 +196,9 @@ impl Client {
             while m.len() < cfg.mdts.len() {
                 let idx = m.len() as u32;
                 let imp = make(TargetName::mdt(idx));
+                let rep = Arc::new(replay::MdcReplay::new(self.uuid, imp.request_timeout()));
+                imp.set_connect_hook(rep.clone());
+                self.mdc_replays.write().push(rep);
                 if let Some(me) = self.me.get() {
                     tokio::spawn(callback::follow(
                         me.clone(),
@@ -242,6 +252,15 @@ impl Client {
 
     pub(crate) fn mdc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
         self.mdcs
+            .read()
+            .get(idx as usize)
+            .cloned()
+            .ok_or(Errno::EIO)
+    }
+
+    /// MDT `idx`'s replay list.
+    pub fn mdc_replay(&self, idx: u32) -> Result<Arc<replay::MdcReplay>, Errno> {
+        self.mdc_replays
             .read()
             .get(idx as usize)
             .cloned()

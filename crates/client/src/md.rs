@@ -28,11 +28,55 @@ impl Client {
     }
 
     pub(crate) async fn md_call(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
+        if crate::replay::is_replayable(&req) {
+            return self.md_call_tracked(mdt, req).await;
+        }
         let imp = self.mdc(mdt)?;
         imp.call(&req, Bytes::new())
             .await
             .map(|(r, _)| r)
             .map_err(rpc_errno)
+    }
+
+    /// A modifying request: sent with this mount's identity and a request number, and
+    /// kept for replay until the MDT says it is committed.
+    async fn md_call_tracked(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
+        let imp = self.mdc(mdt)?;
+        let rep = self.mdc_replay(mdt)?;
+        if rep.is_full() {
+            // Make the MDT commit rather than keep more: a sync covers every reply so far.
+            let upto = rep.last_transno();
+            let sync = Request::Sync {
+                fid: None,
+                changed: false,
+            };
+            imp.call(&sync, Bytes::new()).await.map_err(rpc_errno)?;
+            rep.committed(upto);
+        }
+        let tracked = Request::Tracked {
+            client: rep.client,
+            xid: rep.next_xid(),
+            req: Box::new(req),
+        };
+        let reply = imp
+            .call(&tracked, Bytes::new())
+            .await
+            .map(|(r, _)| r)
+            .map_err(rpc_errno)?;
+        let Request::Tracked { req, .. } = tracked else {
+            return Err(Errno::EPROTO);
+        };
+        match reply {
+            Reply::Tracked {
+                transno,
+                last_committed,
+                reply,
+            } => {
+                rep.answered(*req, transno, last_committed, &reply);
+                Ok(*reply)
+            }
+            other => Ok(other),
+        }
     }
 
     async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {

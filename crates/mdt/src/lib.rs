@@ -8,6 +8,7 @@
 //! - [`osp`]: precreated object pools and object destruction on each OST;
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
 //! - [`callback`]: telling clients that hold a file open to drop their cache of it;
+//! - [`recovery`]: transnos, `last_rcvd` and replay after a restart;
 //! - [`records`]: how inodes and entries are encoded in the store;
 //! - [`dne`]: the namespace over several MDTs (remote and striped directories, operations
 //!   across MDTs and their recovery); [`fail`]: fault-injection points.
@@ -28,6 +29,7 @@ pub mod open;
 pub mod osp;
 pub mod perm;
 pub mod records;
+pub mod recovery;
 pub mod squash;
 
 use bytes::Bytes;
@@ -105,6 +107,8 @@ pub struct Mdt {
     dne: dne::Dne,
     /// The checker, attached once the MDT has started ([`Mdt::set_lfsck`]).
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
+    /// Replay recovery after a restart, and the clients' records.
+    pub recovery: recovery::Recovery,
 }
 
 fn now() -> Timespec {
@@ -161,6 +165,11 @@ impl Mdt {
                 .await
                 .map_err(|e| setup(format!("cannot create the root directory: {e}")))?;
         }
+        let recorded = store
+            .read()
+            .and_then(|v| recovery::recorded_clients(&v))
+            .map_err(|e| setup(format!("cannot read the client records: {e}")))?;
+        let recovery = recovery::Recovery::new(recorded, store.last_committed());
         let (shutdown, sd_rx) = watch::channel(false);
         dom.set_name(&format!("{}-MDT{:04x}-dom", cfg.fsname, cfg.index));
         let dom = Arc::new(dom);
@@ -182,6 +191,7 @@ impl Mdt {
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
             lfsck: std::sync::OnceLock::new(),
             oi_rebuilt,
+            recovery,
         });
         let cc = cfg.conn.clone();
         mdt.add_osts(&config, &cc, &sd_rx)
@@ -209,6 +219,10 @@ impl Mdt {
             })
         }));
         tokio::spawn(mdt.dom_scrub.clone().run(sd_rx.clone()));
+        if mdt.recovery.is_recovering() {
+            tracing::info!(target: "mdt", "{}-MDT{:04x}: in recovery, waiting for its clients", cfg.fsname, cfg.index);
+            tokio::spawn(mdt.clone().recover(sd_rx.clone()));
+        }
         tokio::spawn(mdt.clone().follow_osts(config, cc, sd_rx));
         Ok(mdt)
     }
@@ -571,7 +585,14 @@ impl Mdt {
         })
     }
 
-    async fn create(&self, ctx: &RequestCtx, req: Request) -> Result<Reply, Errno> {
+    /// A create; with `replay`, the replay of one answered before a crash, which makes the
+    /// same FID with the same layout (and opens nothing: the handle died with the MDT).
+    async fn create(
+        &self,
+        ctx: &RequestCtx,
+        req: Request,
+        replay: Option<nacre_rpc::msg::ReplayOutcome>,
+    ) -> Result<Reply, Errno> {
         let Request::Create {
             parent,
             name,
@@ -586,6 +607,7 @@ impl Mdt {
         else {
             return Err(Errno::EPROTO);
         };
+        let open = if replay.is_some() { None } else { open };
         mdd::check_name(&name)?;
         let kind = FileKind::from_mode(mode).ok_or(Errno::EINVAL)?;
         if symlink.is_some() != (kind == FileKind::Symlink) {
@@ -606,7 +628,13 @@ impl Mdt {
             return self.open(ctx, fid, open.unwrap_or_default(), &cred).await;
         }
         let mut file_layout = None;
-        if kind == FileKind::Regular {
+        if let Some(r) = &replay {
+            file_layout = r.layout.clone();
+            if let Some(l) = &file_layout {
+                self.lod
+                    .note_used(&l.objects().copied().collect::<Vec<_>>());
+            }
+        } else if kind == FileKind::Regular {
             let root_default = if parent == Fid::ROOT {
                 pino.default_layout.clone()
             } else {
@@ -643,7 +671,7 @@ impl Mdt {
             cred,
             symlink,
             layout: file_layout,
-            fid: None,
+            fid: replay.as_ref().map(|r| r.fid),
             now: now(),
             open_for_write: want_write,
         };
@@ -654,7 +682,12 @@ impl Mdt {
             .write(move |tx| {
                 // A name a distributed operation may still put back (DNE).
                 held.0.check(&held.1, &held.2)?;
+                let forced = args.fid;
                 let c = mdd::create(tx, idx, args, open.is_some() && !exclusive)?;
+                if let Some(f) = forced {
+                    // A replayed FID the crash took back from the allocator.
+                    mdd::note_fid_used(tx, idx, &f)?;
+                }
                 // Objects handed out must never be handed out again, even after a crash.
                 mdd::note_objects_used(tx, &used)?;
                 Ok(c)
@@ -663,7 +696,9 @@ impl Mdt {
         let created = match res {
             Ok(c) => c,
             Err(e) => {
-                self.lod.give_back(&objs);
+                if replay.is_none() {
+                    self.lod.give_back(&objs);
+                }
                 return Err(e);
             }
         };
@@ -1104,6 +1139,81 @@ impl Mdt {
         Ok(Reply::Ok)
     }
 
+    /// A client's connect: its record written first if it is new.
+    async fn mds_connect(&self, client: u64) -> Result<(Reply, Bytes), Errno> {
+        if self.recovery.connect(client).await {
+            recovery::record_client(&self.store, client).await?;
+            self.recovery.recorded(client);
+        }
+        Ok((
+            Reply::MdtConnected {
+                instance: self.recovery.instance,
+                last_committed: self.store.last_committed(),
+            },
+            Bytes::new(),
+        ))
+    }
+
+    /// Recovery's driver: applies replays in transno order, evicts clients that miss the
+    /// window, and ends with everything replayed committed.
+    async fn recover(self: Arc<Self>, mut stopping: watch::Receiver<bool>) {
+        let me = format!("{}-MDT{:04x}", self.fsname, self.index);
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            match self.recovery.next_step() {
+                recovery::Step::Apply(transno, q) => {
+                    let r = self.clone().apply_replay(q.ctx, q.req, q.outcome).await;
+                    if let Err(e) = &r {
+                        tracing::warn!(target: "mdt", "{me}: replay of transno {transno} from client {:016x} failed: {e}", q.client);
+                    }
+                    let _ = q.done.send(r);
+                }
+                recovery::Step::Evict(gone) => {
+                    for c in gone {
+                        self.recovery.replies.forget(c);
+                        tracing::warn!(target: "mdt", "{me}: recovery window ended: evicting client {c:016x}, which did not reconnect; its uncommitted requests are lost");
+                    }
+                }
+                recovery::Step::Wait(until) => {
+                    tokio::select! {
+                        _ = self.recovery.wait(until) => {}
+                        _ = stopping.changed() => {}
+                    }
+                }
+                recovery::Step::Finish => break,
+            }
+        }
+        let last = self.recovery.last_replayed();
+        let store = self.store.clone();
+        let _ = tokio::task::spawn_blocking(move || store.advance_transno(last)).await;
+        if let Err(e) = self.store.sync().await {
+            tracing::error!(target: "mdt", "{me}: cannot commit the replayed requests: {e}");
+        }
+        if let Err(e) = recovery::forget_clients(&self.store, self.recovery.evicted()).await {
+            tracing::warn!(target: "mdt", "{me}: cannot remove the records of evicted clients: {e}");
+        }
+        let (recovered, evicted, replayed, _) = self.recovery.finish();
+        tracing::info!(target: "mdt", "{me}: recovery over: {recovered} clients recovered, {evicted} evicted, {replayed} requests replayed");
+    }
+
+    /// One replayed request, run as it first ran.
+    async fn apply_replay(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        outcome: Option<nacre_rpc::msg::ReplayOutcome>,
+    ) -> Result<Reply, Errno> {
+        match (req, outcome) {
+            (r @ Request::Create { .. }, Some(o)) => self.create(&ctx, r, Some(o)).await,
+            (r, _) => self
+                .dispatch_bulk(ctx, r, Bytes::new())
+                .await
+                .map(|(r, _)| r),
+        }
+    }
+
     /// Requests that carry bulk data in or out; everything else goes to [`Mdt::dispatch`].
     async fn dispatch_bulk(
         self: Arc<Self>,
@@ -1225,7 +1335,7 @@ impl Mdt {
             }
             r @ Request::Create { .. } => match self.dne_create_route(&r)? {
                 dne::CreateRoute::Plain => {
-                    match dne::reserve::retry_held(|| self.create(&ctx, r.clone())).await {
+                    match dne::reserve::retry_held(|| self.create(&ctx, r.clone(), None)).await {
                         // The name's inode moved to another MDT meanwhile.
                         Err(mdd::REMOTE) => match self.dne_create_route(&r)? {
                             dne::CreateRoute::Remote(fid) => Ok(Reply::RemoteFid(fid)),
@@ -1520,6 +1630,29 @@ impl Mdt {
     }
 }
 
+/// Requests that run while the MDT recovers: the servers' own (DNE, LFSCK), syncs, pings
+/// and cache callbacks. Every other request waits until the replays are in.
+fn runs_during_recovery(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Ping
+            | Request::Statfs
+            | Request::Sync { .. }
+            | Request::WaitCallbacks { .. }
+            | Request::Lfsck(_)
+            | Request::DnePrepare { .. }
+            | Request::DneCommit { .. }
+            | Request::DneAbort { .. }
+            | Request::DneResolve { .. }
+            | Request::DneSeqGrant { .. }
+            | Request::DneLookup { .. }
+            | Request::DneLinks { .. }
+            | Request::DneStatus
+            | Request::DneRenameLock { .. }
+            | Request::DnePermission { .. }
+    )
+}
+
 /// Requests that add names, inodes or xattrs: refused on a nearly full MDT.
 fn grows_namespace(req: &Request) -> bool {
     matches!(
@@ -1558,7 +1691,55 @@ impl Service for Mdt {
             String::new()
         };
         self.health().ensure()?;
-        let r = self.clone().dispatch_bulk(ctx, req, bulk).await;
+        let r = match req {
+            Request::MdtConnect { client } => self.mds_connect(client).await,
+            Request::Replay {
+                client,
+                transno,
+                req,
+                outcome,
+            } => {
+                let rx = self.recovery.queue(client, transno, ctx, *req, outcome)?;
+                match rx.await {
+                    Ok(r) => r.map(|r| (r, Bytes::new())),
+                    Err(_) => Err(Errno::ESHUTDOWN),
+                }
+            }
+            Request::ReplayDone { client } => {
+                self.recovery.replay_done(client).await?;
+                Ok((
+                    Reply::Recovered {
+                        last_committed: self.store.last_committed(),
+                    },
+                    Bytes::new(),
+                ))
+            }
+            Request::Tracked { client, xid, req } => {
+                self.recovery.wait_ended().await;
+                if let Some(saved) = self.recovery.replies.lookup(client, xid) {
+                    // A resend of a request that ran: its answer, not a second run.
+                    return Ok((saved, Bytes::new()));
+                }
+                let (r, transno) =
+                    nacre_osd::mdstore::track_transno(self.clone().dispatch_bulk(ctx, *req, bulk))
+                        .await;
+                r.map(|(reply, bulk)| {
+                    let reply = Reply::Tracked {
+                        transno,
+                        last_committed: self.store.last_committed(),
+                        reply: Box::new(reply),
+                    };
+                    self.recovery.replies.save(client, xid, &reply);
+                    (reply, bulk)
+                })
+            }
+            req => {
+                if !runs_during_recovery(&req) {
+                    self.recovery.wait_ended().await;
+                }
+                self.clone().dispatch_bulk(ctx, req, bulk).await
+            }
+        };
         if let Err(e) = &r {
             // A storage error may mean the storage is going: check it now.
             let (h, e) = (self.health().clone(), *e);

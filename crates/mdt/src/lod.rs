@@ -262,6 +262,17 @@ impl Lod {
         Ok(())
     }
 
+    /// Objects a replayed create used again: out of the pools for good.
+    pub fn note_used(&self, objs: &[StripeObject]) {
+        for o in objs {
+            if let Some(osp) = self.osp(o.ost_idx)
+                && o.fid.seq == osp.seq()
+            {
+                osp.note_used(o.fid.oid);
+            }
+        }
+    }
+
     /// Returns objects of a create that failed to their pools.
     pub fn give_back(&self, objs: &[StripeObject]) {
         for o in objs {

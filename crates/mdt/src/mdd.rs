@@ -574,6 +574,27 @@ pub fn alloc_fid(tx: &mut Tx, mdt_idx: u32) -> Result<Fid, Errno> {
     Ok(Fid::new(seq, oid as u32, 0))
 }
 
+/// After a replayed create: the allocator hands out FIDs above `fid` (the crash may have
+/// taken its allocation back), when `fid` is of this MDT's current or a later sequence.
+pub fn note_fid_used(tx: &mut Tx, mdt_idx: u32, fid: &Fid) -> Result<(), Errno> {
+    let start = super_seq_start(mdt_idx);
+    if fid.seq < start || fid.seq >= start + SUPER_SEQ_WIDTH {
+        return Ok(());
+    }
+    let seq = get_u64(tx, KEY_SEQ)?.unwrap_or(start);
+    let oid = get_u64(tx, KEY_OID)?.unwrap_or(1);
+    if fid.seq > seq {
+        put_u64(tx, KEY_SEQ, fid.seq)?;
+        put_u64(tx, KEY_OID, u64::from(fid.oid) + 1)?;
+        if get_u64(tx, KEY_SEQ_NEXT)?.unwrap_or(start + 1) <= fid.seq {
+            put_u64(tx, KEY_SEQ_NEXT, fid.seq + 1)?;
+        }
+    } else if fid.seq == seq && u64::from(fid.oid) >= oid {
+        put_u64(tx, KEY_OID, u64::from(fid.oid) + 1)?;
+    }
+    Ok(())
+}
+
 /// Creates the root directory and `.lustre` at format time.
 pub fn format_root(tx: &mut Tx, now: Timespec) -> Result<(), Errno> {
     if exists(tx, &Fid::ROOT)? {

@@ -153,6 +153,15 @@ impl Osp {
         }
     }
 
+    /// A replayed create used `oid`: never hand it out again.
+    pub fn note_used(&self, oid: u32) {
+        let mut p = self.pool.lock();
+        p.returned.retain(|o| *o != oid);
+        if oid >= p.next {
+            p.next = oid + 1;
+        }
+    }
+
     /// Gives back objects a failed create did not use.
     pub fn give_back(&self, objs: &[StripeObject]) {
         let mut p = self.pool.lock();

@@ -395,6 +395,22 @@ impl ParamSource for MdtParams {
             },
         ];
         let mdt = format!("mdt.{}-MDT{:04x}", self.fsname, self.mdt.index);
+        let (soft, hard) = self.mdt.recovery.window();
+        v.push(ParamValue {
+            name: format!("{mdt}.recovery_status"),
+            value: self.mdt.recovery.status_text(),
+            writable: false,
+        });
+        v.push(ParamValue {
+            name: format!("{mdt}.recovery_time_soft"),
+            value: soft.to_string(),
+            writable: true,
+        });
+        v.push(ParamValue {
+            name: format!("{mdt}.recovery_time_hard"),
+            value: hard.to_string(),
+            writable: true,
+        });
         v.extend(self.mdt.dom_params().into_iter().map(|p| ParamValue {
             name: format!("{mdt}.{}", p.name),
             value: p.value,
@@ -459,6 +475,14 @@ impl ParamSource for MdtParams {
                         .squash
                         .set_nosquash_nids(value)
                         .map_err(|e| format!("{name}: {e}"));
+                }
+                Some("recovery_time_soft") => {
+                    self.mdt.recovery.set_soft(num(name, value)?);
+                    return Ok(());
+                }
+                Some("recovery_time_hard") => {
+                    self.mdt.recovery.set_hard(num(name, value)?);
+                    return Ok(());
                 }
                 _ => {}
             }

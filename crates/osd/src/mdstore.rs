@@ -186,6 +186,27 @@ pub enum StoreError {
 
 type Answer = Result<Box<dyn Any + Send>, Errno>;
 type TxFn = Box<dyn FnOnce(&mut Tx<'_, '_>) -> Answer + Send>;
+/// A transaction's answer and the transaction number it was committed under (0 when it
+/// changed nothing).
+type Numbered = Result<(Box<dyn Any + Send>, u64), Errno>;
+
+tokio::task_local! {
+    /// The highest transaction number the writes of the current task were committed
+    /// under (see [`track_transno`]).
+    static OP_TRANSNO: std::cell::Cell<u64>;
+}
+
+/// Runs `fut` and returns, with its output, the highest transaction number any store
+/// write it made was committed under (0 when it changed nothing): the transno of one
+/// request (Lustre's `th_transno`), whose writes all run in the request's own task.
+pub async fn track_transno<F: std::future::Future>(fut: F) -> (F::Output, u64) {
+    OP_TRANSNO
+        .scope(std::cell::Cell::new(0), async move {
+            let out = fut.await;
+            (out, OP_TRANSNO.with(std::cell::Cell::get))
+        })
+        .await
+}
 
 /// Counters for `lctl get_param`-style stats.
 #[derive(Debug, Default)]
@@ -196,6 +217,17 @@ pub struct StoreStats {
     pub journal_syncs: AtomicU64,
     /// Bytes written to the journal: what the committed changes cost on disk.
     pub journal_bytes: AtomicU64,
+}
+
+/// The highest transaction number on stable storage (Lustre's `last_committed`): every
+/// transaction up to it is in a synced journal or a durable checkpoint.
+#[derive(Debug, Default)]
+struct Committed(AtomicU64);
+
+impl Committed {
+    fn advance(&self, transno: u64) {
+        self.0.fetch_max(transno, Ordering::AcqRel);
+    }
 }
 
 struct Shared {
@@ -210,6 +242,7 @@ struct Shared {
     health: Arc<Health>,
     sync_journal: AtomicBool,
     stats: StoreStats,
+    committed: Committed,
     max_batch: usize,
     checkpoint_bytes: u64,
     checkpointer: Arc<CheckpointSignal>,
@@ -229,7 +262,7 @@ struct Queue {
 struct Pending {
     f: TxFn,
     sync: bool,
-    reply: oneshot::Sender<Answer>,
+    reply: oneshot::Sender<Numbered>,
 }
 
 /// Wakes the checkpoint thread early (a big journal) or for good (close).
@@ -656,6 +689,8 @@ impl MdStore {
             health,
             sync_journal: AtomicBool::new(cfg.sync_journal),
             stats: StoreStats::default(),
+            // What the journal replay left is all durable.
+            committed: Committed(AtomicU64::new(transno)),
             max_batch: cfg.max_batch.max(1),
             checkpoint_bytes: cfg.checkpoint_bytes,
             checkpointer: checkpointer.clone(),
@@ -761,8 +796,28 @@ impl MdStore {
         } else {
             rx.await.map_err(|_| Errno::EIO)?
         };
-        let any = answer?;
+        let (any, transno) = answer?;
+        if transno > 0 {
+            let _ = OP_TRANSNO.try_with(|t| t.set(t.get().max(transno)));
+        }
         any.downcast::<R>().map(|b| *b).map_err(|_| Errno::EIO)
+    }
+
+    /// The highest transaction number on stable storage (`last_committed`).
+    pub fn last_committed(&self) -> u64 {
+        self.shared.committed.0.load(Ordering::Acquire)
+    }
+
+    /// The last transaction number given out.
+    pub fn last_transno(&self) -> u64 {
+        self.shared.exec.lock().transno
+    }
+
+    /// Numbers later transactions above `transno`: after a recovery replayed requests
+    /// numbered before a crash, new requests never reuse one of their numbers.
+    pub fn advance_transno(&self, transno: u64) {
+        self.shared
+            .with_executor(|e| e.transno = e.transno.max(transno));
     }
 
     /// Makes every reply so far durable against power loss.
@@ -927,6 +982,9 @@ impl Executor {
                     }
                 }
             }
+            // Each transaction that changes something gets its own number; the batch's
+            // journal record carries the last, so numbers survive a restart.
+            let mut next = self.transno;
             for Pending { f, sync, reply } in batch.drain(..) {
                 need_sync |= sync;
                 let mark = muts.len();
@@ -939,17 +997,26 @@ impl Executor {
                 if res.is_err() {
                     tx.rollback(mark);
                 }
-                answers.push((reply, res));
+                let transno = if res.is_ok() && muts.len() > mark {
+                    next += 1;
+                    next
+                } else {
+                    0
+                };
+                answers.push((reply, res, transno));
             }
         }
-        let refuse = |answers: Vec<(oneshot::Sender<Answer>, Answer)>, errno: Errno| {
-            for (reply, _) in answers {
+        let refuse = |answers: Vec<(oneshot::Sender<Numbered>, Answer, u64)>, errno: Errno| {
+            for (reply, _, _) in answers {
                 let _ = reply.send(Err(errno));
             }
         };
         let mark = self.journal.len();
+        let last = answers.iter().map(|a| a.2).max().unwrap_or(0);
         if !muts.is_empty() {
-            let transno = self.transno + 1;
+            // Changes of failed transactions were undone: still journaled, under the
+            // next number.
+            let transno = last.max(self.transno + 1);
             if let Err(e) = self.journal.append(transno, &muts) {
                 tracing::error!(target: "osd", "journal write failed: {e}");
                 let errno = s.health.io_error("the journal", e);
@@ -983,12 +1050,15 @@ impl Executor {
             ));
             return refuse(answers, Errno::EIO);
         }
+        if need_sync {
+            s.committed.advance(self.transno);
+        }
         s.stats.batches.fetch_add(1, Ordering::Relaxed);
         s.stats
             .transactions
             .fetch_add(answers.len() as u64, Ordering::Relaxed);
-        for (reply, res) in answers {
-            let _ = reply.send(res);
+        for (reply, res, transno) in answers {
+            let _ = reply.send(res.map(|r| (r, transno)));
         }
     }
 
@@ -1015,6 +1085,7 @@ impl Executor {
         match res {
             Ok(()) => {
                 s.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+                s.committed.advance(self.transno);
             }
             Err(e) => tracing::error!(target: "osd", "checkpoint failed (journal kept): {e}"),
         }

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const MAGIC: u32 = 0x3152_434e;
 /// Wire protocol version; a peer with another version is refused at the handshake. Bumped
 /// when a message changes shape or a variant goes (postcard numbers variants by position).
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 pub const HEADER_LEN: usize = 32;
 /// Largest body accepted; anything larger is a protocol error, not an allocation.
 pub const MAX_BODY: u32 = 16 << 20;

@@ -5,6 +5,10 @@
 //! restarted). Idempotent requests are resent until the recovery deadline; others fail at
 //! once with the transport error, since they may already have run. Nothing waits forever:
 //! every path ends in a reply or an error within the deadline.
+//!
+//! A [`ConnectHook`] runs first on every new connection, before other requests use it:
+//! the MDC connects and replays there, as Lustre's import goes through its CONNECTING
+//! and REPLAY states before FULL.
 
 use crate::conn::{Conn, ConnConfig};
 use crate::error::RpcError;
@@ -20,6 +24,30 @@ use tokio::sync::watch;
 pub const DEFAULT_RECOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 const BACKOFF_START: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+
+/// One new connection of an import, for its [`ConnectHook`].
+pub enum NewLink<'a> {
+    Tcp(&'a Conn),
+    Lo(&'a LocalLink),
+}
+
+impl NewLink<'_> {
+    pub async fn call(&self, req: &Request, timeout: Duration) -> Result<Reply, RpcError> {
+        match self {
+            NewLink::Tcp(c) => c.call_with_timeout(req, Bytes::new(), timeout).await,
+            NewLink::Lo(l) => l.call(req, Bytes::new(), timeout).await,
+        }
+        .map(|(r, _)| r)
+    }
+}
+
+/// What runs on each new connection before it carries other requests.
+pub trait ConnectHook: Send + Sync + 'static {
+    fn connected<'a>(
+        &'a self,
+        link: NewLink<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+}
 
 pub struct Import {
     target: TargetName,
@@ -41,6 +69,9 @@ pub struct Import {
     failing_started: tokio::sync::Notify,
     /// Connections tried so far, made or not (Lustre's `connection_attempts`).
     connect_attempts: std::sync::atomic::AtomicU64,
+    hook: std::sync::OnceLock<Arc<dyn ConnectHook>>,
+    /// A new in-process link has not had its connect hook run yet.
+    lo_hook_due: std::sync::atomic::AtomicBool,
 }
 
 impl Import {
@@ -59,7 +90,19 @@ impl Import {
             failing: std::sync::atomic::AtomicBool::new(false),
             failing_started: tokio::sync::Notify::new(),
             connect_attempts: std::sync::atomic::AtomicU64::new(0),
+            hook: std::sync::OnceLock::new(),
+            lo_hook_due: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Sets what runs first on each new connection (once; later calls are ignored).
+    pub fn set_connect_hook(&self, hook: Arc<dyn ConnectHook>) {
+        let _ = self.hook.set(hook);
+    }
+
+    /// The timeout of one request on this import.
+    pub fn request_timeout(&self) -> Duration {
+        self.cfg.timeout
     }
 
     /// The in-process link to the target, if this process serves it.
@@ -84,6 +127,8 @@ impl Import {
         *g = Some(l.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.lo_hook_due
+            .store(true, std::sync::atomic::Ordering::Release);
         Some(l)
     }
 
@@ -187,6 +232,10 @@ impl Import {
             .max_in_flight
             .load(std::sync::atomic::Ordering::Acquire);
         let c = Conn::connect(&addr, &cfg).await?;
+        if let Some(h) = self.hook.get() {
+            // Under the lock: other requests wait for the connect and replay.
+            h.connected(NewLink::Tcp(&c)).await;
+        }
         *g = Some(c.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -240,6 +289,13 @@ impl Import {
         let mut backoff = BACKOFF_START;
         loop {
             if let Some(link) = self.local_link() {
+                if self
+                    .lo_hook_due
+                    .swap(false, std::sync::atomic::Ordering::AcqRel)
+                    && let Some(h) = self.hook.get()
+                {
+                    h.connected(NewLink::Lo(&link)).await;
+                }
                 let left = deadline
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1));

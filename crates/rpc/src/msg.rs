@@ -525,6 +525,50 @@ pub enum Request {
     // --- LFSCK (appended) ---
     /// LFSCK between tools and targets and among targets (see [`crate::lfsck`]).
     Lfsck(crate::lfsck::LfsckRequest),
+
+    // --- Recovery (appended) ---
+    /// Client to MDT, first on every new connection (Lustre's `MDS_CONNECT`): who the
+    /// client is, for the MDT's per-client record (`last_rcvd`). Answered with
+    /// [`Reply::MdtConnected`]; from a client the MDT does not know, only once a recovery
+    /// under way has ended.
+    MdtConnect {
+        client: ClientUuid,
+    },
+    /// A modifying request the client keeps until it is committed: the MDT answers with
+    /// [`Reply::Tracked`] (its transno and `last_committed`).
+    Tracked {
+        client: ClientUuid,
+        /// The client's request number (Lustre's xid), the same when the request is
+        /// resent: the MDT answers a duplicate from its reply data instead of running it
+        /// again.
+        xid: u64,
+        req: Box<Request>,
+    },
+    /// After the MDT restarted: one request the client had an answer for and that was not
+    /// committed yet, sent again to be applied in transno order (Lustre's replay).
+    Replay {
+        client: ClientUuid,
+        transno: u64,
+        req: Box<Request>,
+        /// What the first run decided, so the replay decides the same.
+        outcome: Option<ReplayOutcome>,
+    },
+    /// The client has replayed everything it kept; answered when the recovery ends, with
+    /// [`Reply::Recovered`].
+    ReplayDone {
+        client: ClientUuid,
+    },
+}
+
+/// A client mount's identity on an MDT across its connections (Lustre's client UUID).
+pub type ClientUuid = u64;
+
+/// What a create decided the first time: the FID and the layout (with its objects) it
+/// made, which its replay must make again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayOutcome {
+    pub fid: Fid,
+    pub layout: Option<Layout>,
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -717,6 +761,26 @@ pub enum Reply {
         written: u64,
         grant: u64,
     },
+
+    // --- Recovery (appended) ---
+    /// The MDT's boot instance (new at every start: a change tells the client the MDT
+    /// restarted and may have lost what it had not committed) and its `last_committed`.
+    MdtConnected {
+        instance: u64,
+        last_committed: u64,
+    },
+    /// A tracked request's answer: the transaction number it was committed under (0: it
+    /// changed nothing, so there is nothing to replay) and the highest transno on stable
+    /// storage (Lustre's `pb_transno` and `pb_last_committed`).
+    Tracked {
+        transno: u64,
+        last_committed: u64,
+        reply: Box<Reply>,
+    },
+    /// The recovery ended: everything replayed is committed up to `last_committed`.
+    Recovered {
+        last_committed: u64,
+    },
 }
 
 /// The variants that carry the caller's credentials.
@@ -812,6 +876,10 @@ impl Request {
             Request::DnePermission { .. } => 72,
             Request::Access { .. } => 73,
             Request::Lfsck(_) => 74,
+            Request::MdtConnect { .. } => 75,
+            Request::Tracked { req, .. } => req.opcode(),
+            Request::Replay { .. } => 76,
+            Request::ReplayDone { .. } => 77,
         }
     }
 
@@ -878,6 +946,9 @@ impl Request {
             72 => "dne_permission",
             73 => "access",
             74 => "lfsck",
+            75 => "mds_connect",
+            76 => "replay",
+            77 => "replay_done",
             _ => "other",
         }
     }
@@ -901,6 +972,9 @@ impl Request {
 
     /// The caller's credentials, for the MDT to check.
     pub fn cred(&self) -> Option<&Cred> {
+        if let Request::Tracked { req, .. } | Request::Replay { req, .. } = self {
+            return req.cred();
+        }
         with_cred!(self, cred => cred)
     }
 
@@ -923,6 +997,10 @@ impl Request {
 
     /// Safe to send again after a lost connection: running it twice has the effect of once.
     pub fn is_idempotent(&self) -> bool {
+        if let Request::Tracked { .. } = self {
+            // The MDT answers a resent request number from its reply data.
+            return true;
+        }
         !matches!(
             self,
             Request::Create { .. }
@@ -938,6 +1016,7 @@ impl Request {
                 | Request::SetXattr { .. }
                 | Request::RemoveXattr { .. }
                 | Request::Mkdir { .. }
+                | Request::Replay { .. }
                 // A second grant would only waste a sequence, but the first is lost.
                 | Request::DneSeqGrant { .. }
                 // A lost grant would hold the lock until its lease ends.

@@ -113,6 +113,8 @@ impl ServeCluster {
         }
         let mut child = cmd
             .env_remove("NACRE_FAIL_POINT")
+            // `lctl` of this test finds the servers' parameters.
+            .env("NACRE_RUN_DIR", super::run_dir())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()

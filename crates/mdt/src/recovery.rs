@@ -1,0 +1,492 @@
+//! Replay recovery of the MDT (Lustre's `tgt_lastrcvd.c` and `ldlm_lib.c` target recovery).
+//!
+//! Every modifying client request the MDT answers carries its transno and the MDT's
+//! `last_committed` ([`nacre_osd::mdstore::track_transno`]); the client keeps what is not
+//! committed. The MDT keeps one record per client in its store (`last_rcvd`, written
+//! synchronously when a client first connects), so after a restart it knows whom to wait
+//! for. Recovery then:
+//!
+//! - lets the known clients reconnect ([`Request::MdtConnect`]) within the window
+//!   (`recovery_time_soft` after the last sign of life, never past `recovery_time_hard`);
+//! - applies their [`Request::Replay`]s in global transno order: the lowest queued one
+//!   goes when it is the next transno, or when every client still expected is waiting on
+//!   a replay of its own (a gap: the transno belonged to a request nobody replays);
+//! - holds every other request until it ends;
+//! - evicts clients that miss the window, with a log line, and forgets their records;
+//! - ends with one journal sync, so everything replayed is committed before new requests
+//!   run, and numbers later transactions above every replayed one.
+
+use nacre_core::Errno;
+use nacre_osd::{MdStore, ReadView, Table};
+use nacre_rpc::msg::{ClientUuid, ReplayOutcome, Reply, Request};
+use nacre_rpc::server::RequestCtx;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{Notify, oneshot, watch};
+
+/// Lustre's `obd_timeout` as nacre uses it for the recovery window: the soft and hard
+/// windows are 3 and 9 times this (Lustre's defaults). 3 s keeps the hard window (27 s)
+/// below a client's 30 s request deadline, so a request held through a whole recovery is
+/// still answered.
+pub const OBD_TIMEOUT: Duration = Duration::from_secs(3);
+/// `recovery_time_soft` by default: how long the MDT waits for clients after the last one
+/// showed up or replayed something.
+pub const RECOVERY_TIME_SOFT: Duration = Duration::from_secs(3 * OBD_TIMEOUT.as_secs());
+/// `recovery_time_hard` by default: recovery never lasts longer.
+pub const RECOVERY_TIME_HARD: Duration = Duration::from_secs(9 * OBD_TIMEOUT.as_secs());
+/// Replays queued at once: each client sends one at a time and waits for its answer, so
+/// this bounds the number of clients in recovery; a replay beyond it is refused (EBUSY)
+/// and the client is evicted rather than the queue grown.
+pub const REPLAY_QUEUE_MAX: usize = 65536;
+
+/// Answers kept per client for resends (Lustre's reply data slots): at least the
+/// client's requests in flight (`mdc.*.max_rpcs_in_flight`, at most 256), so the answer to
+/// any request it may resend after a lost connection is still here.
+pub const REPLY_SLOTS: usize = 256;
+
+/// The last answers to each client's tracked requests, by request number: a resent request
+/// gets its first answer back instead of running twice.
+#[derive(Default)]
+pub struct ReplyData {
+    by_client: Mutex<HashMap<ClientUuid, std::collections::VecDeque<(u64, Reply)>>>,
+}
+
+impl ReplyData {
+    pub fn lookup(&self, client: ClientUuid, xid: u64) -> Option<Reply> {
+        let m = self.by_client.lock();
+        m.get(&client)?
+            .iter()
+            .find(|(x, _)| *x == xid)
+            .map(|(_, r)| r.clone())
+    }
+
+    pub fn save(&self, client: ClientUuid, xid: u64, reply: &Reply) {
+        let mut m = self.by_client.lock();
+        let slots = m.entry(client).or_default();
+        if slots.len() >= REPLY_SLOTS {
+            slots.pop_front();
+        }
+        slots.push_back((xid, reply.clone()));
+    }
+
+    /// An evicted client's answers go with it.
+    pub fn forget(&self, client: ClientUuid) {
+        self.by_client.lock().remove(&client);
+    }
+}
+
+/// The store key of a client's record (`last_rcvd`): prefix, then the UUID big-endian.
+const LAST_RCVD: &[u8] = b"last_rcvd.";
+
+fn client_key(c: ClientUuid) -> Vec<u8> {
+    let mut k = LAST_RCVD.to_vec();
+    k.extend_from_slice(&c.to_be_bytes());
+    k
+}
+
+/// The clients recorded in `last_rcvd`.
+pub fn recorded_clients(v: &ReadView) -> Result<BTreeSet<ClientUuid>, Errno> {
+    let mut end = LAST_RCVD.to_vec();
+    end.push(0xff);
+    let mut out = BTreeSet::new();
+    for (k, _) in v.range(Table::Meta, LAST_RCVD, &end, usize::MAX)? {
+        if let Some(b) = k
+            .get(LAST_RCVD.len()..)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        {
+            out.insert(u64::from_be_bytes(b));
+        }
+    }
+    Ok(out)
+}
+
+/// Recovery's phase, as `recovery_status` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// No recovery since start: no client was recorded.
+    Inactive,
+    Recovering,
+    Complete,
+}
+
+/// A replay waiting for its turn.
+pub(crate) struct Queued {
+    pub client: ClientUuid,
+    pub ctx: RequestCtx,
+    pub req: Request,
+    pub outcome: Option<ReplayOutcome>,
+    pub done: oneshot::Sender<Result<Reply, Errno>>,
+}
+
+struct State {
+    status: Status,
+    /// When recovery started (wall clock for `recovery_start`, monotonic for the window).
+    started: Option<(SystemTime, Instant)>,
+    duration: Option<Duration>,
+    last_activity: Instant,
+    /// Clients recorded at start: those recovery waits for.
+    known: BTreeSet<ClientUuid>,
+    connected: BTreeSet<ClientUuid>,
+    /// Sent [`Request::ReplayDone`].
+    done: BTreeSet<ClientUuid>,
+    evicted: BTreeSet<ClientUuid>,
+    queue: BTreeMap<u64, Queued>,
+    queued_by: HashMap<ClientUuid, usize>,
+    /// The transno expected next (one past `last_committed` at start, then past each
+    /// replay applied).
+    next_transno: u64,
+    /// `last_committed` at start: replays at or below it are already on disk.
+    committed_at_start: u64,
+    last_transno: u64,
+    replayed: u64,
+    /// Every client recorded, recovery or not (so a new client's record is written once).
+    recorded: BTreeSet<ClientUuid>,
+}
+
+/// What the recovery driver does next.
+pub(crate) enum Step {
+    Apply(u64, Box<Queued>),
+    Evict(Vec<ClientUuid>),
+    Finish,
+    Wait(Instant),
+}
+
+pub struct Recovery {
+    /// This start of the MDT (Lustre's target instance): new at every start.
+    pub instance: u64,
+    soft: AtomicU64,
+    hard: AtomicU64,
+    st: Mutex<State>,
+    wake: Notify,
+    ended: watch::Sender<bool>,
+    /// Answers for resent requests.
+    pub replies: ReplyData,
+}
+
+impl Recovery {
+    /// Recovery state for a start with `recorded` clients and the store's
+    /// `last_committed`: recovering when any client was recorded.
+    pub fn new(recorded: BTreeSet<ClientUuid>, last_committed: u64) -> Recovery {
+        let now = Instant::now();
+        let instance = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        let recovering = !recorded.is_empty();
+        Recovery {
+            instance,
+            soft: AtomicU64::new(RECOVERY_TIME_SOFT.as_millis() as u64),
+            hard: AtomicU64::new(RECOVERY_TIME_HARD.as_millis() as u64),
+            st: Mutex::new(State {
+                status: if recovering {
+                    Status::Recovering
+                } else {
+                    Status::Inactive
+                },
+                started: recovering.then(|| (SystemTime::now(), now)),
+                duration: None,
+                last_activity: now,
+                known: recorded.clone(),
+                connected: BTreeSet::new(),
+                done: BTreeSet::new(),
+                evicted: BTreeSet::new(),
+                queue: BTreeMap::new(),
+                queued_by: HashMap::new(),
+                next_transno: last_committed + 1,
+                committed_at_start: last_committed,
+                last_transno: last_committed,
+                replayed: 0,
+                recorded,
+            }),
+            wake: Notify::new(),
+            ended: watch::channel(!recovering).0,
+            replies: ReplyData::default(),
+        }
+    }
+
+    pub fn is_recovering(&self) -> bool {
+        !*self.ended.borrow()
+    }
+
+    /// Waits until recovery is over (at once when it is).
+    pub async fn wait_ended(&self) {
+        let mut rx = self.ended.subscribe();
+        let _ = rx.wait_for(|e| *e).await;
+    }
+
+    /// `recovery_time_soft` / `recovery_time_hard` in seconds.
+    pub fn window(&self) -> (u64, u64) {
+        (
+            self.soft.load(Ordering::Acquire) / 1000,
+            self.hard.load(Ordering::Acquire) / 1000,
+        )
+    }
+
+    pub fn set_soft(&self, secs: u64) {
+        self.soft.store(secs * 1000, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    pub fn set_hard(&self, secs: u64) {
+        self.hard.store(secs * 1000, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    /// A client connected: `Ok(true)` when its record must be written (a client not seen
+    /// before), after any recovery under way has ended (new clients wait for it).
+    pub async fn connect(&self, client: ClientUuid) -> bool {
+        {
+            let mut st = self.st.lock();
+            if st.status == Status::Recovering
+                && st.known.contains(&client)
+                && !st.evicted.contains(&client)
+            {
+                st.connected.insert(client);
+                st.last_activity = Instant::now();
+                drop(st);
+                self.wake.notify_one();
+                return false;
+            }
+        }
+        self.wait_ended().await;
+        !self.st.lock().recorded.contains(&client)
+    }
+
+    /// The client's record was written.
+    pub fn recorded(&self, client: ClientUuid) {
+        self.st.lock().recorded.insert(client);
+    }
+
+    /// Queues a replay; the answer comes when it has been applied. ESTALE to a client
+    /// recovery does not wait for (evicted, or unknown): it must not replay.
+    pub fn queue(
+        &self,
+        client: ClientUuid,
+        transno: u64,
+        ctx: RequestCtx,
+        req: Request,
+        outcome: Option<ReplayOutcome>,
+    ) -> Result<oneshot::Receiver<Result<Reply, Errno>>, Errno> {
+        let (done, rx) = oneshot::channel();
+        let mut st = self.st.lock();
+        if st.status != Status::Recovering
+            || !st.known.contains(&client)
+            || st.evicted.contains(&client)
+        {
+            return Err(Errno::ESTALE);
+        }
+        if transno <= st.committed_at_start {
+            // Already on disk.
+            let _ = done.send(Ok(Reply::Ok));
+            return Ok(rx);
+        }
+        if st.queue.len() >= REPLAY_QUEUE_MAX || st.queue.contains_key(&transno) {
+            return Err(Errno::EBUSY);
+        }
+        st.connected.insert(client);
+        st.last_activity = Instant::now();
+        *st.queued_by.entry(client).or_default() += 1;
+        st.queue.insert(
+            transno,
+            Queued {
+                client,
+                ctx,
+                req,
+                outcome,
+                done,
+            },
+        );
+        drop(st);
+        self.wake.notify_one();
+        Ok(rx)
+    }
+
+    /// The client replayed all it had; the answer comes when recovery ends.
+    pub async fn replay_done(&self, client: ClientUuid) -> Result<(), Errno> {
+        {
+            let mut st = self.st.lock();
+            if st.evicted.contains(&client) {
+                return Err(Errno::ESTALE);
+            }
+            if st.status == Status::Recovering && st.known.contains(&client) {
+                st.done.insert(client);
+                st.connected.insert(client);
+                st.last_activity = Instant::now();
+            }
+        }
+        self.wake.notify_one();
+        self.wait_ended().await;
+        if self.st.lock().evicted.contains(&client) {
+            return Err(Errno::ESTALE);
+        }
+        Ok(())
+    }
+
+    /// The driver's next step.
+    pub(crate) fn next_step(&self) -> Step {
+        let mut st = self.st.lock();
+        let now = Instant::now();
+        let expected = |st: &State, c: &ClientUuid| !st.evicted.contains(c) && !st.done.contains(c);
+        if let Some(&first) = st.queue.keys().next() {
+            let all_waiting = st
+                .known
+                .iter()
+                .filter(|c| expected(&st, c))
+                .all(|c| st.queued_by.get(c).copied().unwrap_or(0) > 0);
+            if first <= st.next_transno || all_waiting {
+                let Some(q) = st.queue.remove(&first) else {
+                    return Step::Wait(now);
+                };
+                if let Some(n) = st.queued_by.get_mut(&q.client) {
+                    *n = n.saturating_sub(1);
+                }
+                st.next_transno = first + 1;
+                st.last_transno = st.last_transno.max(first);
+                st.replayed += 1;
+                st.last_activity = now;
+                return Step::Apply(first, Box::new(q));
+            }
+        } else if st.known.iter().all(|c| !expected(&st, c)) {
+            return Step::Finish;
+        }
+        let soft = Duration::from_millis(self.soft.load(Ordering::Acquire));
+        let hard = Duration::from_millis(self.hard.load(Ordering::Acquire));
+        let start = st.started.map_or(now, |s| s.1);
+        let deadline = (st.last_activity + soft).min(start + hard);
+        if now < deadline {
+            return Step::Wait(deadline);
+        }
+        // The window is over: whoever is expected and has nothing queued is gone.
+        let gone: Vec<ClientUuid> = st
+            .known
+            .iter()
+            .filter(|c| expected(&st, c) && st.queued_by.get(c).copied().unwrap_or(0) == 0)
+            .copied()
+            .collect();
+        if gone.is_empty() {
+            // Only clients with replays queued are left: apply them.
+            st.last_activity = now;
+            return Step::Wait(now);
+        }
+        for c in &gone {
+            st.evicted.insert(*c);
+        }
+        Step::Evict(gone)
+    }
+
+    pub(crate) async fn wait(&self, until: Instant) {
+        let _ = tokio::time::timeout_at(until.into(), self.wake.notified()).await;
+    }
+
+    /// Recovery is over: later requests run.
+    pub(crate) fn finish(&self) -> (usize, usize, u64, u64) {
+        let mut st = self.st.lock();
+        st.status = Status::Complete;
+        st.duration = st.started.map(|s| s.1.elapsed());
+        for c in st.evicted.clone() {
+            st.recorded.remove(&c);
+        }
+        let recovered = st.known.len() - st.evicted.len();
+        let out = (recovered, st.evicted.len(), st.replayed, st.last_transno);
+        drop(st);
+        self.ended.send_replace(true);
+        out
+    }
+
+    /// The highest transno replayed.
+    pub(crate) fn last_replayed(&self) -> u64 {
+        self.st.lock().last_transno
+    }
+
+    /// The clients evicted (their records are removed at the end).
+    pub(crate) fn evicted(&self) -> Vec<ClientUuid> {
+        self.st.lock().evicted.iter().copied().collect()
+    }
+
+    /// Lustre's `recovery_status`, in `lprocfs_recovery_status_seq_show`'s order.
+    pub fn status_text(&self) -> String {
+        let st = self.st.lock();
+        let mut s = String::new();
+        let status = match st.status {
+            Status::Inactive => "INACTIVE",
+            Status::Recovering => "RECOVERING",
+            Status::Complete => "COMPLETE",
+        };
+        s.push_str(&format!("status: {status}\n"));
+        if st.status == Status::Inactive {
+            return s;
+        }
+        let start = st
+            .started
+            .and_then(|(w, _)| w.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        let known = st.known.len();
+        let evicted = st.evicted.len();
+        match st.status {
+            Status::Complete => {
+                let d = st.duration.map_or(0, |d| d.as_secs());
+                s.push_str(&format!("recovery_start: {start}\n"));
+                s.push_str(&format!("recovery_duration: {d}\n"));
+                s.push_str(&format!("completed_clients: {}/{known}\n", known - evicted));
+                s.push_str(&format!("replayed_requests: {}\n", st.replayed));
+                s.push_str(&format!("last_transno: {}\n", st.last_transno));
+                s.push_str("VBR: DISABLED\n");
+                s.push_str("IR: DISABLED\n");
+            }
+            _ => {
+                let (soft, hard) = self.window();
+                let left = st
+                    .started
+                    .map(|(_, i)| {
+                        let deadline = (st.last_activity + Duration::from_secs(soft))
+                            .min(i + Duration::from_secs(hard));
+                        deadline.saturating_duration_since(Instant::now()).as_secs()
+                    })
+                    .unwrap_or(0);
+                s.push_str(&format!("recovery_start: {start}\n"));
+                s.push_str(&format!("time_remaining: {left}\n"));
+                s.push_str(&format!(
+                    "connected_clients: {}/{known}\n",
+                    st.connected.len()
+                ));
+                s.push_str(&format!(
+                    "req_replay_clients: {}\n",
+                    st.queued_by.values().filter(|n| **n > 0).count()
+                ));
+                s.push_str("lock_repay_clients: 0\n");
+                s.push_str(&format!("completed_clients: {}\n", st.done.len()));
+                s.push_str(&format!("evicted_clients: {evicted}\n"));
+                s.push_str(&format!("replayed_requests: {}\n", st.replayed));
+                s.push_str(&format!("queued_requests: {}\n", st.queue.len()));
+                s.push_str(&format!("next_transno: {}\n", st.next_transno));
+            }
+        }
+        s
+    }
+}
+
+/// Writes a client's record (synchronously: a client the MDT acknowledged anything for
+/// must be waited for after a crash).
+pub async fn record_client(store: &MdStore, client: ClientUuid) -> Result<(), Errno> {
+    let k = client_key(client);
+    store
+        .write_sync(move |tx| tx.put(Table::Meta, &k, &[]))
+        .await
+}
+
+/// Forgets the records of evicted clients.
+pub async fn forget_clients(store: &MdStore, clients: Vec<ClientUuid>) -> Result<(), Errno> {
+    if clients.is_empty() {
+        return Ok(());
+    }
+    store
+        .write_sync(move |tx| {
+            for c in &clients {
+                tx.delete(Table::Meta, &client_key(*c))?;
+            }
+            Ok(())
+        })
+        .await
+}
