@@ -315,6 +315,24 @@ impl Client {
         self.stopping.send_replace(true);
         self.mgc.stop();
     }
+
+    /// Tells every MDT this client is leaving (before [`Client::unmount`]), so an MDT
+    /// that restarts later does not wait out its recovery window for it. Each MDT gets
+    /// [`DISCONNECT_TIMEOUT`]; one that does not answer keeps the record, and its next
+    /// recovery waits for the window, as after a client crash.
+    pub async fn disconnect(&self) {
+        let calls = self.mdcs().into_iter().map(|imp| {
+            let req = nacre_rpc::msg::Request::MdtDisconnect { client: self.uuid };
+            async move {
+                match tokio::time::timeout(DISCONNECT_TIMEOUT, imp.call(&req, bytes::Bytes::new())).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(target: "client", "disconnect from {}: {e}", imp.target()),
+                    Err(_) => tracing::warn!(target: "client", "disconnect from {}: no answer within {DISCONNECT_TIMEOUT:?}", imp.target()),
+                }
+            }
+        });
+        futures::future::join_all(calls).await;
+    }
 }
 
 /// Applies each new configuration (new targets, persistent parameters).
@@ -332,6 +350,9 @@ pub(crate) fn rpc_errno(e: RpcError) -> Errno {
     }
     e.errno()
 }
+
+/// How long an unmounting client waits for each MDT to take its disconnect.
+pub const DISCONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Slots of [`LocalChanges`]: a fixed table, however many files the client touches.
 const CHANGE_SLOTS: usize = 256;

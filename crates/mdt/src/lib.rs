@@ -1705,6 +1705,11 @@ impl Service for Mdt {
                     Err(_) => Err(Errno::ESHUTDOWN),
                 }
             }
+            Request::MdtDisconnect { client } => {
+                recovery::forget_clients(&self.store, vec![client]).await?;
+                self.recovery.replies.forget(client);
+                Ok((Reply::Ok, Bytes::new()))
+            }
             Request::ReplayDone { client } => {
                 self.recovery.replay_done(client).await?;
                 Ok((

@@ -38,6 +38,18 @@ pub struct NativeFs {
     cred: Cred,
 }
 
+impl Drop for NativeFs {
+    /// A library client leaves like a mount does: its MDTs forget it, so their next
+    /// restart does not wait for it to replay.
+    fn drop(&mut self) {
+        // Inside another runtime nothing can block: the MDTs then wait out the window.
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.rt.block_on(self.client.disconnect());
+        }
+        self.client.unmount();
+    }
+}
+
 impl NativeFs {
     pub fn connect(spec: &str) -> anyhow::Result<NativeFs> {
         let key = std::env::var_os("NACRE_KEY").map(PathBuf::from);

@@ -558,6 +558,11 @@ pub enum Request {
     ReplayDone {
         client: ClientUuid,
     },
+    /// A client unmounting (Lustre's `MDS_DISCONNECT`): the MDT forgets its record, so a
+    /// restart does not wait for it to come back and replay.
+    MdtDisconnect {
+        client: ClientUuid,
+    },
 }
 
 /// A client mount's identity on an MDT across its connections (Lustre's client UUID).
@@ -880,6 +885,7 @@ impl Request {
             Request::Tracked { req, .. } => req.opcode(),
             Request::Replay { .. } => 76,
             Request::ReplayDone { .. } => 77,
+            Request::MdtDisconnect { .. } => 78,
         }
     }
 
@@ -949,6 +955,7 @@ impl Request {
             75 => "mds_connect",
             76 => "replay",
             77 => "replay_done",
+            78 => "mds_disconnect",
             _ => "other",
         }
     }

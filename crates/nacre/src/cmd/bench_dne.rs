@@ -309,6 +309,7 @@ fn measure_fs(
         }
         Ok(())
     })();
+    rt.block_on(admin.disconnect());
     admin.unmount();
     drop(env);
     rt.block_on(cluster.stop());

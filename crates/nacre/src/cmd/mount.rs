@@ -18,6 +18,7 @@ pub struct Mounted {
     mount: Option<nacre_fuse::Mount>,
     ctl: tokio::task::JoinHandle<()>,
     pub client: Arc<Client>,
+    rt: tokio::runtime::Handle,
 }
 
 impl Mounted {
@@ -31,6 +32,11 @@ impl Mounted {
         if let Some(m) = self.mount.take() {
             // The kernel side is gone; this only joins the session threads.
             drop(m);
+        }
+        // The MDTs forget this client, so their next restart does not wait for it (when
+        // called from inside the runtime, which cannot block here, they wait the window).
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.rt.block_on(self.client.disconnect());
         }
         self.client.unmount();
     }
@@ -101,6 +107,7 @@ pub fn mount_client(
         mount: Some(mount),
         ctl,
         client,
+        rt: rt.clone(),
     })
 }
 

@@ -326,6 +326,7 @@ pub fn run_status(dir: &Path) -> Result<()> {
                 inodes
             );
         }
+        c.disconnect().await;
         c.unmount();
         Ok::<(), anyhow::Error>(())
     })

@@ -304,6 +304,7 @@ impl Fs {
 
     /// Stops the file system, runs `nacre check` on its stores, and starts it again.
     pub async fn check(&mut self) -> CheckReport {
+        self.c.disconnect().await;
         self.c.unmount();
         if let Some(cl) = self.cl.take() {
             cl.stop().await;
@@ -318,6 +319,7 @@ impl Fs {
     }
 
     pub async fn stop(mut self) {
+        self.c.disconnect().await;
         self.c.unmount();
         if let Some(cl) = self.cl.take() {
             cl.stop().await;
