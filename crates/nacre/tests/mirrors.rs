@@ -276,3 +276,118 @@ async fn statfs_leaves_a_stopped_ost_out() {
     }
     cluster.stop().await;
 }
+
+/// The layout of `fid` as its MDT has it.
+async fn layout_of(c: &nacre_client::Client, fid: Fid) -> Layout {
+    c.getattr(fid)
+        .await
+        .expect("getattr")
+        .layout
+        .expect("layout")
+}
+
+/// Writes `data` at 0 of the existing file `fid` through a handle, as an application does.
+async fn overwrite(c: &std::sync::Arc<nacre_client::Client>, fid: Fid, data: &[u8]) {
+    let (f, _) = c
+        .open(fid, common::cluster::rw(), &nacre_rpc::msg::Cred::root())
+        .await
+        .expect("open");
+    c.write(&f, 0, bytes::Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    c.fsync(&f).await.expect("fsync");
+    c.release(&f).await.expect("close");
+}
+
+/// Every chunk's mirrors agree and none is stale.
+fn in_sync(v: &nacre_client::mirror::MirrorVerify) -> bool {
+    v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_with_a_mirrors_ost_stopped_succeeds_and_resync_brings_it_back() {
+    use nacre_core::layout::{LCM_FL_RDONLY, LCM_FL_WRITE_PENDING};
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "flrwr", 1, 2).await;
+    let c = mount(&cluster).await;
+    let old = pattern(600_000, 1);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &old)
+        .await
+        .expect("write");
+    let m2 = mirror_objects(&c, fid, 2).await;
+    // Immediate mode (the default): the OST of mirror 2 goes away, and a write still
+    // succeeds, without waiting out the recovery timeout, on mirror 1.
+    cluster.stop_ost(m2[0].ost_idx).await;
+    let new = pattern(700_000, 2);
+    tokio::time::timeout(Duration::from_secs(10), overwrite(&c, fid, &new))
+        .await
+        .expect("the write must not wait for the stopped OST");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_WRITE_PENDING, "{l:?}");
+    assert!(
+        l.mirror_stale_in(2, 0, 1) && !l.mirror_stale_in(1, 0, 1),
+        "{l:?}"
+    );
+    let got = read_file(&c, fid, new.len() as u64).await.expect("read");
+    assert!(got[..] == new[..], "contents differ");
+    // The OST returns: a resync copies mirror 1 over mirror 2, and verify agrees.
+    cluster.start_ost(m2[0].ost_idx).await.expect("restart");
+    let before = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert_eq!(before.stale, vec![2], "{before:?}");
+    let out = c.mirror_resync(fid, &[]).await.expect("resync");
+    assert_eq!(out.synced.len(), 1, "{out:?}");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
+    assert!(!l.has_stale(), "{l:?}");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert!(in_sync(&v), "{v:?}");
+    let (got, n) = c
+        .mirror_read(fid, 2, 0, new.len() as u64 + 4096)
+        .await
+        .expect("read mirror 2");
+    assert_eq!(n, new.len() as u64);
+    assert!(got[..new.len()] == new[..], "mirror 2 differs after resync");
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_writes_go_to_one_mirror_and_mark_the_others_stale() {
+    use nacre_core::layout::{LCM_FL_RDONLY, LCM_FL_WRITE_PENDING};
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "flrdl", 1, 2).await;
+    let c = mount(&cluster).await;
+    c.tunables
+        .set_str("llite", "mirror_write_mode", "delayed")
+        .expect("delayed");
+    let data = pattern(300_000, 5);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &data)
+        .await
+        .expect("write");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_WRITE_PENDING, "{l:?}");
+    let stale: Vec<u32> = l
+        .mirror_ids()
+        .into_iter()
+        .filter(|&m| l.mirror_stale_in(m, 0, 1))
+        .collect();
+    assert_eq!(stale, vec![2], "{l:?}");
+    // Only mirror 1 was written.
+    let (_, n) = c
+        .mirror_read(fid, 2, 0, data.len() as u64)
+        .await
+        .expect("read mirror 2");
+    assert_eq!(n, 0, "mirror 2 holds data");
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got[..] == data[..], "contents differ");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert_eq!(v.stale, vec![2]);
+    c.mirror_resync(fid, &[]).await.expect("resync");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert!(in_sync(&v), "{v:?}");
+    // A second write goes to one mirror again.
+    overwrite(&c, fid, &pattern(1000, 6)).await;
+    assert!(layout_of(&c, fid).await.has_stale());
+    cluster.stop().await;
+}

@@ -525,6 +525,40 @@ pub enum Request {
     // --- LFSCK (appended) ---
     /// LFSCK between tools and targets and among targets (see [`crate::lfsck`]).
     Lfsck(crate::lfsck::LfsckRequest),
+    // --- FLR (appended) ---
+    /// A change of a mirrored file's mirrors or their sync state (see [`MirrorOp`]);
+    /// answered with the file's inode and new layout.
+    Mirror {
+        fid: Fid,
+        op: MirrorOp,
+        cred: Cred,
+    },
+}
+
+/// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
+/// closes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MirrorOp {
+    /// A write of `[start, end)` goes to mirrors `keep` only: the other mirrors' components
+    /// overlapping it become stale and the file write-pending (Lustre's write intent).
+    Write {
+        start: u64,
+        end: u64,
+        keep: Vec<u32>,
+    },
+    /// A resync begins (Lustre's resync lease): refused while anyone has the file open for
+    /// writing; the file becomes sync-pending.
+    ResyncStart,
+    /// A resync ends: components `ids` hold the in-sync data again, unless a writer opened
+    /// the file or its layout changed since generation `layout_gen` (then EBUSY). An empty
+    /// `ids` gives the resync up.
+    ResyncDone { layout_gen: u32, ids: Vec<u32> },
+    /// `lfs mirror extend`: new mirrors (their components numbered by mirror 1, 2, ...),
+    /// added stale, for a resync to fill.
+    Extend { components: Vec<Component> },
+    /// `lfs mirror split`: mirror `mirror_id` leaves the file; its objects are destroyed,
+    /// or become the layout of the empty file `victim` (whose own objects are destroyed).
+    Split { mirror_id: u32, victim: Option<Fid> },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -743,7 +777,8 @@ macro_rules! with_cred {
             | Request::SwapLayouts { $cred, .. }
             | Request::Mkdir { $cred, .. }
             | Request::Access { $cred, .. }
-            | Request::DnePermission { $cred, .. } => Some($e),
+            | Request::DnePermission { $cred, .. }
+            | Request::Mirror { $cred, .. } => Some($e),
             _ => None,
         }
     };
@@ -812,6 +847,7 @@ impl Request {
             Request::DnePermission { .. } => 72,
             Request::Access { .. } => 73,
             Request::Lfsck(_) => 74,
+            Request::Mirror { .. } => 77,
         }
     }
 
@@ -878,6 +914,7 @@ impl Request {
             72 => "dne_permission",
             73 => "access",
             74 => "lfsck",
+            77 => "mirror",
             _ => "other",
         }
     }
@@ -931,6 +968,7 @@ impl Request {
                 | Request::DelComponents { .. }
                 | Request::CreateVolatile { .. }
                 | Request::SwapLayouts { .. }
+                | Request::Mirror { .. }
                 | Request::Close { .. }
                 | Request::Unlink { .. }
                 | Request::Rename { .. }
