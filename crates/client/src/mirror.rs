@@ -222,6 +222,42 @@ impl Client {
         })
     }
 
+    /// `lfs mirror verify --stale`: in each chunk where mirrors disagree, those that could
+    /// not be read (a copy failing its checksum, an OST down) or differ from the largest
+    /// group of agreeing mirrors (the first such group on a tie, best mirror first) are
+    /// marked stale there, for a resync to rewrite.
+    pub async fn mark_disagreeing_stale(&self, fid: Fid, v: &MirrorVerify) -> Result<(), Errno> {
+        for chunk in v.chunks.iter().filter(|c| !c.agrees()) {
+            let mut best: Option<(u32, usize)> = None;
+            for (_, r) in &chunk.mirrors {
+                if let Ok(sum) = r {
+                    let n = chunk.mirrors.iter().filter(|(_, x)| x == &Ok(*sum)).count();
+                    if best.is_none_or(|(_, bn)| n > bn) {
+                        best = Some((*sum, n));
+                    }
+                }
+            }
+            let Some((sum, _)) = best else {
+                tracing::error!(target: "client", "file {fid}: no mirror of [{}, {}) can be read", chunk.start, chunk.end);
+                continue;
+            };
+            let keep: Vec<u32> = chunk
+                .mirrors
+                .iter()
+                .filter(|(_, r)| r == &Ok(sum))
+                .map(|(m, _)| *m)
+                .collect();
+            tracing::warn!(target: "client", "file {fid}: [{}, {}): mirrors other than {keep:?} disagree: marked stale", chunk.start, chunk.end);
+            let op = MirrorOp::Write {
+                start: chunk.start,
+                end: chunk.end,
+                keep,
+            };
+            self.mirror_request(fid, op).await?;
+        }
+        Ok(())
+    }
+
     /// The crc32c of `[start, end)` of one copy.
     async fn copy_crc(&self, fid: Fid, copy: &Layout, start: u64, end: u64) -> Result<u32, Errno> {
         let mut crc = 0u32;
