@@ -412,6 +412,7 @@ fn lfs_mirror_resync_verify_read_write_extend_split() {
     let flags = |gs: &str| -> Vec<String> { entries(gs).into_iter().map(|(_, _, f)| f).collect() };
     let gs = lfs(&["getstripe", "-v", fp]);
     assert!(gs.contains("  lcm_flags:         wp\n"), "{gs}");
+    let gs = lfs(&["getstripe", fp]);
     assert_eq!(flags(&gs), vec!["init", "init,stale"], "{gs}");
     let o = run(&["lfs", "mirror", "verify", fp]);
     assert_eq!(o.status.code(), Some(libc::ESTALE), "{o:?}");
@@ -422,6 +423,7 @@ fn lfs_mirror_resync_verify_read_write_extend_split() {
     lfs(&["mirror", "resync", fp]);
     let gs = lfs(&["getstripe", "-v", fp]);
     assert!(gs.contains("  lcm_flags:         ro\n"), "{gs}");
+    let gs = lfs(&["getstripe", fp]);
     assert_eq!(flags(&gs), vec!["init", "init"], "{gs}");
     lfs(&["mirror", "verify", fp]);
     // One mirror alone, out and in.
