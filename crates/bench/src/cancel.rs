@@ -1,35 +1,41 @@
-//! Stopping a run cleanly. SIGINT (Ctrl-C) sets a process-wide flag; long loops poll a
-//! [`Cancel`] token that sees both that flag and its own, so workers stop at a point where the
-//! journal is consistent and `--resume` or `--scrub` can take over. A second Ctrl-C exits at
-//! once.
+//! Stopping a run cleanly. SIGINT (Ctrl-C) or SIGTERM (`kill`, a batch system's time limit)
+//! sets a process-wide flag; long loops poll a [`Cancel`] token that sees both that flag and
+//! its own, so workers stop at a point where the journal is consistent and `--resume` or
+//! `--scrub` can take over, and a benchmark that brought up its own file system still takes
+//! it down. A second signal exits at once.
 
 use std::sync::Arc;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
+static STOP_SEEN: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
-extern "C" fn on_sigint(_sig: libc::c_int) {
-    if SIGINT_SEEN.swap(true, Ordering::SeqCst) {
-        // Second Ctrl-C: the user wants out now.
+/// The signals that ask a run to stop.
+const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+extern "C" fn on_stop(_sig: libc::c_int) {
+    if STOP_SEEN.swap(true, Ordering::SeqCst) {
+        // A second signal: the user wants out now.
         // SAFETY: _exit is async-signal-safe.
         unsafe { libc::_exit(130) };
     }
 }
 
-/// Installs the SIGINT handler once per process.
-pub fn install_sigint_handler() {
+/// Installs the SIGINT and SIGTERM handler once per process.
+pub fn install_stop_handler() {
     INSTALL.call_once(|| {
-        // SAFETY: `sa` is fully initialised before use; the handler only touches an atomic and
-        // calls _exit, both async-signal-safe.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigint as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESTART;
-            if libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut()) != 0 {
-                tracing::warn!("could not install the SIGINT handler");
+        for sig in STOP_SIGNALS {
+            // SAFETY: `sa` is fully initialised before use; the handler only touches an
+            // atomic and calls _exit, both async-signal-safe.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_stop as *const () as usize;
+                libc::sigemptyset(&mut sa.sa_mask);
+                sa.sa_flags = libc::SA_RESTART;
+                if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                    tracing::warn!("could not install the handler of signal {sig}");
+                }
             }
         }
     });
@@ -51,9 +57,9 @@ impl Cancel {
         self.own.store(true, Ordering::SeqCst);
     }
 
-    /// True once this token was cancelled or SIGINT arrived.
+    /// True once this token was cancelled or SIGINT or SIGTERM arrived.
     pub fn is_cancelled(&self) -> bool {
-        self.own.load(Ordering::Relaxed) || SIGINT_SEEN.load(Ordering::Relaxed)
+        self.own.load(Ordering::Relaxed) || STOP_SEEN.load(Ordering::Relaxed)
     }
 }
 

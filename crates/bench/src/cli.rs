@@ -614,7 +614,7 @@ impl Invocation {
         base: &Path,
         fs: Arc<dyn FileSystem>,
     ) -> anyhow::Result<Invocation> {
-        cancel::install_sigint_handler();
+        cancel::install_stop_handler();
         let cancel = Cancel::new();
         let mut opts = RendezvousOpts {
             timeout: Duration::from_secs(common.rendezvous_timeout.max(1)),

@@ -34,7 +34,7 @@ pub enum BenchError {
         #[source]
         source: io::Error,
     },
-    /// The run was stopped by SIGINT (Ctrl-C) or a cancel request.
+    /// The run was stopped by SIGINT (Ctrl-C), SIGTERM or a cancel request.
     #[error("interrupted; {0}")]
     Interrupted(String),
     /// `--native` was given but the binary was built without a native client.

@@ -23,6 +23,15 @@
 //! | [`stale_dne_record`] | an operation prepared for a coordinator that does not exist | `dne_records` |
 //! | [`loop_dirs`] | two directories naming each other, cut off from the root | `nacre check`: disconnected |
 //!
+//! Object index (FID -> inode, see [`crate::oi`]):
+//!
+//! | function | leaves | OI scrub counts |
+//! | --- | --- | --- |
+//! | [`drop_oi_entry`] | an inode its FID does not find | `updated` |
+//! | [`misdirect_oi_entry`] | a FID that finds another file's inode | `updated` |
+//! | [`stale_oi_entry`] | a FID that finds an inode that does not exist | `updated` |
+//! | [`drop_oi`] | no index at all (a deleted table) | `updated`, one per inode |
+//!
 //! Layout (OST objects and the layouts that reference them, see [`crate::layout`]):
 //!
 //! | function | leaves | LFSCK counts |
@@ -79,6 +88,77 @@ pub async fn remove_object(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
         })
         .await?;
     Ok(hit("object removed", fid, None))
+}
+
+/// Removes the object index entry of `fid` (on `mdt`): its inode stays.
+pub async fn drop_oi_entry(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            if tx.delete(Table::Oi, &fid.to_bytes())? {
+                Ok(())
+            } else {
+                Err(Errno::ENOENT)
+            }
+        })
+        .await?;
+    Ok(hit("index entry removed", fid, None))
+}
+
+/// Points the object index entry of `fid` (on `mdt`) at the inode of `other`.
+pub async fn misdirect_oi_entry(mdt: &Mdt, fid: Fid, other: Fid) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            let ino = mdd::oi_lookup(tx, &other)?.ok_or(Errno::ENOENT)?;
+            mdd::oi_lookup(tx, &fid)?.ok_or(Errno::ENOENT)?;
+            tx.put(Table::Oi, &fid.to_bytes(), &records::oi_value(ino))
+        })
+        .await?;
+    Ok(hit("index entry misdirected", fid, None))
+}
+
+/// An inode number no MDT hands out (they count up from 1).
+const NO_SUCH_INODE: u64 = u64::MAX >> 1;
+
+/// Adds an object index entry for `fid` (which must not have one) naming an inode that
+/// does not exist, as a crash between removing an inode and its entry would leave.
+pub async fn stale_oi_entry(mdt: &Mdt, fid: Fid) -> Result<Injected, Errno> {
+    mdt.store()
+        .write(move |tx| {
+            if mdd::oi_lookup(tx, &fid)?.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            tx.put(
+                Table::Oi,
+                &fid.to_bytes(),
+                &records::oi_value(NO_SUCH_INODE),
+            )
+        })
+        .await?;
+    Ok(hit("stale index entry added", fid, None))
+}
+
+/// Deletes the whole object index of `mdt`, a batch at a time; returns how many entries
+/// it removed.
+pub async fn drop_oi(mdt: &Mdt) -> Result<u64, Errno> {
+    let mut n = 0;
+    loop {
+        let rows = mdt
+            .store()
+            .read()?
+            .range(Table::Oi, &[], &[0xff; 17], 4096)?;
+        if rows.is_empty() {
+            return Ok(n);
+        }
+        n += rows.len() as u64;
+        mdt.store()
+            .write(move |tx| {
+                for (k, _) in rows {
+                    tx.delete(Table::Oi, &k)?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
 }
 
 /// Removes the name `parent/name` (on the MDT of `parent`) and nothing else.

@@ -1,6 +1,8 @@
 //! The online checker, Lustre's lfsck room: it checks and repairs a live file system
 //! while clients keep using it.
 //!
+//! - [`oi`]: the OI scrub: the object index (FID -> inode) checked against the inodes
+//!   and rebuilt, also when it was lost;
 //! - [`mdt`]: LFSCK on an MDT: start, stop, query, the records and the run of its
 //!   components (hosted by the MDT through [`nacre_rpc::lfsck::LfsckService`]);
 //! - [`namespace`]: the namespace checks and repairs (FID-in-dirent, linkEA, dangling
@@ -22,6 +24,7 @@ pub mod layout;
 pub mod mdt;
 pub mod namespace;
 pub mod offline;
+pub mod oi;
 pub mod ost;
 
 pub use mdt::MdtLfsck;

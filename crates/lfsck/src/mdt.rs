@@ -10,10 +10,11 @@
 //! (`mdd.*.lfsck_coupled=1`) puts them back in Lustre's lockstep, for comparison.
 
 use crate::control::{self, Halt, Live, Record, RepairLog, bounded, now_secs};
-use crate::{layout, namespace};
+use crate::{layout, namespace, oi};
 use nacre_core::{Errno, Fid, TargetName};
 use nacre_lustreapi::lfsck::{
-    self as api, LayoutStatus, LfsckStatus, NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
+    self as api, LayoutStatus, LfsckStatus, NamespaceStatus, ScrubFile, ScrubStatus, TYPE_LAYOUT,
+    TYPE_NAMESPACE, TYPE_SCRUB,
 };
 use nacre_mdt::Mdt;
 use nacre_osd::Table;
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 
 /// Types this MDT runs.
-pub const MDT_TYPES: u16 = TYPE_NAMESPACE | TYPE_LAYOUT;
+pub const MDT_TYPES: u16 = TYPE_SCRUB | TYPE_NAMESPACE | TYPE_LAYOUT;
 
 /// How long a stopping MDT waits for its run to save its place.
 const PAUSE_WAIT: Duration = Duration::from_secs(10);
@@ -38,6 +39,7 @@ const PAUSE_WAIT: Duration = Duration::from_secs(10);
 const KEY_BOOKMARK: &[u8] = b"lfsck.bookmark";
 const KEY_NAMESPACE: &[u8] = b"lfsck.namespace";
 const KEY_LAYOUT: &[u8] = b"lfsck.layout";
+const KEY_SCRUB: &[u8] = b"lfsck.oi_scrub";
 
 /// A run's parameters (Lustre's bookmark), kept so a resumed run goes on as it began.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +68,9 @@ pub struct MdtState {
     pub ns_live: Option<Live>,
     pub lo: LayoutStatus,
     pub lo_live: Option<Live>,
+    /// The OI scrub's record (`osd-*.*.oi_scrub`).
+    pub scrub: ScrubFile,
+    pub scrub_live: Option<Live>,
 }
 
 /// A component: its name, the key its record is saved under, and where its record and
@@ -157,8 +162,17 @@ impl MdtLfsck {
             ns_live: None,
             lo: load(mdt, KEY_LAYOUT),
             lo_live: None,
+            scrub: load(mdt, KEY_SCRUB),
+            scrub_live: None,
         };
         let mut resume = false;
+        if st.scrub.status == ScrubStatus::Scanning {
+            st.scrub.status = ScrubStatus::Crashed;
+            resume = true;
+        }
+        if st.scrub.status == ScrubStatus::Paused {
+            resume = true;
+        }
         if st.ns.status.is_running() {
             st.ns.status = LfsckStatus::Crashed;
             resume = true;
@@ -189,6 +203,13 @@ impl MdtLfsck {
         });
         mdt.set_lfsck(me.clone());
         let local_run = me.state.lock().bookmark.param & api::LPF_ALL_TGT == 0;
+        if mdt.oi_rebuilt > 0 {
+            // The MDT rebuilt a lost index before it served (see `mdd::rebuild_lost_oi`);
+            // the record says so until a scrub completes.
+            let mut st = me.state.lock();
+            st.scrub.flags |= api::SF_RECREATED | api::SF_AUTO;
+            st.scrub.items_updated += mdt.oi_rebuilt;
+        }
         if resume && local_run {
             let m = me.clone();
             let bm = me.state.lock().bookmark.clone();
@@ -234,6 +255,13 @@ impl MdtLfsck {
         st.lo.format(now_secs(), live.as_ref())
     }
 
+    /// `osd-*.*.oi_scrub`.
+    pub fn oi_scrub_text(&self) -> String {
+        let st = self.state.lock();
+        let live = st.scrub_live.map(|l| l.scrub());
+        st.scrub.format(now_secs(), live.as_ref())
+    }
+
     /// Whether a run is going on.
     pub fn running(&self) -> bool {
         self.run.lock().as_ref().is_some_and(|r| !*r.done.borrow())
@@ -270,7 +298,8 @@ impl MdtLfsck {
                 // The types of the last run that did not finish, else all.
                 let incomplete =
                     !matches!(st.ns.status, LfsckStatus::Init | LfsckStatus::Completed)
-                        || !matches!(st.lo.status, LfsckStatus::Init | LfsckStatus::Completed);
+                        || !matches!(st.lo.status, LfsckStatus::Init | LfsckStatus::Completed)
+                        || !matches!(st.scrub.status, ScrubStatus::Init | ScrubStatus::Completed);
                 active = if incomplete && st.bookmark.types != 0 {
                     st.bookmark.types
                 } else {
@@ -302,6 +331,10 @@ impl MdtLfsck {
             st.bookmark = bm.clone();
             let now = now_secs();
             let reset = a.flags & api::LPF_RESET != 0;
+            if types & TYPE_SCRUB != 0 {
+                let dry = bm.param & api::LPF_DRYRUN != 0;
+                st.scrub_live = Some(oi::begin(&mut st.scrub, dry, reset, now));
+            }
             if types & TYPE_NAMESPACE != 0 {
                 let (rec, live) = (NAMESPACE.slot)(&mut st);
                 *live = Some(rec.begin(bm.param, reset, now));
@@ -361,6 +394,36 @@ impl MdtLfsck {
         bm: Bookmark,
         halt: watch::Receiver<Halt>,
     ) {
+        // The OI scrub first: the others find objects through the index it checks.
+        if types & TYPE_SCRUB != 0 {
+            let dry = bm.param & api::LPF_DRYRUN != 0;
+            let status = oi::run(&self, &mdt, dry, halt.clone()).await;
+            {
+                let mut st = self.state.lock();
+                oi::finish(&mut st.scrub, status, now_secs());
+                st.scrub_live = None;
+            }
+            if let Err(e) = self.save_all(&mdt).await {
+                tracing::warn!(target: "lfsck", "{}: cannot save the OI scrub record: {e}", self.dev);
+            }
+            tracing::info!(target: "lfsck", "{}: OI scrub {}", self.dev, status.name());
+            let end = match status {
+                ScrubStatus::Completed => None,
+                ScrubStatus::Paused => Some(LfsckStatus::Paused),
+                ScrubStatus::Stopped => Some(LfsckStatus::Stopped),
+                _ => Some(LfsckStatus::Failed),
+            };
+            if let Some(end) = end {
+                // The other components end as the scrub did, before they began.
+                if types & TYPE_NAMESPACE != 0 {
+                    self.finish(&mdt, &NAMESPACE, end).await;
+                }
+                if types & TYPE_LAYOUT != 0 {
+                    self.finish(&mdt, &LAYOUT, end).await;
+                }
+                return;
+            }
+        }
         // Namespace and layout side by side, each at its own pace unless coupled.
         let both = TYPE_NAMESPACE | TYPE_LAYOUT;
         let (ns_pace, lo_pace) = if types & both == both && self.coupled.load(Ordering::Relaxed) {
@@ -386,13 +449,37 @@ impl MdtLfsck {
 
     /// Saves the bookmark and every component's record.
     pub async fn save_all(&self, mdt: &Mdt) -> Result<(), Errno> {
-        let (bm, ns, lo) = {
+        let (bm, ns, lo, scrub) = {
             let st = self.state.lock();
-            (st.bookmark.clone(), st.ns.clone(), st.lo.clone())
+            (
+                st.bookmark.clone(),
+                st.ns.clone(),
+                st.lo.clone(),
+                st.scrub.clone(),
+            )
         };
         save(mdt, KEY_BOOKMARK, &bm).await?;
         save(mdt, KEY_NAMESPACE, &ns).await?;
-        save(mdt, KEY_LAYOUT, &lo).await
+        save(mdt, KEY_LAYOUT, &lo).await?;
+        save(mdt, KEY_SCRUB, &scrub).await
+    }
+
+    /// Saves the OI scrub's progress and counters (a checkpoint).
+    pub(crate) async fn scrub_checkpoint(&self, mdt: &Mdt) {
+        let rec = {
+            let mut st = self.state.lock();
+            let MdtState {
+                scrub, scrub_live, ..
+            } = &mut *st;
+            let Some(live) = scrub_live.as_mut() else {
+                return;
+            };
+            oi::fold(scrub, live, now_secs());
+            scrub.clone()
+        };
+        if let Err(e) = save(mdt, KEY_SCRUB, &rec).await {
+            tracing::warn!(target: "lfsck", "{}: OI scrub checkpoint failed: {e}", self.dev);
+        }
     }
 
     /// Saves component `c`'s record.

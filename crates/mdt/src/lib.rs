@@ -84,6 +84,8 @@ pub enum MdtError {
 
 pub struct Mdt {
     pub index: u32,
+    /// Object index entries rebuilt at start because the index was lost (0: it was not).
+    pub oi_rebuilt: u64,
     pub fsname: String,
     dir: PathBuf,
     store: MdStore,
@@ -149,6 +151,12 @@ impl Mdt {
         if moved > 0 {
             tracing::info!(target: "mdt", "MDT{:04x}: {moved} inodes moved under local inode numbers (object index built)", cfg.index);
         }
+        let oi_rebuilt = mdd::rebuild_lost_oi(&store)
+            .await
+            .map_err(|e| setup(format!("cannot rebuild the object index: {e}")))?;
+        if oi_rebuilt > 0 {
+            tracing::warn!(target: "mdt", "MDT{:04x}: the object index was empty: rebuilt {oi_rebuilt} entries from the inodes", cfg.index);
+        }
         if cfg.index == 0 {
             store
                 .write(|tx| mdd::format_root(tx, now()))
@@ -175,6 +183,7 @@ impl Mdt {
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
             lfsck: std::sync::OnceLock::new(),
+            oi_rebuilt,
         });
         let cc = cfg.conn.clone();
         mdt.add_osts(&config, &cc, &sd_rx)

@@ -236,6 +236,48 @@ pub async fn upgrade_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
     Ok(moved)
 }
 
+/// Rebuilds an object index that is empty while the store has inodes (its table was
+/// deleted, or the store came back from a file-level copy without it), from the FIDs the
+/// inodes keep; returns how many entries it wrote. Runs before an MDT serves, as it must:
+/// without the index nothing is found by FID, and the root would be made again. A store
+/// with an index (however damaged) costs two reads; the online OI scrub checks the rest.
+pub async fn rebuild_lost_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
+    {
+        let v = store.read()?;
+        if v.count(Table::Oi)? != 0 || v.range(Table::Inodes, &[], &[0xff; 9], 1)?.is_empty() {
+            return Ok(0);
+        }
+    }
+    let mut start = records::inode_key(0).to_vec();
+    let mut written = 0;
+    loop {
+        let rows = store
+            .read()?
+            .range(Table::Inodes, &start, &[0xff; 9], OI_UPGRADE_BATCH)?;
+        let Some((last, _)) = rows.last() else {
+            return Ok(written);
+        };
+        start = last.clone();
+        start.push(0);
+        written += store
+            .write(move |tx| {
+                let mut n = 0;
+                for (k, v) in rows {
+                    let Some(ino) = records::parse_inode_key(&k).filter(|_| k.len() == 8) else {
+                        continue;
+                    };
+                    let fid = Inode::decode(&v)?.fid();
+                    if oi_lookup(tx, &fid)?.is_none() {
+                        tx.put(Table::Oi, &fid.to_bytes(), &records::oi_value(ino))?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+            .await?;
+    }
+}
+
 fn is_first(ino: &Inode, parent: &Fid, name: &[u8]) -> bool {
     ino.link
         .as_ref()

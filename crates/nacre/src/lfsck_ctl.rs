@@ -124,6 +124,11 @@ impl ParamSource for LfsckParams {
                 true,
             ));
             v.push(p("lfsck_repairs", m.repairs.text(), true));
+            v.push(ParamValue {
+                name: format!("osd-nacre.{}.oi_scrub", m.dev),
+                value: m.oi_scrub_text(),
+                writable: false,
+            });
         }
         v
     }

@@ -277,6 +277,13 @@ impl LocalCluster {
         }
     }
 
+    /// Stops the MGS alone (the targets keep serving what they were told).
+    pub async fn stop_mgs(&mut self) {
+        if let Some(s) = self.mgs_served.take() {
+            s.stop().await;
+        }
+    }
+
     /// Stops everything cleanly: MDTs (checkpointing their stores), OSTs, then the MGS.
     pub async fn stop(mut self) {
         for i in 0..self.mdts.len() {
@@ -285,8 +292,6 @@ impl LocalCluster {
         for i in 0..self.osts.len() {
             self.stop_ost(i as u32).await;
         }
-        if let Some(s) = self.mgs_served.take() {
-            s.stop().await;
-        }
+        self.stop_mgs().await;
     }
 }

@@ -70,3 +70,93 @@ fn every_protection_case_is_measured() {
     // 2 settings x (plain: write, read, mix + mirror: write, read, degraded, mix).
     assert_eq!(cells.as_array().map(Vec::len), Some(14), "{cells}");
 }
+
+/// SIGTERM (a `kill`, a batch system's time limit) in the middle of a run stops it at a
+/// clean point: the FUSE mount, the servers and the work directory it made are gone
+/// when the process exits, as after Ctrl-C. (It used to go on to the end of the run.)
+#[test]
+fn sigterm_takes_down_what_the_bench_brought_up() {
+    use std::time::{Duration, Instant};
+    if !common::require_fuse() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut child = std::process::Command::new(common::nacre())
+        .args(["bench", "protection", "--size", "2g", "--reps", "3"])
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn nacre bench protection");
+    // Wait until its file system is mounted under the work directory.
+    let start = Instant::now();
+    let mnt = loop {
+        let made = std::fs::read_dir(tmp.path())
+            .expect("tmp")
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("mnt"))
+            .find(|m| common::is_mounted(m));
+        if let Some(m) = made {
+            break m;
+        }
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the bench ended before it mounted"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no mount after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Should the bench leave its mount behind, the test still takes it down.
+    let _unmount = LazyUnmount(mnt.clone());
+    // Let it get into its first write phase.
+    std::thread::sleep(Duration::from_secs(2));
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "still running 120 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    eprintln!("exit {status:?} after SIGTERM:\n{err}");
+    assert!(
+        !common::is_mounted(&mnt),
+        "{} is still mounted",
+        mnt.display()
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("tmp")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Detaches a FUSE mount left behind, so a failing test leaves nothing mounted.
+struct LazyUnmount(std::path::PathBuf);
+
+impl Drop for LazyUnmount {
+    fn drop(&mut self) {
+        if common::is_mounted(&self.0) {
+            let _ = std::process::Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.0)
+                .status();
+        }
+    }
+}

@@ -252,7 +252,7 @@ fn writer(
         for i in d.first_file..d.first_file + d.files {
             if env.cancel.is_cancelled() {
                 return Err(BenchError::Interrupted(format!(
-                    "stopped by SIGINT; {} holds what was made",
+                    "stopped by SIGINT or SIGTERM; {} holds what was made",
                     root.display()
                 )));
             }

@@ -614,7 +614,9 @@ const STOPPED: &str = "stopped";
 
 fn check_stop(env: &PafEnv<'_>, stop: &Cancel) -> Result<()> {
     if env.cancel.is_cancelled() {
-        return Err(BenchError::Interrupted("stopped by SIGINT".into()));
+        return Err(BenchError::Interrupted(
+            "stopped by SIGINT or SIGTERM".into(),
+        ));
     }
     if stop.is_cancelled() {
         return Err(BenchError::Interrupted(STOPPED.into()));

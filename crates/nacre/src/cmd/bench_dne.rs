@@ -357,6 +357,9 @@ pub fn run(a: DneBenchArgs) -> Result<()> {
         }
     };
     std::fs::create_dir_all(&work)?;
+    // Ctrl-C or SIGTERM stops mdtest at a clean point, so the servers and the work
+    // directory are still taken down below.
+    nacre_bench::cancel::install_stop_handler();
     println!(
         "DNE metadata scaling: mdtest -F through the native client, {} tasks, hash {}, {} CPUs, journal {}",
         a.tasks,

@@ -1,6 +1,6 @@
 //! The file system a benchmark brings up for itself: formatted in a work directory (a
 //! new temporary one unless given), served by this process and mounted with FUSE, and
-//! taken down again by [`BenchFs::down`], also after Ctrl-C (which stops the runs at a
+//! taken down again by [`BenchFs::down`], also after Ctrl-C or SIGTERM (which stop the runs at a
 //! clean point) or a failed run.
 
 use super::mount::Mounted;
@@ -38,7 +38,7 @@ impl BenchFs {
         let dir = work.join("fs");
         let mnt = work.join("mnt");
         std::fs::create_dir_all(&mnt)?;
-        nacre_bench::cancel::install_sigint_handler();
+        nacre_bench::cancel::install_stop_handler();
         local::format(&dir, fsname, 1, osts, 0)?;
         let rt = super::runtime()?;
         let cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;

@@ -458,6 +458,9 @@ pub fn run(a: LfsckBenchArgs) -> Result<()> {
             (t.clone(), Some(t))
         }
     };
+    // Ctrl-C or SIGTERM stops the aging at a clean point, so the servers and the work
+    // directory are still taken down below.
+    nacre_bench::cancel::install_stop_handler();
     let rt = super::runtime()?;
     let mut agings = Vec::new();
     let mut cells = Vec::new();

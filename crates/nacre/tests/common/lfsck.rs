@@ -12,7 +12,7 @@ use nacre_lfsck::MdtLfsck;
 use nacre_lfsck::offline::CheckReport;
 use nacre_lustreapi::lfsck::{
     LPF_ALL_TGT, LPF_BROADCAST, LSV_SPEED_LIMIT, LayoutInconsistency, LayoutStatus, LfsckStatus,
-    NamespaceStatus, TYPE_LAYOUT, TYPE_NAMESPACE,
+    NamespaceStatus, ScrubFile, ScrubStatus, TYPE_LAYOUT, TYPE_NAMESPACE, TYPE_SCRUB,
 };
 use nacre_mdt::Mdt;
 use nacre_rpc::lfsck::StartArgs;
@@ -237,6 +237,14 @@ impl Fs {
             st.status,
             l.namespace_text()
         );
+        st
+    }
+
+    /// Runs the OI scrub on MDT `i` with `flags` (`LPF_*`) to its end.
+    pub async fn oi_scrub(&self, i: u32, flags: u16) -> ScrubFile {
+        let l = self.run_to_end(i, TYPE_SCRUB, flags).await;
+        let st = l.state.lock().scrub.clone();
+        assert_eq!(st.status, ScrubStatus::Completed, "{}", l.oi_scrub_text());
         st
     }
 
