@@ -244,7 +244,7 @@ impl Client {
             .map(|(m, _)| *m)
             .collect();
         if written.is_empty() {
-            return results.into_iter().map(|(_, r)| r).collect();
+            return results.into_iter().try_for_each(|(_, r)| r);
         }
         if written.len() < results.len() {
             self.mirror_request(fid, MirrorOp::Write {

@@ -172,15 +172,14 @@ impl Mdt {
                     }
                 }
                 let base = layout.mirror_ids().into_iter().max().unwrap_or(0);
-                let mut seq = layout.next_component_id();
+                let first = layout.next_component_id();
                 let mut prev: Option<(u32, (i32, u32))> = None;
-                for mut c in comps {
+                for (seq, mut c) in (first..).zip(comps) {
                     let m = base + c.mirror_id().max(1);
                     let p = prev.filter(|(pm, _)| *pm == m).map(|(_, p)| p);
                     crate::lod::fill_raid0(&mut c, p, &params);
                     prev = Some((m, (c.stripe_count, c.stripe_size)));
                     c.id = pflr_id(m, seq);
-                    seq += 1;
                     layout.components.push(c);
                 }
                 crate::lod::check_layout(layout, &ctx)?;
