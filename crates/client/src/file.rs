@@ -228,7 +228,7 @@ impl Client {
         if end > layout.max_file_size() {
             return Err(Errno::EFBIG);
         }
-        if !layout.instantiated_to(end) {
+        if !layout.instantiated_to(end) || self.needs_mirror_intent(&layout, off, end) {
             return Ok(Gathered::NeedLayout);
         }
         f.wrote.store(true, Ordering::Release);
@@ -239,6 +239,13 @@ impl Client {
                 None => Gathered::NoGrant,
             },
         )
+    }
+
+    /// Whether a write of `[off, end)` through `layout` must first send the MDT a write
+    /// intent: a mirrored file in delayed mode with more than one mirror in sync there.
+    fn needs_mirror_intent(&self, layout: &Layout, off: u64, end: u64) -> bool {
+        self.tunables.mirror_write_mode() == crate::tunables::MirrorWriteMode::Delayed
+            && layout.needs_write_intent(off, end)
     }
 
     /// Sends what [`write_gather`](Self::write_gather) made ready.
@@ -255,7 +262,13 @@ impl Client {
         if let Gathered::NeedLayout = gathered {
             // gather_write checked that the end fits.
             let end = off + data.len() as u64;
-            let layout = self.layout_intent(f.fid, end).await?;
+            let mut layout = f.layout().ok_or(Errno::EBADF)?;
+            if !layout.instantiated_to(end) {
+                layout = self.layout_intent(f.fid, end).await?;
+            }
+            if self.needs_mirror_intent(&layout, off, end) {
+                layout = self.mirror_write_intent(f.fid, &layout, off, end).await?;
+            }
             *f.layout.write() = Some(layout);
             gathered = self.gather_write(f, off, &data, Some(&data))?;
         }

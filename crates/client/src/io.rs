@@ -15,13 +15,14 @@
 //! logs, counts and returns EIO, in [`Client::no_good_copy`].
 
 use crate::cksum::{ChunkReadError, damaged};
+use crate::tunables::MirrorWriteMode;
 use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
-use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, WriteGrant};
+use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
 
@@ -179,23 +180,146 @@ impl Client {
                 .write_copy(fid, layout, off, data, sums, from_grant)
                 .await;
         }
-        // Immediate mirroring: every mirror gets the write, which succeeds only when all
-        // have it.
-        let calls = layout.mirror_ids().into_iter().map(|m| {
+        let end = off + data.len() as u64;
+        match self.tunables.mirror_write_mode() {
+            MirrorWriteMode::Delayed => {
+                // A layout cached before the write intent (write-behind) asks now.
+                let layout = if layout.needs_write_intent(off, end) {
+                    self.mirror_write_intent(fid, layout, off, end).await?
+                } else {
+                    layout.clone()
+                };
+                let m = *layout.write_mirrors(off, end).first().ok_or(Errno::EIO)?;
+                self.write_copy(fid, &layout.mirror(m), off, data, sums, from_grant)
+                    .await
+            }
+            MirrorWriteMode::Immediate => {
+                self.write_every_mirror(fid, layout, off, data, sums, from_grant)
+                    .await
+            }
+        }
+    }
+
+    /// Immediate mirroring: every mirror in sync over the range gets the write, which
+    /// returns when all have it. A mirror that fails (its OST down: given up as soon as
+    /// the OST's import fails) is marked stale on the MDT instead of failing the
+    /// application, as long as one mirror has the bytes.
+    async fn write_every_mirror(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        data: Bytes,
+        sums: Option<Vec<u32>>,
+        from_grant: bool,
+    ) -> Result<(), Errno> {
+        let end = off + data.len() as u64;
+        let mirrors = layout.write_mirrors(off, end);
+        if mirrors.is_empty() {
+            tracing::error!(target: "client", "file {fid}: no mirror in sync for [{off}, {end})");
+            return Err(Errno::EIO);
+        }
+        let alone = mirrors.len() == 1;
+        let calls = mirrors.iter().map(|&m| {
             let (data, sums) = (data.clone(), sums.clone());
             async move {
                 let copy = layout.mirror(m);
-                self.write_copy(fid, &copy, off, data, sums, from_grant)
-                    .await
-                    .inspect_err(|e| {
-                        tracing::warn!(target: "client", "file {fid}: write of mirror {m} at {off} failed: {e}");
-                    })
+                let write = self.write_copy(fid, &copy, off, data, sums, from_grant);
+                let r = if alone {
+                    write.await
+                } else {
+                    self.unless_copy_failing(&copy, write)
+                        .await
+                        .unwrap_or(Err(Errno::ENOTCONN))
+                };
+                (m, r.inspect_err(|e| {
+                    tracing::warn!(target: "client", "file {fid}: write of mirror {m} at {off} failed: {e}");
+                }))
             }
         });
-        for r in join_all(calls).await {
-            r?;
+        let results = join_all(calls).await;
+        let written: Vec<u32> = results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(m, _)| *m)
+            .collect();
+        if written.is_empty() {
+            return results.into_iter().try_for_each(|(_, r)| r);
+        }
+        if written.len() < results.len() {
+            self.mirror_request(fid, MirrorOp::Write {
+                start: off,
+                end,
+                keep: written.clone(),
+            })
+            .await
+            .inspect_err(|e| {
+                tracing::error!(target: "client", "file {fid}: cannot mark the mirrors not written stale: {e}");
+            })?;
+            tracing::warn!(target: "client", "file {fid}: [{off}, {end}) written to mirror(s) {written:?} only; the others are stale until resync");
         }
         Ok(())
+    }
+
+    /// Lustre's write intent on a mirrored file (delayed mode): the MDT marks every mirror
+    /// but the one this write goes to stale over `[off, end)`. The mirror is the best in
+    /// sync ([`Layout::write_mirrors`]), one whose OSTs answer before one whose do not.
+    pub(crate) async fn mirror_write_intent(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        end: u64,
+    ) -> Result<Layout, Errno> {
+        let mut order = layout.write_mirrors(off, end);
+        order.sort_by_key(|&m| self.mirror_failing(layout, m));
+        let primary = *order.first().ok_or(Errno::EIO)?;
+        let info = self
+            .mirror_request(
+                fid,
+                MirrorOp::Write {
+                    start: off,
+                    end,
+                    keep: vec![primary],
+                },
+            )
+            .await?;
+        info.layout.ok_or(Errno::EPROTO)
+    }
+
+    /// Sends an FLR request about `fid` to its MDT (as root: the control tools and the
+    /// write path have checked the caller already).
+    pub(crate) async fn mirror_request(&self, fid: Fid, op: MirrorOp) -> Result<InodeInfo, Errno> {
+        let req = Request::Mirror {
+            fid,
+            op,
+            cred: Cred::root(),
+        };
+        match self.md_call(self.mdt_of(&fid), req).await? {
+            Reply::Inode(i) => Ok(i),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Waits for `fut`, a request to the OSTs of `copy`, but gives up (`None`) as soon as
+    /// one of them stops answering, when another copy can take its place.
+    async fn unless_copy_failing<T>(
+        &self,
+        copy: &Layout,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let imps: Vec<_> = copy
+            .objects()
+            .filter_map(|o| self.osc(o.ost_idx).ok())
+            .collect();
+        if imps.is_empty() {
+            return Some(fut.await);
+        }
+        let any_failing = futures::future::select_all(imps.iter().map(|i| Box::pin(i.failing())));
+        tokio::select! {
+            r = fut => Some(r),
+            _ = any_failing => None,
+        }
     }
 
     /// Writes one copy of the data: through a layout without mirrors (or one mirror).
@@ -930,27 +1054,64 @@ impl Client {
         Ok(())
     }
 
-    /// Flushes every object of `layout` to stable storage.
+    /// Flushes every object of `layout` to stable storage. For a mirrored file, an OST
+    /// that stopped answering is not waited for: the mirrors on it are marked stale
+    /// instead (their copy may not be durable), as long as another mirror is synced.
     pub async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
         if layout.dom_object().is_some() {
             self.md_call(self.mdt_of(&fid), Request::DomSync { fid })
                 .await?;
         }
+        let mirrored = layout.is_mirrored();
         let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(o.fid);
         }
         let calls = by_ost.into_iter().map(|(ost, objs)| async move {
-            let imp = self.osc(ost)?;
-            imp.call(&Request::OstSync { objs }, Bytes::new())
-                .await
-                .map(|_| ())
-                .map_err(rpc_errno)
+            let imp = self.osc(ost).map_err(|e| (ost, e))?;
+            let req = Request::OstSync { objs };
+            let call = imp.call(&req, Bytes::new());
+            let r = if mirrored {
+                self.unless_failing(ost, call)
+                    .await
+                    .unwrap_or(Err(RpcError::Errno(Errno::ENOTCONN)))
+            } else {
+                call.await
+            };
+            r.map(|_| ()).map_err(|e| (ost, rpc_errno(e)))
         });
-        for r in join_all(calls).await {
-            r?;
+        let failed: Vec<(u32, Errno)> = join_all(calls)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        let Some(&(_, first)) = failed.first() else {
+            return Ok(());
+        };
+        if !mirrored {
+            return Err(first);
         }
-        Ok(())
+        let on_failed = |m: u32| {
+            layout
+                .mirror(m)
+                .objects()
+                .any(|o| failed.iter().any(|(ost, _)| *ost == o.ost_idx))
+        };
+        let keep: Vec<u32> = layout
+            .write_mirrors(0, nacre_core::layout::EOF)
+            .into_iter()
+            .filter(|&m| !on_failed(m))
+            .collect();
+        if keep.is_empty() {
+            return Err(first);
+        }
+        tracing::warn!(target: "client", "file {fid}: sync failed on OST(s) {failed:?}: only mirror(s) {keep:?} stay in sync");
+        let op = MirrorOp::Write {
+            start: 0,
+            end: nacre_core::layout::EOF,
+            keep,
+        };
+        self.mirror_request(fid, op).await.map(drop)
     }
 }
 

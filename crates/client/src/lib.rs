@@ -20,6 +20,7 @@ pub mod io;
 pub mod lmv;
 pub mod md;
 pub mod migrate;
+pub mod mirror;
 pub mod readahead;
 pub mod replay;
 pub mod stats;

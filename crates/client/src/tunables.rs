@@ -28,6 +28,34 @@ pub const DEFAULT_CHECKSUMS: u64 = 1;
 /// `OSC_DEFAULT_RESENDS`).
 pub const DEFAULT_RESEND_COUNT: u64 = 10;
 
+/// How a write reaches a mirrored (FLR) file, `llite.*.mirror_write_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MirrorWriteMode {
+    /// Every mirror in sync gets the write, which returns once all have it; a mirror whose
+    /// OST fails is marked stale instead of failing the write.
+    Immediate,
+    /// Lustre's FLR: the write goes to one mirror and the MDT marks the others stale
+    /// until `lfs mirror resync`.
+    Delayed,
+}
+
+impl MirrorWriteMode {
+    /// In the order of the tunable's values.
+    pub const ALL: [MirrorWriteMode; 2] = [MirrorWriteMode::Immediate, MirrorWriteMode::Delayed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MirrorWriteMode::Immediate => "immediate",
+            MirrorWriteMode::Delayed => "delayed",
+        }
+    }
+}
+
+/// Default `llite.*.mirror_write_mode`: immediate, so a mirrored file is redundant as soon
+/// as a write returns, without an `lfs mirror resync` (Lustre's delayed mode is one
+/// `lctl set_param` away).
+pub const DEFAULT_MIRROR_WRITE_MODE: u64 = 0;
+
 #[derive(Debug)]
 pub struct Tunables {
     max_rpcs_in_flight: AtomicU64,
@@ -42,6 +70,8 @@ pub struct Tunables {
     /// Index in [`ChecksumType::ALL`].
     checksum_type: AtomicU64,
     resend_count: AtomicU64,
+    /// Index in [`MirrorWriteMode::ALL`].
+    mirror_write_mode: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -57,6 +87,7 @@ impl Default for Tunables {
             checksums: AtomicU64::new(DEFAULT_CHECKSUMS),
             checksum_type: AtomicU64::new(0),
             resend_count: AtomicU64::new(DEFAULT_RESEND_COUNT),
+            mirror_write_mode: AtomicU64::new(DEFAULT_MIRROR_WRITE_MODE),
         }
     }
 }
@@ -132,6 +163,13 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 0,
         max: 100,
     },
+    // Shown and set by name (`immediate`, `delayed`); the value is its index.
+    TunableDef {
+        class: "llite",
+        name: "mirror_write_mode",
+        min: 0,
+        max: MirrorWriteMode::ALL.len() as u64 - 1,
+    },
 ];
 
 impl Tunables {
@@ -147,6 +185,7 @@ impl Tunables {
             ("osc", "checksums") => &self.checksums,
             ("osc", "checksum_type") => &self.checksum_type,
             ("osc", "resend_count") => &self.resend_count,
+            ("llite", "mirror_write_mode") => &self.mirror_write_mode,
             _ => return None,
         })
     }
@@ -180,6 +219,9 @@ impl Tunables {
         if (class, name) == ("osc", "checksum_type") {
             return Some(self.checksum_type().list());
         }
+        if (class, name) == ("llite", "mirror_write_mode") {
+            return Some(self.mirror_write_mode().name().to_string());
+        }
         Some(v.to_string())
     }
 
@@ -195,6 +237,13 @@ impl Tunables {
                 )
             })?;
             ChecksumType::ALL.iter().position(|x| *x == t).unwrap_or(0) as u64
+        } else if (class, name) == ("llite", "mirror_write_mode") {
+            let v = value.trim();
+            MirrorWriteMode::ALL
+                .iter()
+                .position(|m| m.name() == v)
+                .ok_or_else(|| format!("{class}.{name}: '{v}' is not one of: immediate delayed"))?
+                as u64
         } else {
             value
                 .trim()
@@ -262,6 +311,14 @@ impl Tunables {
             .unwrap_or(ChecksumType::Crc32c)
     }
 
+    pub fn mirror_write_mode(&self) -> MirrorWriteMode {
+        let i = self.mirror_write_mode.load(Ordering::Relaxed) as usize;
+        MirrorWriteMode::ALL
+            .get(i)
+            .copied()
+            .unwrap_or(MirrorWriteMode::Immediate)
+    }
+
     pub fn resend_count(&self) -> u32 {
         self.resend_count.load(Ordering::Relaxed) as u32
     }
@@ -310,6 +367,15 @@ mod tests {
             .expect("by name");
         assert!(t.set_str("osc", "checksum_type", "adler").is_err());
         assert!(t.set_str("osc", "checksums", "2").is_err());
+        assert_eq!(t.mirror_write_mode(), MirrorWriteMode::Immediate);
+        t.set_str("llite", "mirror_write_mode", "delayed")
+            .expect("set");
+        assert_eq!(t.mirror_write_mode(), MirrorWriteMode::Delayed);
+        assert_eq!(
+            t.display("llite", "mirror_write_mode").as_deref(),
+            Some("delayed")
+        );
+        assert!(t.set_str("llite", "mirror_write_mode", "lazy").is_err());
         t.apply_persistent("osc.*.checksums", "0", "testfs");
         assert_eq!(t.checksums(), None);
         t.set_str("osc", "resend_count", "3").expect("resends");

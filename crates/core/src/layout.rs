@@ -519,6 +519,100 @@ impl Layout {
         ids
     }
 
+    /// The FLR state in `lcm_flags` (`LCM_FL_RDONLY`, `_WRITE_PENDING`, `_SYNC_PENDING`;
+    /// 0 for a file without mirrors).
+    pub fn flr_state(&self) -> u16 {
+        self.flags & LCM_FL_FLR_MASK
+    }
+
+    pub fn set_flr_state(&mut self, state: u16) {
+        self.flags = (self.flags & !LCM_FL_FLR_MASK) | state;
+    }
+
+    /// Whether any component is stale.
+    pub fn has_stale(&self) -> bool {
+        self.components.iter().any(Component::is_stale)
+    }
+
+    /// The mirrors a write of `[start, end)` may go to: those in sync over the range,
+    /// preferred for writes (`prefer`, `prefwr`) first, then a mirror with no stale
+    /// component at all (the one earlier writes went to), then by id.
+    pub fn write_mirrors(&self, start: u64, end: u64) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .mirror_ids()
+            .into_iter()
+            .filter(|&m| !self.mirror_stale_in(m, start, end))
+            .collect();
+        let preferred = |m: u32| {
+            self.components
+                .iter()
+                .any(|c| c.mirror_id() == m && c.flags & LCME_FL_PREF_WR != 0)
+        };
+        ids.sort_by_key(|&m| (!preferred(m), self.mirror_stale_in(m, 0, EOF), m));
+        ids
+    }
+
+    /// Whether a write of `[start, end)` must first tell the MDT which mirrors it goes to
+    /// (Lustre's write intent on an FLR file): more than one mirror is in sync over the
+    /// range, or the file is not in the write-pending state yet.
+    pub fn needs_write_intent(&self, start: u64, end: u64) -> bool {
+        self.is_mirrored()
+            && (self.write_mirrors(start, end).len() > 1
+                || self.flr_state() != LCM_FL_WRITE_PENDING)
+    }
+
+    /// A write of `[start, end)` went (or goes) to the mirrors in `keep` only: every
+    /// component of another mirror overlapping the range becomes stale, and the file
+    /// becomes write-pending (as Lustre's lod does on a write intent). Each mirror kept must
+    /// exist and be in sync over the range. Returns whether a component changed.
+    pub fn stale_for_write(
+        &mut self,
+        keep: &[u32],
+        start: u64,
+        end: u64,
+    ) -> Result<bool, StaleError> {
+        if keep.is_empty() {
+            return Err(StaleError::NoMirror);
+        }
+        let ids = self.mirror_ids();
+        for &m in keep {
+            if !ids.contains(&m) {
+                return Err(StaleError::NoSuchMirror(m));
+            }
+            if self.mirror_stale_in(m, start, end) {
+                return Err(StaleError::Stale(m));
+            }
+        }
+        let mut changed = false;
+        for c in &mut self.components {
+            if !keep.contains(&c.mirror_id()) && c.start < end && c.end > start && !c.is_stale() {
+                c.flags |= LCME_FL_STALE;
+                changed = true;
+            }
+        }
+        if self.has_stale() && self.flr_state() != LCM_FL_WRITE_PENDING {
+            self.set_flr_state(LCM_FL_WRITE_PENDING);
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Components `ids` hold the in-sync data again (the end of a resync): their stale flag
+    /// goes, and the file is read-only (every mirror in sync) once none is left stale.
+    pub fn clear_stale(&mut self, ids: &[u32]) {
+        for c in &mut self.components {
+            if ids.contains(&c.id) {
+                c.flags &= !LCME_FL_STALE;
+            }
+        }
+        let state = if self.has_stale() {
+            LCM_FL_WRITE_PENDING
+        } else {
+            LCM_FL_RDONLY
+        };
+        self.set_flr_state(state);
+    }
+
     /// Whether every component below `end` has been instantiated.
     pub fn instantiated_to(&self, end: u64) -> bool {
         self.components
@@ -526,6 +620,17 @@ impl Layout {
             .filter(|c| c.start < end)
             .all(|c| c.is_init())
     }
+}
+
+/// Why a write's mirrors cannot be the ones asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StaleError {
+    #[error("no mirror to write to")]
+    NoMirror,
+    #[error("no mirror {0}")]
+    NoSuchMirror(u32),
+    #[error("mirror {0} is stale over the range")]
+    Stale(u32),
 }
 
 #[cfg(test)]
@@ -659,6 +764,37 @@ mod tests {
         let mut p = l.clone();
         p.components[2].flags |= LCME_FL_PREF_RW;
         assert_eq!(p.read_mirrors(0, 10), vec![2, 1]);
+    }
+
+    #[test]
+    fn a_write_to_one_mirror_makes_the_others_stale_until_resync() {
+        let mut l = mirrored();
+        l.flags = LCM_FL_RDONLY;
+        assert!(l.needs_write_intent(0, 10));
+        assert_eq!(l.write_mirrors(0, 10), vec![1, 2]);
+        // A write inside mirror 1's first component: mirror 2's only component goes stale.
+        assert_eq!(l.stale_for_write(&[1], 0, 10), Ok(true));
+        assert_eq!(l.flr_state(), LCM_FL_WRITE_PENDING);
+        assert!(l.components[2].is_stale() && !l.components[1].is_stale());
+        assert_eq!(l.write_mirrors(0, 10), vec![1]);
+        assert!(!l.needs_write_intent(0, 10));
+        // Again: nothing changes.
+        assert_eq!(l.stale_for_write(&[1], 5, 20), Ok(false));
+        // A stale mirror cannot be the one written.
+        assert_eq!(l.stale_for_write(&[2], 0, 10), Err(StaleError::Stale(2)));
+        assert_eq!(
+            l.stale_for_write(&[3], 0, 10),
+            Err(StaleError::NoSuchMirror(3))
+        );
+        l.clear_stale(&[pflr_id(2, 3)]);
+        assert_eq!(l.flr_state(), LCM_FL_RDONLY);
+        assert!(!l.has_stale());
+        // Mirror 2 written past 1 MiB: only mirror 1's second component goes stale, and
+        // mirror 2 (with no stale component) is the one later writes prefer.
+        assert_eq!(l.stale_for_write(&[2], 2 << 20, 3 << 20), Ok(true));
+        assert!(l.components[1].is_stale() && !l.components[0].is_stale());
+        assert_eq!(l.write_mirrors(0, 10), vec![2, 1]);
+        assert!(l.needs_write_intent(0, 10));
     }
 
     #[test]

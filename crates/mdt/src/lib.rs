@@ -22,6 +22,7 @@ pub mod callback;
 pub mod dne;
 pub mod dom;
 pub mod fail;
+pub mod flr;
 pub mod layout_change;
 pub mod lod;
 pub mod mdd;
@@ -42,7 +43,8 @@ use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{
-    Cred, Dirent, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, OpenFlags, Reply, Request, StatFs,
+    Cred, Dirent, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, MirrorOp, OpenFlags, Reply,
+    Request, StatFs,
 };
 use nacre_rpc::server::{RequestCtx, Service};
 use open::{OpenHandle, OpenTable};
@@ -1391,6 +1393,21 @@ impl Mdt {
                 self.may(&fid, &cred, perm::MAY_WRITE)?;
                 self.may(&volatile, &cred, perm::MAY_WRITE)?;
                 self.swap_layouts(fid, volatile, layout_gen).await
+            }
+            Request::Mirror { fid, op, cred } => {
+                match &op {
+                    MirrorOp::Extend { .. } | MirrorOp::Split { .. } => {
+                        self.may_change_layout(&fid, &cred)?
+                    }
+                    _ => self.may(&fid, &cred, perm::MAY_WRITE)?,
+                }
+                if let MirrorOp::Split {
+                    victim: Some(v), ..
+                } = &op
+                {
+                    self.may(v, &cred, perm::MAY_WRITE)?;
+                }
+                self.mirror_op(fid, op).await
             }
             Request::Open { fid, flags, cred } => self.open(&ctx, fid, flags, &cred).await,
             Request::Close { handle, wrote } => {

@@ -87,6 +87,41 @@ pub enum CtlRequest {
         path: PathBuf,
         layout: Layout,
     },
+    /// `lfs mirror resync [--only IDS]`.
+    MirrorResync {
+        path: PathBuf,
+        only: Vec<u32>,
+    },
+    /// `lfs mirror verify [--only IDS] [--stale]`: with `stale`, mirrors that disagree
+    /// with the rest of a chunk (or cannot be read) are marked stale there.
+    MirrorVerify {
+        path: PathBuf,
+        only: Vec<u32>,
+        stale: bool,
+    },
+    /// `lfs mirror read -N ID -o OUT`: the mount writes mirror `id` into file `out`.
+    MirrorRead {
+        path: PathBuf,
+        id: u32,
+        out: PathBuf,
+    },
+    /// `lfs mirror write -N ID -i IN`: the mount writes file `input` into mirror `id`.
+    MirrorWrite {
+        path: PathBuf,
+        id: u32,
+        input: PathBuf,
+    },
+    /// `lfs mirror extend`: new mirrors from a mirrored layout template, then resynced.
+    MirrorExtend {
+        path: PathBuf,
+        components: Vec<nacre_core::Component>,
+    },
+    /// `lfs mirror split --mirror-id ID`: into `new_file` (created here), or destroyed.
+    MirrorSplit {
+        path: PathBuf,
+        id: u32,
+        new_file: Option<PathBuf>,
+    },
     /// `lfs mkdir -i/-c/-H`: a directory with a stripe layout.
     Mkdir {
         path: PathBuf,
@@ -162,6 +197,8 @@ pub enum CtlReply {
         device: String,
     },
     LfsckQuery(QueryCounts),
+    Resynced(nacre_client::mirror::ResyncOutcome),
+    Verified(nacre_client::mirror::MirrorVerify),
 }
 
 /// A directory entry as a tree walk sees it.
@@ -437,6 +474,60 @@ impl CtlServer {
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }
             }
+            CtlRequest::MirrorResync { path, only } => {
+                let f = resolve(c, &path).await?;
+                CtlReply::Resynced(c.mirror_resync(f.attr.fid, &only).await?)
+            }
+            CtlRequest::MirrorVerify { path, only, stale } => {
+                let f = resolve(c, &path).await?;
+                let v = c.mirror_verify(f.attr.fid, &only).await?;
+                if stale {
+                    c.mark_disagreeing_stale(f.attr.fid, &v).await?;
+                }
+                CtlReply::Verified(v)
+            }
+            CtlRequest::MirrorRead { path, id, out } => {
+                let f = resolve(c, &path).await?;
+                mirror_read_to(c, f.attr.fid, id, &out).await?;
+                CtlReply::Ok
+            }
+            CtlRequest::MirrorWrite { path, id, input } => {
+                let f = resolve(c, &path).await?;
+                mirror_write_from(c, f.attr.fid, id, &input).await?;
+                CtlReply::Ok
+            }
+            CtlRequest::MirrorExtend { path, components } => {
+                let f = resolve(c, &path).await?;
+                let info = c.mirror_extend(f.attr.fid, components).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
+            CtlRequest::MirrorSplit { path, id, new_file } => {
+                let f = resolve(c, &path).await?;
+                let victim = match new_file {
+                    Some(nf) => {
+                        let (p, name) = resolve_parent(c, &nf).await?;
+                        let (info, _) = c
+                            .create(
+                                p.attr.fid,
+                                name,
+                                f.attr.mode,
+                                0,
+                                &Cred::root(),
+                                None,
+                                LayoutRequest::Inherit,
+                                None,
+                                true,
+                            )
+                            .await?;
+                        Some(info.attr.fid)
+                    }
+                    None => None,
+                };
+                let info = c.mirror_split(f.attr.fid, id, victim).await?;
+                let mdt = c.mdt_of(&info.attr.fid);
+                CtlReply::Inode { info, mdt }
+            }
             CtlRequest::Mkdir {
                 path,
                 layout,
@@ -542,4 +633,49 @@ fn bind_socket(entry: &MountEntry) -> Result<UnixListener> {
     let l = UnixListener::bind(&entry.socket)?;
     std::fs::set_permissions(&entry.socket, std::fs::Permissions::from_mode(0o600))?;
     Ok(l)
+}
+
+/// Bytes per step of `lfs mirror read` and `write`.
+const MIRROR_IO_STEP: u64 = nacre_client::mirror::RESYNC_CHUNK;
+
+/// Writes mirror `id` of `fid` (its in-sync size) into the file `out`.
+async fn mirror_read_to(c: &Client, fid: Fid, id: u32, out: &Path) -> Result<(), Errno> {
+    let size = c.getattr(fid).await?.attr.size;
+    let mut f = tokio::fs::File::create(out).await.map_err(io_errno)?;
+    let mut pos = 0;
+    while pos < size {
+        let n = (size - pos).min(MIRROR_IO_STEP);
+        let (data, _) = c.mirror_read(fid, id, pos, n).await?;
+        f.write_all(&data).await.map_err(io_errno)?;
+        pos += n;
+    }
+    f.flush().await.map_err(io_errno)
+}
+
+/// Writes the file `input` into mirror `id` of `fid` from offset 0.
+async fn mirror_write_from(c: &Client, fid: Fid, id: u32, input: &Path) -> Result<(), Errno> {
+    let mut f = tokio::fs::File::open(input).await.map_err(io_errno)?;
+    let mut pos = 0u64;
+    loop {
+        let mut buf = vec![0u8; MIRROR_IO_STEP as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            let n = f.read(&mut buf[got..]).await.map_err(io_errno)?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        if got == 0 {
+            return Ok(());
+        }
+        buf.truncate(got);
+        c.mirror_write(fid, id, pos, bytes::Bytes::from(buf))
+            .await?;
+        pos += got as u64;
+    }
+}
+
+fn io_errno(e: std::io::Error) -> Errno {
+    Errno(e.raw_os_error().unwrap_or(libc::EIO))
 }

@@ -276,3 +276,277 @@ async fn statfs_leaves_a_stopped_ost_out() {
     }
     cluster.stop().await;
 }
+
+/// The layout of `fid` as its MDT has it.
+async fn layout_of(c: &nacre_client::Client, fid: Fid) -> Layout {
+    c.getattr(fid)
+        .await
+        .expect("getattr")
+        .layout
+        .expect("layout")
+}
+
+/// Writes `data` at 0 of the existing file `fid` through a handle, as an application does.
+async fn overwrite(c: &std::sync::Arc<nacre_client::Client>, fid: Fid, data: &[u8]) {
+    let (f, _) = c
+        .open(fid, common::cluster::rw(), &nacre_rpc::msg::Cred::root())
+        .await
+        .expect("open");
+    c.write(&f, 0, bytes::Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    c.fsync(&f).await.expect("fsync");
+    c.release(&f).await.expect("close");
+}
+
+/// Every chunk's mirrors agree and none is stale.
+fn in_sync(v: &nacre_client::mirror::MirrorVerify) -> bool {
+    v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_with_a_mirrors_ost_stopped_succeeds_and_resync_brings_it_back() {
+    use nacre_core::layout::{LCM_FL_RDONLY, LCM_FL_WRITE_PENDING};
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "flrwr", 1, 2).await;
+    let c = mount(&cluster).await;
+    let old = pattern(600_000, 1);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &old)
+        .await
+        .expect("write");
+    let m2 = mirror_objects(&c, fid, 2).await;
+    // Immediate mode (the default): the OST of mirror 2 goes away, and a write still
+    // succeeds, without waiting out the recovery timeout, on mirror 1.
+    cluster.stop_ost(m2[0].ost_idx).await;
+    let new = pattern(700_000, 2);
+    tokio::time::timeout(Duration::from_secs(10), overwrite(&c, fid, &new))
+        .await
+        .expect("the write must not wait for the stopped OST");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_WRITE_PENDING, "{l:?}");
+    assert!(
+        l.mirror_stale_in(2, 0, 1) && !l.mirror_stale_in(1, 0, 1),
+        "{l:?}"
+    );
+    let got = read_file(&c, fid, new.len() as u64).await.expect("read");
+    assert!(got[..] == new[..], "contents differ");
+    // The OST returns: a resync copies mirror 1 over mirror 2, and verify agrees.
+    cluster.start_ost(m2[0].ost_idx).await.expect("restart");
+    let before = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert_eq!(before.stale, vec![2], "{before:?}");
+    let out = c.mirror_resync(fid, &[]).await.expect("resync");
+    assert_eq!(out.synced.len(), 1, "{out:?}");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
+    assert!(!l.has_stale(), "{l:?}");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert!(in_sync(&v), "{v:?}");
+    let (got, n) = c
+        .mirror_read(fid, 2, 0, new.len() as u64 + 4096)
+        .await
+        .expect("read mirror 2");
+    assert_eq!(n, new.len() as u64);
+    assert!(got[..new.len()] == new[..], "mirror 2 differs after resync");
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_writes_go_to_one_mirror_and_mark_the_others_stale() {
+    use nacre_core::layout::{LCM_FL_RDONLY, LCM_FL_WRITE_PENDING};
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "flrdl", 1, 2).await;
+    let c = mount(&cluster).await;
+    c.tunables
+        .set_str("llite", "mirror_write_mode", "delayed")
+        .expect("delayed");
+    let data = pattern(300_000, 5);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &data)
+        .await
+        .expect("write");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_WRITE_PENDING, "{l:?}");
+    let stale: Vec<u32> = l
+        .mirror_ids()
+        .into_iter()
+        .filter(|&m| l.mirror_stale_in(m, 0, 1))
+        .collect();
+    assert_eq!(stale, vec![2], "{l:?}");
+    // Only mirror 1 was written.
+    let (_, n) = c
+        .mirror_read(fid, 2, 0, data.len() as u64)
+        .await
+        .expect("read mirror 2");
+    assert_eq!(n, 0, "mirror 2 holds data");
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got[..] == data[..], "contents differ");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert_eq!(v.stale, vec![2]);
+    c.mirror_resync(fid, &[]).await.expect("resync");
+    let l = layout_of(&c, fid).await;
+    assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
+    let v = c.mirror_verify(fid, &[]).await.expect("verify");
+    assert!(in_sync(&v), "{v:?}");
+    // A second write goes to one mirror again.
+    overwrite(&c, fid, &pattern(1000, 6)).await;
+    assert!(layout_of(&c, fid).await.has_stale());
+    cluster.stop().await;
+}
+
+/// `lfs mirror` through a mount in delayed mode: a write leaves one mirror stale as
+/// getstripe shows, verify says so, resync clears it; read/write of one mirror, verify's
+/// difference report and `--stale`, extend and split.
+#[test]
+fn lfs_mirror_resync_verify_read_write_extend_split() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "2"]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    ok(&["lctl", "set_param", "llite.*.mirror_write_mode=delayed"]);
+    assert_eq!(param("llite.*.mirror_write_mode"), "delayed");
+    let f = fs.path("m");
+    let fp = f.to_str().expect("utf8");
+    lfs(&["mirror", "create", "-N2", fp]);
+    let data = pattern(200_000, 3);
+    std::fs::write(&f, &data).expect("write");
+    let flags = |gs: &str| -> Vec<String> { entries(gs).into_iter().map(|(_, _, f)| f).collect() };
+    let gs = lfs(&["getstripe", "-v", fp]);
+    assert!(gs.contains("  lcm_flags:         wp\n"), "{gs}");
+    let gs = lfs(&["getstripe", fp]);
+    assert_eq!(flags(&gs), vec!["init", "init,stale"], "{gs}");
+    let o = run(&["lfs", "mirror", "verify", fp]);
+    assert_eq!(o.status.code(), Some(libc::ESTALE), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Mirror 2:\t(stale)"),
+        "{o:?}"
+    );
+    lfs(&["mirror", "resync", fp]);
+    let gs = lfs(&["getstripe", "-v", fp]);
+    assert!(gs.contains("  lcm_flags:         ro\n"), "{gs}");
+    let gs = lfs(&["getstripe", fp]);
+    assert_eq!(flags(&gs), vec!["init", "init"], "{gs}");
+    lfs(&["mirror", "verify", fp]);
+    // One mirror alone, out and in.
+    let out = tmp.path().join("m2");
+    lfs(&[
+        "mirror",
+        "read",
+        "-N",
+        "2",
+        "-o",
+        out.to_str().expect("utf8"),
+        fp,
+    ]);
+    assert!(
+        std::fs::read(&out).expect("read") == data,
+        "mirror 2 differs"
+    );
+    let other = tmp.path().join("other");
+    std::fs::write(&other, pattern(200_000, 9)).expect("write");
+    lfs(&[
+        "mirror",
+        "write",
+        "-N",
+        "2",
+        "-i",
+        other.to_str().expect("utf8"),
+        fp,
+    ]);
+    let err = fail(&["lfs", "mirror", "verify", fp]);
+    assert!(
+        err.contains("lfs mirror verify: chunk [0, 0xffffffffffffffff) has different checksum value on mirror 1:"),
+        "{err}"
+    );
+    // --stale marks the differing mirror stale; resync repairs it.
+    let _ = run(&["lfs", "mirror", "verify", "--stale", fp]);
+    assert_eq!(flags(&lfs(&["getstripe", fp])), vec!["init", "init,stale"]);
+    lfs(&["mirror", "resync", fp]);
+    lfs(&["mirror", "verify", fp]);
+    assert!(std::fs::read(&f).expect("read") == data, "contents differ");
+    // extend: a third mirror, filled.
+    lfs(&["mirror", "extend", "-N", fp]);
+    assert_eq!(lfs(&["getstripe", "-N", fp]).trim(), "3");
+    lfs(&["mirror", "verify", fp]);
+    lfs(&[
+        "mirror",
+        "read",
+        "-N",
+        "3",
+        "-o",
+        out.to_str().expect("utf8"),
+        fp,
+    ]);
+    assert!(
+        std::fs::read(&out).expect("read") == data,
+        "mirror 3 differs"
+    );
+    // split: mirror 3 into its own file, mirror 2 destroyed.
+    let nf = fs.path("split3");
+    lfs(&[
+        "mirror",
+        "split",
+        "--mirror-id",
+        "3",
+        "-f",
+        nf.to_str().expect("utf8"),
+        fp,
+    ]);
+    assert!(
+        std::fs::read(&nf).expect("read") == data,
+        "split file differs"
+    );
+    lfs(&["mirror", "split", "--mirror-id", "2", "-d", fp]);
+    assert_eq!(lfs(&["getstripe", "-N", fp]).trim(), "1");
+    assert!(std::fs::read(&f).expect("read") == data, "contents differ");
+    assert!(lfs(&["mirror", "--help"]).contains("resync [--only MIRROR_ID[,...]]"));
+}
+
+/// Bit flips at random offsets in the objects of 50 mirrored files: verify finds every
+/// one, reads return the right bytes, and `verify --stale` then resync repairs the copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bit_flips_in_many_mirrored_files_are_found_and_repaired() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "flrflip", 1, 4).await;
+    let c = mount(&cluster).await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut files = Vec::new();
+    for i in 0..50 {
+        let len = rng.gen_range(70_000..400_000);
+        let data = pattern(len, i as u8);
+        let fid = write_file(&c, c.root(), &format!("f{i}"), Some(two_mirrors(2)), &data)
+            .await
+            .expect("write");
+        files.push((fid, data));
+    }
+    for (fid, _) in &files {
+        let m = rng.gen_range(1..=2);
+        let objs = mirror_objects(&c, *fid, m).await;
+        let o = objs[rng.gen_range(0..objs.len())];
+        let p = object_path(dir.path(), &o);
+        let size = std::fs::metadata(&p).expect("stat").len();
+        nacre_osd::inject::flip_bit(&p, rng.gen_range(0..size), rng.gen_range(0..8)).expect("flip");
+    }
+    for (i, (fid, data)) in files.iter().enumerate() {
+        let v = c.mirror_verify(*fid, &[]).await.expect("verify");
+        assert!(!in_sync(&v), "file {i}: flip not found: {v:?}");
+        let got = read_file(&c, *fid, data.len() as u64).await.expect("read");
+        assert!(got[..] == data[..], "file {i}: wrong bytes");
+        let v = c.mirror_verify(*fid, &[]).await.expect("verify");
+        c.mark_disagreeing_stale(*fid, &v)
+            .await
+            .expect("mark stale");
+        c.mirror_resync(*fid, &[]).await.expect("resync");
+        let v = c.mirror_verify(*fid, &[]).await.expect("verify");
+        assert!(in_sync(&v), "file {i}: not repaired: {v:?}");
+        for m in [1, 2] {
+            let (got, n) = c
+                .mirror_read(*fid, m, 0, data.len() as u64)
+                .await
+                .expect("read one mirror");
+            assert_eq!(n, data.len() as u64);
+            assert!(got[..] == data[..], "file {i}: mirror {m} differs");
+        }
+    }
+    cluster.stop().await;
+}

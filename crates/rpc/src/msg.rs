@@ -563,6 +563,40 @@ pub enum Request {
     MdtDisconnect {
         client: ClientUuid,
     },
+    // --- FLR (appended) ---
+    /// A change of a mirrored file's mirrors or their sync state (see [`MirrorOp`]);
+    /// answered with the file's inode and new layout.
+    Mirror {
+        fid: Fid,
+        op: MirrorOp,
+        cred: Cred,
+    },
+}
+
+/// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
+/// closes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MirrorOp {
+    /// A write of `[start, end)` goes to mirrors `keep` only: the other mirrors' components
+    /// overlapping it become stale and the file write-pending (Lustre's write intent).
+    Write {
+        start: u64,
+        end: u64,
+        keep: Vec<u32>,
+    },
+    /// A resync begins (Lustre's resync lease): refused while anyone has the file open for
+    /// writing; the file becomes sync-pending.
+    ResyncStart,
+    /// A resync ends: components `ids` hold the in-sync data again, unless a writer opened
+    /// the file or its layout changed since generation `layout_gen` (then EBUSY). An empty
+    /// `ids` gives the resync up.
+    ResyncDone { layout_gen: u32, ids: Vec<u32> },
+    /// `lfs mirror extend`: new mirrors (their components numbered by mirror 1, 2, ...),
+    /// added stale, for a resync to fill.
+    Extend { components: Vec<Component> },
+    /// `lfs mirror split`: mirror `mirror_id` leaves the file; its objects are destroyed,
+    /// or become the layout of the empty file `victim` (whose own objects are destroyed).
+    Split { mirror_id: u32, victim: Option<Fid> },
 }
 
 /// A client mount's identity on an MDT across its connections (Lustre's client UUID).
@@ -812,7 +846,8 @@ macro_rules! with_cred {
             | Request::SwapLayouts { $cred, .. }
             | Request::Mkdir { $cred, .. }
             | Request::Access { $cred, .. }
-            | Request::DnePermission { $cred, .. } => Some($e),
+            | Request::DnePermission { $cred, .. }
+            | Request::Mirror { $cred, .. } => Some($e),
             _ => None,
         }
     };
@@ -886,6 +921,7 @@ impl Request {
             Request::Replay { .. } => 76,
             Request::ReplayDone { .. } => 77,
             Request::MdtDisconnect { .. } => 78,
+            Request::Mirror { .. } => 79,
         }
     }
 
@@ -956,6 +992,7 @@ impl Request {
             76 => "replay",
             77 => "replay_done",
             78 => "mds_disconnect",
+            79 => "mirror",
             _ => "other",
         }
     }
@@ -1016,6 +1053,7 @@ impl Request {
                 | Request::DelComponents { .. }
                 | Request::CreateVolatile { .. }
                 | Request::SwapLayouts { .. }
+                | Request::Mirror { .. }
                 | Request::Close { .. }
                 | Request::Unlink { .. }
                 | Request::Rename { .. }

@@ -21,6 +21,7 @@ setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a
 setstripe -d DIR                         remove a directory's default layout\n  \
 setstripe -N[COUNT] [opts] [-N ...] FILE  a mirrored file (FLR), as lfs mirror create\n  \
 mirror create -N[COUNT] [opts] ... FILE  a mirrored file\n  \
+mirror extend|split|resync|verify|read|write ...  FLR mirrors (lfs mirror --help)\n  \
 path2fid PATH...                         the FID of each path\n  \
 fid2path MOUNT FID...                    the path of each FID\n  \
 find DIR... [-type f|d|l] [-name P] [-L mdt|raid0] [--size [+-]N] [-c N] [-S N] [-O IDX] [--mdt IDX] ...   search\n  \
@@ -271,18 +272,369 @@ fn creds() -> (u32, u32) {
     unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
+/// `lfs mirror --help`: Lustre's usage lines, and what each subcommand is for.
+pub const MIRROR_USAGE: &str = "usage: lfs mirror SUBCOMMAND [OPTIONS] MIRRORED_FILE...\n\
+File Level Redundancy: a mirrored file keeps several copies (mirrors) of its data, each\n\
+on its own OSTs. With llite.*.mirror_write_mode=delayed (Lustre's behaviour) a write goes\n\
+to one mirror and the others become 'stale' (getstripe: lcme_flags stale, lcm_flags wp)\n\
+until 'lfs mirror resync'; with immediate (the default) every mirror gets each write,\n\
+and only a mirror whose OST fails goes stale. Reads use an in-sync mirror and fail over.\n\
+\n\
+  create -N[COUNT] [setstripe options] [-N ...] FILE\n\
+        create a mirrored file (as lfs setstripe -N)\n\
+  extend -N[COUNT] [setstripe options] [-N ...] FILE...\n\
+        add mirrors to existing files and copy the data into them\n\
+  split {--mirror-id|-I MIRROR_ID} [--destroy|-d] [-f NEW_FILE] FILE\n\
+        take a mirror out of a file: into NEW_FILE (default FILE.mirror~ID), or destroyed\n\
+  resync [--only MIRROR_ID[,...]] FILE...\n\
+        copy in-sync data over stale components and clear 'stale' (lcm_flags back to ro);\n\
+        refused (EBUSY) while the file is open for writing\n\
+  verify [--only MIRROR_ID[,...]] [--stale|-s] [--verbose|-v] FILE...\n\
+        compare the mirrors chunk by chunk; exit status EUCLEAN if they differ, ESTALE if a\n\
+        mirror is stale; with --stale, mark the mirrors that differ stale (then resync)\n\
+  read --mirror-id|-N MIRROR_ID --outfile|-o OUTPUT_FILE FILE\n\
+        read one mirror alone (no fail-over): what that copy holds\n\
+  write --mirror-id|-N MIRROR_ID --inputfile|-i INPUT_FILE FILE\n\
+        write into one mirror alone; the others are left as they are\n";
+
 /// `lfs mirror SUBCOMMAND`.
 fn mirror(args: &[String]) -> Result<i32> {
     let Some((sub, rest)) = args.split_first() else {
-        bail!("lfs mirror: a subcommand is needed (create)\n{USAGE}");
+        bail!("lfs mirror: a subcommand is needed\n{MIRROR_USAGE}");
     };
+    if rest.iter().any(|a| a == "--help" || a == "-h") || sub == "--help" || sub == "help" {
+        print!("{MIRROR_USAGE}");
+        return Ok(0);
+    }
     match sub.as_str() {
         "create" => {
             let req = lapi::setstripe::parse_mirror_create(rest).map_err(lapi_err)?;
             apply_setstripe(req)
         }
-        other => bail!("lfs mirror: '{other}' is not supported (create is)"),
+        "extend" => mirror_extend(rest),
+        "resync" => mirror_resync(rest),
+        "verify" => mirror_verify(rest),
+        "read" | "write" => mirror_rw(sub, rest),
+        "split" => mirror_split(rest),
+        other => bail!("lfs mirror: unknown subcommand '{other}'\n{MIRROR_USAGE}"),
     }
+}
+
+/// `--only 1,2`: mirror ids.
+fn mirror_ids(cmd: &str, v: &str) -> Result<Vec<u32>> {
+    v.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n > 0 && n <= nacre_core::layout::MAX_MIRROR_COUNT * 4096)
+                .ok_or_else(|| anyhow!("{cmd}: bad mirror ids '{v}'.\n{MIRROR_USAGE}"))
+        })
+        .collect()
+}
+
+/// Options of a mirror subcommand: `(flags seen, values by option, files)`. `takes` lists
+/// the options with a value; a value may follow as the next word or after `=`.
+struct MirrorArgs {
+    flags: Vec<String>,
+    values: Vec<(String, String)>,
+    files: Vec<String>,
+}
+
+fn mirror_args(cmd: &str, args: &[String], takes: &[&str], flags: &[&str]) -> Result<MirrorArgs> {
+    let mut out = MirrorArgs {
+        flags: Vec::new(),
+        values: Vec::new(),
+        files: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        if takes.contains(&name.as_str()) {
+            let v = match inline {
+                Some(v) => v,
+                None => it.next().cloned().ok_or_else(|| {
+                    anyhow!("{cmd}: option '{name}' requires an argument\n{MIRROR_USAGE}")
+                })?,
+            };
+            out.values.push((name, v));
+        } else if flags.contains(&name.as_str()) {
+            out.flags.push(name);
+        } else if a.starts_with('-') && a.len() > 1 {
+            bail!("{cmd}: unrecognized option '{a}'\n{MIRROR_USAGE}");
+        } else {
+            out.files.push(a.clone());
+        }
+    }
+    if out.files.is_empty() {
+        bail!("{cmd}: no file name given.\n{MIRROR_USAGE}");
+    }
+    Ok(out)
+}
+
+impl MirrorArgs {
+    fn value(&self, names: &[&str]) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| names.contains(&n.as_str()))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn count(&self, names: &[&str]) -> usize {
+        self.flags
+            .iter()
+            .filter(|f| names.contains(&f.as_str()))
+            .count()
+    }
+}
+
+/// Runs `f` on each file's mount and path, printing `cmd: 'FILE': error` on failure;
+/// the exit status is the last error's errno.
+fn each_file(
+    cmd: &str,
+    files: &[String],
+    mut f: impl FnMut(&str, &MountEntry, &Path) -> Result<i32, (Errno, String)>,
+) -> i32 {
+    let mut rc = 0;
+    for p in files {
+        let res = ctl::find_mount(Path::new(p))
+            .map_err(|e| (Errno::ENOENT, format!("{e:#}")))
+            .and_then(|(m, rel)| f(p, &m, &rel));
+        match res {
+            Ok(0) => {}
+            Ok(code) => rc = code,
+            Err((e, msg)) => {
+                eprintln!("{cmd}: '{p}': {msg}");
+                rc = e.code();
+            }
+        }
+    }
+    rc
+}
+
+fn mirror_resync(args: &[String]) -> Result<i32> {
+    const CMD: &str = "lfs mirror resync";
+    let a = mirror_args(CMD, args, &["--only"], &[])?;
+    let only = match a.value(&["--only"]) {
+        Some(v) => mirror_ids(CMD, v)?,
+        None => Vec::new(),
+    };
+    if !only.is_empty() && a.files.len() > 1 {
+        bail!("{CMD}: '--only' cannot be used upon multiple files.\n{MIRROR_USAGE}");
+    }
+    Ok(each_file(CMD, &a.files, |_, m, rel| {
+        let req = CtlRequest::MirrorResync {
+            path: rel.to_path_buf(),
+            only: only.clone(),
+        };
+        call(m, &req).map(|_| 0)
+    }))
+}
+
+/// `[start, end)` as Lustre's `DEXT` prints it (`%#llx`: no `0x` before 0).
+fn dext(start: u64, end: u64) -> String {
+    let x = |v: u64| {
+        if v == 0 {
+            "0".to_string()
+        } else {
+            format!("{v:#x}")
+        }
+    };
+    format!("[{}, {})", x(start), x(end))
+}
+
+fn mirror_verify(args: &[String]) -> Result<i32> {
+    const CMD: &str = "lfs mirror verify";
+    let a = mirror_args(
+        CMD,
+        args,
+        &["--only", "-o"],
+        &["-v", "--verbose", "-s", "--stale", "-vv"],
+    )?;
+    let only = match a.value(&["--only", "-o"]) {
+        Some(v) => mirror_ids(CMD, v)?,
+        None => Vec::new(),
+    };
+    if !only.is_empty() && only.len() < 2 {
+        bail!("{CMD}: at least 2 mirror ids needed with '--only' option.\n{MIRROR_USAGE}");
+    }
+    if !only.is_empty() && a.files.len() > 1 {
+        bail!("{CMD}: '--only' cannot be used upon multiple files.\n{MIRROR_USAGE}");
+    }
+    let verbose = a.count(&["-v", "--verbose"]) + 2 * a.count(&["-vv"]);
+    let stale = a.count(&["-s", "--stale"]) > 0;
+    Ok(each_file(CMD, &a.files, |p, m, rel| {
+        let req = CtlRequest::MirrorVerify {
+            path: rel.to_path_buf(),
+            only: only.clone(),
+            stale,
+        };
+        let CtlReply::Verified(v) = call(m, &req)? else {
+            return Err((Errno::EPROTO, "unexpected reply".into()));
+        };
+        let mut rc = 0;
+        if v.size == 0 && verbose > 0 {
+            println!("{CMD}: '{p}' file size is 0.");
+        }
+        if only.is_empty() && !v.stale.is_empty() {
+            println!("CRC-32 checksum value for chunk {}:", dext(0, v.size));
+            for s in &v.stale {
+                println!("Mirror {s}:\t(stale)");
+            }
+            rc = Errno::ESTALE.code();
+        }
+        for c in &v.chunks {
+            let ids: Vec<String> = c.mirrors.iter().map(|(m, _)| m.to_string()).collect();
+            if c.mirrors.len() < 2 {
+                if verbose > 0 {
+                    match c.mirrors.first() {
+                        Some((m, _)) => println!(
+                            "{CMD}: '{p}' chunk {} is only valid in mirror {m}: skipped",
+                            dext(c.start, c.end)
+                        ),
+                        None => eprintln!(
+                            "{CMD}: '{p}' chunk {} is invalid in all of the mirrors: skipped",
+                            dext(c.start, c.end)
+                        ),
+                    }
+                }
+                continue;
+            }
+            let (first, first_r) = &c.mirrors[0];
+            for (mid, r) in &c.mirrors {
+                if let Err(e) = r {
+                    eprintln!("{CMD}: error reading from mirror {mid}: {e}");
+                    rc = e.code();
+                }
+            }
+            for (mid, r) in &c.mirrors[1..] {
+                if let (Ok(a0), Ok(ai)) = (first_r, r)
+                    && a0 != ai
+                {
+                    eprintln!(
+                        "{CMD}: chunk {} has different checksum value on mirror {first}:{a0:x} and mirror {mid}:{ai:x}: {}",
+                        dext(c.start, c.end),
+                        Errno(libc::EUCLEAN)
+                    );
+                    rc = Errno(libc::EUCLEAN).code();
+                }
+            }
+            if verbose > 0 && c.agrees() {
+                println!(
+                    "Verifying chunk {} on mirror: {} PASS",
+                    dext(c.start, c.end),
+                    ids.join(" ")
+                );
+            }
+        }
+        if stale && rc != 0 && rc != Errno::ESTALE.code() {
+            println!("Successfully marked inconsistent mirrors as stale in '{p}'");
+        }
+        Ok(rc)
+    }))
+}
+
+fn mirror_rw(sub: &str, args: &[String]) -> Result<i32> {
+    let cmd = format!("lfs mirror {sub}");
+    let (io_opt, io_long) = if sub == "read" {
+        ("-o", "--outfile")
+    } else {
+        ("-i", "--inputfile")
+    };
+    let a = mirror_args(&cmd, args, &["-N", "--mirror-id", io_opt, io_long], &[])?;
+    let id = a
+        .value(&["-N", "--mirror-id"])
+        .ok_or_else(|| anyhow!("{cmd}: no mirror id is specified\n{MIRROR_USAGE}"))?;
+    let id = *mirror_ids(&cmd, id)?
+        .first()
+        .ok_or_else(|| anyhow!("{cmd}: bad mirror id\n{MIRROR_USAGE}"))?;
+    if a.files.len() != 1 {
+        bail!("{cmd}: only one file can be given\n{MIRROR_USAGE}");
+    }
+    // The mount process opens the other file itself: standard output or input are
+    // reached through this process's descriptors.
+    let io = match a.value(&[io_opt, io_long]) {
+        Some(f) => std::path::absolute(f)?,
+        None if sub == "read" => PathBuf::from(format!("/proc/{}/fd/1", std::process::id())),
+        None => PathBuf::from(format!("/proc/{}/fd/0", std::process::id())),
+    };
+    Ok(each_file(&cmd, &a.files, |_, m, rel| {
+        let path = rel.to_path_buf();
+        let req = if sub == "read" {
+            CtlRequest::MirrorRead {
+                path,
+                id,
+                out: io.clone(),
+            }
+        } else {
+            CtlRequest::MirrorWrite {
+                path,
+                id,
+                input: io.clone(),
+            }
+        };
+        call(m, &req).map(|_| 0)
+    }))
+}
+
+fn mirror_split(args: &[String]) -> Result<i32> {
+    const CMD: &str = "lfs mirror split";
+    let a = mirror_args(CMD, args, &["--mirror-id", "-f"], &["-d", "--destroy"])?;
+    let id = a
+        .value(&["--mirror-id"])
+        .ok_or_else(|| anyhow!("{CMD}: no mirror id is specified\n{MIRROR_USAGE}"))?;
+    let id = *mirror_ids(CMD, id)?
+        .first()
+        .ok_or_else(|| anyhow!("{CMD}: bad mirror id\n{MIRROR_USAGE}"))?;
+    let destroy = a.count(&["-d", "--destroy"]) > 0;
+    let new_file = a.value(&["-f"]).map(str::to_string);
+    if destroy && new_file.is_some() {
+        bail!("{CMD}: '-d' and '-f' cannot be used together\n{MIRROR_USAGE}");
+    }
+    Ok(each_file(CMD, &a.files, |p, m, rel| {
+        let new_file = match (&new_file, destroy) {
+            (_, true) => None,
+            (Some(f), false) => Some(
+                ctl::find_mount(Path::new(f))
+                    .map_err(|e| (Errno::ENOENT, format!("{e:#}")))?
+                    .1,
+            ),
+            (None, false) => {
+                let victim = format!("{p}.mirror~{id}");
+                Some(
+                    ctl::find_mount(Path::new(&victim))
+                        .map_err(|e| (Errno::ENOENT, format!("{e:#}")))?
+                        .1,
+                )
+            }
+        };
+        let req = CtlRequest::MirrorSplit {
+            path: rel.to_path_buf(),
+            id,
+            new_file,
+        };
+        call(m, &req).map(|_| 0)
+    }))
+}
+
+fn mirror_extend(args: &[String]) -> Result<i32> {
+    const CMD: &str = "lfs mirror extend";
+    let req = lapi::setstripe::parse_mirror_create(args).map_err(lapi_err)?;
+    let SetstripeAction::SetLayout(layout) = &req.action else {
+        bail!("{CMD}: give the new mirrors with -N\n{MIRROR_USAGE}");
+    };
+    let components = template(layout.clone()).components;
+    Ok(each_file(CMD, &req.paths, |_, m, rel| {
+        let r = CtlRequest::MirrorExtend {
+            path: rel.to_path_buf(),
+            components: components.clone(),
+        };
+        call(m, &r).map(|_| 0)
+    }))
 }
 
 fn setstripe(args: &[String]) -> Result<i32> {
