@@ -27,6 +27,10 @@ pub const DEFAULT_CHECKSUMS: u64 = 1;
 /// Default `osc.*.resend_count`: times a bulk damaged on the way is sent again (Lustre's
 /// `OSC_DEFAULT_RESENDS`).
 pub const DEFAULT_RESEND_COUNT: u64 = 10;
+/// Default `llite.*.ec_parity_on_close`: on. An erasure-coded file's parity is recomputed
+/// when a writer closes it, so a file is protected once written (beyond Lustre, whose EC
+/// leaves parity stale until `lfs mirror resync`; 0 gives Lustre's behaviour).
+pub const DEFAULT_EC_PARITY_ON_CLOSE: u64 = 1;
 
 #[derive(Debug)]
 pub struct Tunables {
@@ -42,6 +46,7 @@ pub struct Tunables {
     /// Index in [`ChecksumType::ALL`].
     checksum_type: AtomicU64,
     resend_count: AtomicU64,
+    ec_parity_on_close: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -57,6 +62,7 @@ impl Default for Tunables {
             checksums: AtomicU64::new(DEFAULT_CHECKSUMS),
             checksum_type: AtomicU64::new(0),
             resend_count: AtomicU64::new(DEFAULT_RESEND_COUNT),
+            ec_parity_on_close: AtomicU64::new(DEFAULT_EC_PARITY_ON_CLOSE),
         }
     }
 }
@@ -132,6 +138,12 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 0,
         max: 100,
     },
+    TunableDef {
+        class: "llite",
+        name: "ec_parity_on_close",
+        min: 0,
+        max: 1,
+    },
 ];
 
 impl Tunables {
@@ -147,6 +159,7 @@ impl Tunables {
             ("osc", "checksums") => &self.checksums,
             ("osc", "checksum_type") => &self.checksum_type,
             ("osc", "resend_count") => &self.resend_count,
+            ("llite", "ec_parity_on_close") => &self.ec_parity_on_close,
             _ => return None,
         })
     }
@@ -264,6 +277,11 @@ impl Tunables {
 
     pub fn resend_count(&self) -> u32 {
         self.resend_count.load(Ordering::Relaxed) as u32
+    }
+
+    /// Whether a writer's close recomputes an erasure-coded file's parity.
+    pub fn ec_parity_on_close(&self) -> bool {
+        self.ec_parity_on_close.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -75,6 +75,7 @@ impl ClientParams {
             "max_read_ahead_mb",
             "max_read_ahead_per_file_mb",
             "recovery_timeout",
+            "ec_parity_on_close",
         ] {
             v.push((format!("llite.{fs}-{}.{p}", self.sb), "llite", p));
         }

@@ -525,6 +525,16 @@ pub enum Request {
     // --- LFSCK (appended) ---
     /// LFSCK between tools and targets and among targets (see [`crate::lfsck`]).
     Lfsck(crate::lfsck::LfsckRequest),
+    // --- Erasure coding (appended) ---
+    /// The client recomputed the parity of erasure-coded `fid` from layout generation
+    /// `layout_gen` (at the close of `handle`, or a resync): clear `stale` on its parity
+    /// components. EBUSY while another writer holds the file open, ESTALE when the layout
+    /// moved on (a write open since); replies with the layout.
+    EcParitySynced {
+        fid: Fid,
+        handle: Option<u64>,
+        layout_gen: u32,
+    },
 }
 
 /// A directory layout asked for at mkdir (`lfs mkdir`) or inherited from a default.
@@ -812,6 +822,7 @@ impl Request {
             Request::DnePermission { .. } => 72,
             Request::Access { .. } => 73,
             Request::Lfsck(_) => 74,
+            Request::EcParitySynced { .. } => 75,
         }
     }
 
@@ -878,6 +889,7 @@ impl Request {
             72 => "dne_permission",
             73 => "access",
             74 => "lfsck",
+            75 => "ec_parity_synced",
             _ => "other",
         }
     }
