@@ -252,7 +252,11 @@ impl Client {
                 .await;
         }
         let lead = (c.obj_off - start) as usize;
-        Ok(shard.slice(lead..lead + c.len as usize))
+        let piece = shard.slice(lead..lead + c.len as usize);
+        // The decoded stripe runs on in zeros past its object's end: trailing zeros are not
+        // reported as data found, so the file size, not the codec, decides where it ends.
+        let found = piece.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        Ok(piece.slice(..found))
     }
 
     /// Rewrites the blocks of chunk `c` from `[start, ...)` of its object with `shard`, cut

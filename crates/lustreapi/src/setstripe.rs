@@ -1080,10 +1080,10 @@ pub fn parse_setstripe<S: AsRef<str>>(args: &[S]) -> Result<SetstripeRequest> {
         if let Some(g) = st.lsa.ec {
             // `-c N --ec D+P`: the plain layout becomes its data mirror beside a parity
             // mirror, as Lustre does.
-            l = Layout::composite(nacre_core::ec::with_parity(l.components, &[Some(g)]));
-            for c in &mut l.components {
-                c.id = nacre_core::layout::pflr_id(c.mirror_id(), 0);
-            }
+            l = Layout {
+                components: nacre_core::ec::with_parity(l.components, &[Some(g)]),
+                ..Layout::composite(Vec::new())
+            };
         }
         check_structure(&l)?;
         SetstripeAction::SetLayout(l)

@@ -83,7 +83,9 @@ impl Lod {
                 return Err(Errno::ENOSPC);
             }
         }
+        let stripe_size = data.stripe_size;
         let c = &mut l.components[i];
+        c.stripe_size = stripe_size;
         c.stripe_count = i32::try_from(objs.len()).unwrap_or(i32::MAX);
         c.objects = objs;
         c.flags |= LCME_FL_INIT;

@@ -617,6 +617,9 @@ impl Mdt {
                 root_default.as_ref(),
             )?;
             self.lod.instantiate_at_create(&mut l).await?;
+            // A new erasure-coded file's parity codes nothing yet: stale until computed,
+            // since a create that opens the file writes without another open.
+            ec::stale_on_write_open(&mut l);
             file_layout = Some(l);
         }
         drop(v);
