@@ -372,6 +372,9 @@ impl Client {
     /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
         let flushed = self.flush_handle(&f.writeback, f.fid).await;
+        if flushed.is_ok() && f.flags.write {
+            self.ec_parity_at_close(f).await;
+        }
         self.dirty.forget(&f.fid, &f.writeback);
         // Fetched readahead goes back to the client's budget.
         f.readahead.lock().clear(self);

@@ -91,6 +91,11 @@ pub fn plan(layout: &Layout, off: u64, len: u64, max_rpc: u64) -> Plan {
                 p.dom.push((pos - off, comp_end - pos));
                 pos = comp_end;
             }
+            // Parity is never read or written as file data (see `crate::ec`).
+            Pattern::Parity { .. } => {
+                p.holes.push((pos - off, comp_end - pos));
+                pos = comp_end;
+            }
             Pattern::Raid0 if c.objects.is_empty() => {
                 p.holes.push((pos - off, comp_end - pos));
                 pos = comp_end;
@@ -175,6 +180,13 @@ impl Client {
         sums: Option<Vec<u32>>,
         from_grant: bool,
     ) -> Result<(), Errno> {
+        if nacre_core::ec::is_ec(layout) {
+            // The data mirror only: the parity went stale at the open for write.
+            let data_layout = nacre_core::ec::data_layout(layout);
+            return self
+                .write_copy(fid, &data_layout, off, data, sums, from_grant)
+                .await;
+        }
         if !layout.is_mirrored() {
             return self
                 .write_copy(fid, layout, off, data, sums, from_grant)
@@ -323,7 +335,7 @@ impl Client {
     }
 
     /// Writes one copy of the data: through a layout without mirrors (or one mirror).
-    async fn write_copy(
+    pub(crate) async fn write_copy(
         &self,
         fid: Fid,
         layout: &Layout,
@@ -410,7 +422,7 @@ impl Client {
     /// `osc.*.checksums` is on: `sums` if computed already, else computed here); a bulk
     /// the target finds damaged (EBADMSG) goes again, at most `osc.*.resend_count` times,
     /// then the write fails with EIO.
-    async fn send_checked(
+    pub(crate) async fn send_checked(
         &self,
         target: TargetName,
         imp: &Import,
@@ -452,7 +464,7 @@ impl Client {
     /// with it (when `osc.*.checksums` is on); a reply damaged on the way is asked for
     /// again, at most `osc.*.resend_count` times. `obj_off` is where the read starts in
     /// the object. ECKSUM (the target's copy is bad) is [`ChunkReadError::Corrupt`].
-    async fn fetch_checked(
+    pub(crate) async fn fetch_checked(
         &self,
         target: TargetName,
         imp: &Import,
@@ -601,6 +613,9 @@ impl Client {
         off: u64,
         len: u64,
     ) -> Result<(Bytes, u64), Errno> {
+        if nacre_core::ec::is_ec(layout) {
+            return self.read_ec(fid, layout, off, len).await;
+        }
         if layout.is_mirrored() {
             return self.read_mirrored(fid, layout, off, len).await;
         }
@@ -626,7 +641,7 @@ impl Client {
 
     /// Waits for `fut`, a request to OST `ost`, but gives up (`None`) as soon as that OST
     /// has stopped answering, when another copy can be read instead.
-    async fn unless_failing<T>(
+    pub(crate) async fn unless_failing<T>(
         &self,
         ost: u32,
         fut: impl std::future::Future<Output = T>,
@@ -748,7 +763,7 @@ impl Client {
     /// Rewrites a bad copy's range (`good`, at file offset `file_off`, from a block
     /// boundary) in the object of chunk `c`. A last partial block is written after the
     /// object is cut to that block's start, so no byte of the bad block is needed.
-    async fn repair_chunk(
+    pub(crate) async fn repair_chunk(
         &self,
         fid: Fid,
         primary: &Layout,
@@ -793,7 +808,7 @@ impl Client {
     }
 
     /// Reads one copy: through a layout without mirrors (or one mirror).
-    async fn read_copy(
+    pub(crate) async fn read_copy(
         &self,
         fid: Fid,
         layout: &Layout,
@@ -964,6 +979,14 @@ impl Client {
 
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
+        // An erasure-coded file is sized by its data objects alone.
+        let data_layout;
+        let layout = if nacre_core::ec::is_ec(layout) {
+            data_layout = nacre_core::ec::data_layout(layout);
+            &data_layout
+        } else {
+            layout
+        };
         // A mirrored file with an OST that stopped answering (or stops while asked) goes
         // to the per-mirror sizing below.
         let mirrored = layout.is_mirrored();
@@ -1030,7 +1053,9 @@ impl Client {
             layout.clone()
         };
         let mut punches = Vec::new();
-        for c in &layout.components {
+        // Parity objects keep their length: their parity is stale now (the truncate goes
+        // through a handle open for write) and is recomputed whole.
+        for c in layout.components.iter().filter(|c| !c.is_parity()) {
             for (idx, o) in c.objects.iter().enumerate() {
                 punches.push((*o, c.object_size_for_file_size(idx, size)));
             }

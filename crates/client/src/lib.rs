@@ -14,6 +14,7 @@
 
 pub mod callback;
 pub mod cksum;
+pub mod ec;
 pub mod file;
 pub mod grant;
 pub mod io;

@@ -27,6 +27,10 @@ pub const DEFAULT_CHECKSUMS: u64 = 1;
 /// Default `osc.*.resend_count`: times a bulk damaged on the way is sent again (Lustre's
 /// `OSC_DEFAULT_RESENDS`).
 pub const DEFAULT_RESEND_COUNT: u64 = 10;
+/// Default `llite.*.ec_parity_on_close`: on. An erasure-coded file's parity is recomputed
+/// when a writer closes it, so a file is protected once written (beyond Lustre, whose EC
+/// leaves parity stale until `lfs mirror resync`; 0 gives Lustre's behaviour).
+pub const DEFAULT_EC_PARITY_ON_CLOSE: u64 = 1;
 
 /// How a write reaches a mirrored (FLR) file, `llite.*.mirror_write_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +76,7 @@ pub struct Tunables {
     resend_count: AtomicU64,
     /// Index in [`MirrorWriteMode::ALL`].
     mirror_write_mode: AtomicU64,
+    ec_parity_on_close: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -88,6 +93,7 @@ impl Default for Tunables {
             checksum_type: AtomicU64::new(0),
             resend_count: AtomicU64::new(DEFAULT_RESEND_COUNT),
             mirror_write_mode: AtomicU64::new(DEFAULT_MIRROR_WRITE_MODE),
+            ec_parity_on_close: AtomicU64::new(DEFAULT_EC_PARITY_ON_CLOSE),
         }
     }
 }
@@ -170,6 +176,12 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 0,
         max: MirrorWriteMode::ALL.len() as u64 - 1,
     },
+    TunableDef {
+        class: "llite",
+        name: "ec_parity_on_close",
+        min: 0,
+        max: 1,
+    },
 ];
 
 impl Tunables {
@@ -186,6 +198,7 @@ impl Tunables {
             ("osc", "checksum_type") => &self.checksum_type,
             ("osc", "resend_count") => &self.resend_count,
             ("llite", "mirror_write_mode") => &self.mirror_write_mode,
+            ("llite", "ec_parity_on_close") => &self.ec_parity_on_close,
             _ => return None,
         })
     }
@@ -321,6 +334,11 @@ impl Tunables {
 
     pub fn resend_count(&self) -> u32 {
         self.resend_count.load(Ordering::Relaxed) as u32
+    }
+
+    /// Whether a writer's close recomputes an erasure-coded file's parity.
+    pub fn ec_parity_on_close(&self) -> bool {
+        self.ec_parity_on_close.load(Ordering::Relaxed) != 0
     }
 }
 

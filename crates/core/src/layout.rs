@@ -107,19 +107,29 @@ pub enum Pattern {
     Raid0,
     /// Data-on-MDT: one "stripe", on the file's MDT.
     Mdt,
+    /// The parity stripes of an erasure-coded component (flag `parity`): each RAID set of at
+    /// most `dstripe_count` data stripes of the data component with the same extent has
+    /// `cstripe_count` parity stripes (see [`crate::ec`]). Lustre keeps the two counts in
+    /// `lcme_dstripe_count`/`lcme_cstripe_count` beside a raid0 pattern; here they ride in
+    /// the pattern, so records stored before erasure coding decode unchanged. Printed as
+    /// `raid0`, as Lustre prints it.
+    Parity {
+        dstripe_count: u8,
+        cstripe_count: u8,
+    },
 }
 
 impl Pattern {
     pub fn name(self) -> &'static str {
         match self {
-            Pattern::Raid0 => "raid0",
+            Pattern::Raid0 | Pattern::Parity { .. } => "raid0",
             Pattern::Mdt => "mdt",
         }
     }
 
     pub fn bits(self) -> u32 {
         match self {
-            Pattern::Raid0 => LOV_PATTERN_RAID0,
+            Pattern::Raid0 | Pattern::Parity { .. } => LOV_PATTERN_RAID0,
             Pattern::Mdt => LOV_PATTERN_MDT,
         }
     }
@@ -289,6 +299,22 @@ impl Component {
         self.flags & LCME_FL_STALE != 0
     }
 
+    /// A component of erasure-code parity (flag `parity`).
+    pub fn is_parity(&self) -> bool {
+        self.flags & LCME_FL_PARITY != 0 || matches!(self.pattern, Pattern::Parity { .. })
+    }
+
+    /// `lcme_dstripe_count` and `lcme_cstripe_count` of a parity component.
+    pub fn ec_counts(&self) -> Option<(u8, u8)> {
+        match self.pattern {
+            Pattern::Parity {
+                dstripe_count,
+                cstripe_count,
+            } => Some((dstripe_count, cstripe_count)),
+            _ => None,
+        }
+    }
+
     /// Printed flags, as `lfs getstripe` shows `lcme_flags`.
     pub fn flags_string(&self) -> String {
         flags_to_string(self.flags)
@@ -451,9 +477,13 @@ impl Layout {
         let mut blocks = 0u64;
         let mut mtime = crate::Timespec::default();
         for c in &self.components {
+            // Parity objects take space but say nothing of the file's size.
+            let parity = c.is_parity();
             for (idx, o) in c.objects.iter().enumerate() {
                 if let Some((s, b, m)) = attrs(o) {
-                    size = size.max(c.file_size_from_object(idx, s));
+                    if !parity {
+                        size = size.max(c.file_size_from_object(idx, s));
+                    }
                     blocks += b;
                     mtime = mtime.max(m);
                 }

@@ -111,6 +111,8 @@ pub enum LayoutError {
     MirrorDom { comp: usize },
     #[error("component {comp}: mirror {mirror} ends at {end}; every mirror must extend to EOF")]
     IncompleteMirror { comp: usize, mirror: u32, end: u64 },
+    #[error(transparent)]
+    Ec(#[from] crate::ec::EcError),
 }
 
 impl LayoutError {
@@ -237,7 +239,17 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
             check_raid0(c, comp, ctx)?;
         }
         let last = &comps[idx[idx.len() - 1]];
-        if mirrors.len() > 1 && last.end != EOF {
+        if last.is_parity() {
+            // A parity mirror follows its data mirror's extents (checked below).
+            continue;
+        }
+        // The parity mirror of an erasure-coded file is no copy: it does not make the data
+        // mirror one of several.
+        let copies = mirrors
+            .iter()
+            .filter(|(_, v)| !comps[v[0]].is_parity())
+            .count();
+        if copies > 1 && last.end != EOF {
             return Err(LayoutError::IncompleteMirror {
                 comp: idx[idx.len() - 1] + 1,
                 mirror: *mirror,
@@ -245,6 +257,7 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
             });
         }
     }
+    crate::ec::check(layout)?;
     Ok(())
 }
 

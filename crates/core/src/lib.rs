@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod attr;
 pub mod cksum;
+pub mod ec;
 pub mod errno;
 pub mod fid;
 pub mod fiemap;

@@ -966,6 +966,8 @@ struct Entry {
     offset: u32,
     size: u32,
     lum: Lum,
+    /// `lcme_dstripe_count` and `lcme_cstripe_count` of a parity component.
+    ec: Option<(u8, u8)>,
 }
 
 impl Comp {
@@ -977,6 +979,7 @@ impl Comp {
             let lum = Lum::from_component(c, fid, mdt_index, is_dir);
             let size = lum.size();
             entries.push(Entry {
+                ec: c.ec_counts(),
                 id: c.id,
                 flags: c.flags,
                 start: c.start,
@@ -1021,6 +1024,7 @@ impl Comp {
                 offset: off,
                 size,
                 lum,
+                ec: None,
             }],
         }
     }
@@ -1159,6 +1163,13 @@ impl Printer<'_> {
                 self.p(&e.end.to_string());
             }
             sep = "\n";
+            if let Some((d, p)) = e.ec
+                && verbose & !v::COMP_END != 0
+            {
+                self.p(sep);
+                self.p(&format!("    lcme_dstripe_count:  {d}\n"));
+                self.p(&format!("    lcme_cstripe_count:  {p}"));
+            }
         }
         if f.yaml {
             self.p(sep);

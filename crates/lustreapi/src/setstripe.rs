@@ -235,6 +235,8 @@ struct Lsa {
     dom: bool,
     tgts: Vec<u32>,
     pool: Option<String>,
+    /// `--ec D+P`: this component is erasure coded (not carried to the next one).
+    ec: Option<(u8, u8)>,
 }
 
 impl Lsa {
@@ -362,6 +364,8 @@ struct State {
     /// `-N` seen: the stripe options describe mirrors.
     mirrors: Vec<MirrorArgs>,
     components: Vec<Component>,
+    /// `--ec` of each of `components`.
+    ec: Vec<Option<(u8, u8)>>,
     delete: bool,
     comp_add: bool,
     comp_del: bool,
@@ -458,7 +462,14 @@ fn build_component(cmd: &'static str, st: &mut State) -> Result<()> {
         comp.stripe_size = size;
         comp.flags = lsa.comp_flags;
         lsa.stripe_size = Some(end);
+        if lsa.ec.is_some() {
+            return Err(Error::invalid(
+                cmd,
+                "--ec can't be specified with a Data-on-MDT component",
+            ));
+        }
         st.components.push(comp);
+        st.ec.push(None);
         return Ok(());
     }
     check_stripe_count_vs_list(cmd, lsa)?;
@@ -483,6 +494,7 @@ fn build_component(cmd: &'static str, st: &mut State) -> Result<()> {
         comp.stripe_count = lsa.tgts.len() as i32;
     }
     st.components.push(comp);
+    st.ec.push(lsa.ec);
     Ok(())
 }
 
@@ -523,6 +535,9 @@ fn wrap_up_mirror(cmd: &'static str, st: &mut State) -> Result<()> {
 /// carrying their mirror id (1, 2, ...) in `lcme_id`, the MDT numbering their sequence.
 fn mirrored_layout(cmd: &'static str, st: &mut State) -> Result<Layout> {
     wrap_up_mirror(cmd, st)?;
+    if st.ec.iter().any(Option::is_some) {
+        return Err(unsupported(cmd, "--ec with -N"));
+    }
     // The mirror count's limit is a layout rule: `check_structure` below.
     let mut components = Vec::new();
     let mut prev: Vec<Component> = vec![Component::raid0(0, EOF, 0, 0, -1)];
@@ -654,7 +669,12 @@ fn parse_common(opc: Opc, args: &[String]) -> Result<(State, Vec<String>)> {
                 return Err(unsupported(cmd, "mirroring (FLR)"));
             }
             (OPT_FOREIGN, _) | (_, 'x') => return Err(unsupported(cmd, "a foreign layout")),
-            (OPT_EC, _) => return Err(unsupported(cmd, "erasure coding (--ec)")),
+            (OPT_EC, _) if text.trim_start_matches('-') == "ec" && !migrate => {
+                let g = nacre_core::ec::parse_geometry(&arg)
+                    .map_err(|e| Error::invalid(cmd, e.to_string()))?;
+                st.lsa.ec = Some(g);
+            }
+            (OPT_EC, _) => return Err(unsupported(cmd, format!("'{text}'").as_str())),
             (OPT_RESTRIPE, _) | (_, 'A') | (_, 'K') | (_, 'M') | (_, 'X') => {
                 return Err(unsupported(cmd, format!("'{text}'").as_str()));
             }
@@ -991,11 +1011,19 @@ fn described_layout(cmd: &'static str, st: &mut State) -> Result<Option<Layout>>
     if st.components.is_empty() {
         return Ok(None);
     }
+    let mut components = std::mem::take(&mut st.components);
+    let ec = std::mem::take(&mut st.ec);
+    if ec.iter().any(Option::is_some) {
+        if st.comp_add {
+            return Err(unsupported(cmd, "--ec with --component-add"));
+        }
+        components = nacre_core::ec::with_parity(components, &ec);
+    }
     let layout = Layout {
         composite: true,
         layout_gen: 0,
         flags: 0,
-        components: std::mem::take(&mut st.components),
+        components,
     };
     check_structure(&layout)?;
     Ok(Some(layout))
@@ -1048,7 +1076,15 @@ pub fn parse_setstripe<S: AsRef<str>>(args: &[S]) -> Result<SetstripeRequest> {
     } else if let Some(l) = composite {
         SetstripeAction::SetLayout(l)
     } else {
-        let l = plain_layout(CMD, &st.lsa)?;
+        let mut l = plain_layout(CMD, &st.lsa)?;
+        if let Some(g) = st.lsa.ec {
+            // `-c N --ec D+P`: the plain layout becomes its data mirror beside a parity
+            // mirror, as Lustre does.
+            l = Layout {
+                components: nacre_core::ec::with_parity(l.components, &[Some(g)]),
+                ..Layout::composite(Vec::new())
+            };
+        }
         check_structure(&l)?;
         SetstripeAction::SetLayout(l)
     };

@@ -21,6 +21,7 @@
 pub mod callback;
 pub mod dne;
 pub mod dom;
+pub mod ec;
 pub mod fail;
 pub mod flr;
 pub mod layout_change;
@@ -655,6 +656,9 @@ impl Mdt {
                 root_default.as_ref(),
             )?;
             self.lod.instantiate_at_create(&mut l).await?;
+            // A new erasure-coded file's parity codes nothing yet: stale until computed,
+            // since a create that opens the file writes without another open.
+            ec::stale_on_write_open(&mut l);
             file_layout = Some(l);
         }
         drop(v);
@@ -762,18 +766,24 @@ impl Mdt {
             self.opens.close(handle);
             return Err(Errno::EISDIR);
         }
+        let ec = ino.layout.as_ref().is_some_and(nacre_core::ec::is_ec);
         let ino = if flags.write
-            && ino.lsom_valid
-            && ino
-                .layout
-                .as_ref()
-                .is_some_and(|l| l.objects().next().is_some())
+            && (ec
+                || ino.lsom_valid
+                    && ino
+                        .layout
+                        .as_ref()
+                        .is_some_and(|l| l.objects().next().is_some()))
         {
-            // Writes will bypass the MDT: its size stops being exact, durably.
+            // Writes will bypass the MDT: its size stops being exact, durably (and an
+            // erasure-coded file's parity stops being current).
             let r = self
                 .store
                 .write(move |tx| {
                     let mut i = mdd::get_inode(tx, &fid)?;
+                    if let Some(l) = i.layout.as_mut() {
+                        ec::stale_on_write_open(l);
+                    }
                     i.lsom_valid = false;
                     mdd::put_inode(tx, &i)?;
                     Ok(i)
@@ -1014,14 +1024,13 @@ impl Mdt {
         }
         let mut added = Vec::new();
         for i in 0..layout.components.len() {
-            let avoid = lod::other_mirrors_osts(&layout, i);
-            let c = &mut layout.components[i];
+            let c = &layout.components[i];
             if c.start < end && !c.is_init() {
-                if let Err(e) = self.lod.instantiate_avoiding(c, &avoid).await {
+                if let Err(e) = self.lod.instantiate_in(&mut layout, i).await {
                     self.lod.give_back(&added);
                     return Err(e);
                 }
-                added.extend(c.objects.iter().copied());
+                added.extend(layout.components[i].objects.iter().copied());
             }
         }
         if added.is_empty() && layout.instantiated_to(end) {
@@ -1413,6 +1422,14 @@ impl Mdt {
             Request::Close { handle, wrote } => {
                 self.close(handle, wrote, false).await?;
                 Ok(Reply::Ok)
+            }
+            Request::EcParitySynced {
+                fid,
+                handle,
+                layout_gen,
+            } => {
+                self.ec_parity_synced(ctx.conn_id, fid, handle, layout_gen)
+                    .await
             }
             Request::WaitCallbacks { acked } => {
                 // A poll held here must not keep a stopping MDT (and its store) alive.

@@ -121,6 +121,8 @@ impl Lod {
                     fill_raid0(c, prev, &p);
                     prev = Some((c.stripe_count, c.stripe_size));
                 }
+                // Its stripe count comes from its data component's objects.
+                Pattern::Parity { .. } => c.stripe_count = 0,
             }
         }
         // A new mirrored file has every mirror in sync.
@@ -139,11 +141,7 @@ impl Lod {
             .filter(|&i| l.components[i].start == 0)
             .collect();
         for i in firsts {
-            let avoid = other_mirrors_osts(l, i);
-            if let Err(e) = self
-                .instantiate_avoiding(&mut l.components[i], &avoid)
-                .await
-            {
+            if let Err(e) = self.instantiate_in(l, i).await {
                 let taken: Vec<StripeObject> = l.objects().copied().collect();
                 self.give_back(&taken);
                 return Err(e);
@@ -165,7 +163,7 @@ impl Lod {
     }
 
     /// Usable OSTs: reachable and not full.
-    fn usable(&self, o: &Osp) -> bool {
+    pub(crate) fn usable(&self, o: &Osp) -> bool {
         o.is_reachable() && !o.is_full()
     }
 

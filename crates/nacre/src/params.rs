@@ -76,6 +76,7 @@ impl ClientParams {
             "max_read_ahead_per_file_mb",
             "recovery_timeout",
             "mirror_write_mode",
+            "ec_parity_on_close",
         ] {
             v.push((format!("llite.{fs}-{}.{p}", self.sb), "llite", p));
         }

@@ -1,6 +1,6 @@
-//! `nacre bench protection` end to end with tiny sizes: every case runs (plain and
-//! mirrored, checksums on and off, a mirrored read with an OST stopped, the mix) and the
-//! table has a rate for each. A correctness test of the program; its figures mean nothing
+//! `nacre bench protection` end to end with tiny sizes: every case runs (plain, mirrored
+//! and 4+2, checksums on and off, a mirrored read with an OST stopped, 4+2 reads with one
+//! and two OSTs stopped, the mix) and the table has a rate for each. A correctness test of the program; its figures mean nothing
 //! at this size.
 
 mod common;
@@ -11,7 +11,7 @@ fn row<'a>(out: &'a str, layout: &str, checksums: &str) -> Vec<&'a str> {
         .lines()
         .find(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() == 6 && f[0] == layout && f[1] == checksums
+            f.len() == 7 && f[0] == layout && f[1] == checksums
         })
         .unwrap_or_else(|| panic!("no row for {layout} {checksums}:\n{out}"));
     line.split_whitespace().skip(2).collect()
@@ -53,22 +53,33 @@ fn every_protection_case_is_measured() {
     for cs in ["on", "off"] {
         let p = row(&stdout, "plain", cs);
         let m = row(&stdout, "mirror", cs);
-        for (i, what) in [(0, "write"), (1, "read"), (3, "mix")] {
+        let e = row(&stdout, "ec", cs);
+        for (i, what) in [(0, "write"), (1, "read"), (4, "mix")] {
             positive(p[i], &format!("plain {what} checksums {cs}"));
             positive(m[i], &format!("mirror {what} checksums {cs}"));
+            positive(e[i], &format!("4+2 {what} checksums {cs}"));
         }
-        assert_eq!(p[2], "-", "a plain file has no degraded read");
+        assert_eq!(
+            (p[2], p[3]),
+            ("-", "-"),
+            "a plain file has no degraded read"
+        );
         positive(m[2], &format!("mirror degraded read checksums {cs}"));
+        assert_eq!(m[3], "-", "a mirror has no second OST to lose");
+        positive(e[2], &format!("4+2 read, 1 OST down, checksums {cs}"));
+        positive(e[3], &format!("4+2 read, 2 OSTs down, checksums {cs}"));
     }
     assert!(
         stdout.contains("mirrored/plain write, checksums on: ")
-            && stdout.contains("mirrored degraded/healthy read, checksums off: "),
+            && stdout.contains("mirrored degraded/healthy read, checksums off: ")
+            && stdout.contains("degraded 4+2 read / healthy, 2 OSTs stopped, checksums on: "),
         "{stdout}"
     );
     let cells: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
-    // 2 settings x (plain: write, read, mix + mirror: write, read, degraded, mix).
-    assert_eq!(cells.as_array().map(Vec::len), Some(14), "{cells}");
+    // 2 settings x (plain: write, read, mix + mirror: write, read, degraded, mix + 4+2:
+    // write, read, 2 degraded, mix).
+    assert_eq!(cells.as_array().map(Vec::len), Some(24), "{cells}");
 }
 
 /// SIGTERM (a `kill`, a batch system's time limit) in the middle of a run stops it at a

@@ -571,6 +571,16 @@ pub enum Request {
         op: MirrorOp,
         cred: Cred,
     },
+    // --- Erasure coding (appended) ---
+    /// The client recomputed the parity of erasure-coded `fid` from layout generation
+    /// `layout_gen` (at the close of `handle`, or a resync): clear `stale` on its parity
+    /// components. EBUSY while another writer holds the file open, ESTALE when the layout
+    /// moved on (a write open since); replies with the layout.
+    EcParitySynced {
+        fid: Fid,
+        handle: Option<u64>,
+        layout_gen: u32,
+    },
 }
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
@@ -922,6 +932,7 @@ impl Request {
             Request::ReplayDone { .. } => 77,
             Request::MdtDisconnect { .. } => 78,
             Request::Mirror { .. } => 79,
+            Request::EcParitySynced { .. } => 80,
         }
     }
 
@@ -993,6 +1004,7 @@ impl Request {
             77 => "replay_done",
             78 => "mds_disconnect",
             79 => "mirror",
+            80 => "ec_parity_synced",
             _ => "other",
         }
     }

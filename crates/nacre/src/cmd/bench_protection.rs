@@ -2,13 +2,16 @@
 //! numbers asks: a file system's figures with none of its protections on are not the
 //! figures its users get.
 //!
-//! It formats a fresh file system (1 MDT, 4 OSTs), runs it in this process and mounts it,
+//! It formats a fresh file system (1 MDT, 6 OSTs), runs it in this process and mounts it,
 //! then runs, through the mount, streaming IOR (`-F -e`, write, page cache dropped, read)
 //! and the seed's six-job small-file mix in directories whose default layout is plain (one
-//! stripe) or mirrored (`lfs setstripe -N2 -c 1`, FLR immediate mode: every write goes to
-//! both copies), with checksums on and off. For mirrored files it also reads with the OST
-//! holding the first mirror's copy of task 0's file stopped (degraded). Settings alternate
-//! run by run, so drift in the machine's speed falls on all alike.
+//! stripe), mirrored (`lfs setstripe -N2 -c 1`, FLR immediate mode: every write goes to
+//! both copies) or erasure coded (`lfs setstripe -c 4 --ec 4+2`, parity computed at each
+//! writer's close), with checksums on and off. For mirrored files it also reads with the
+//! OST holding the first mirror's copy of task 0's file stopped (degraded); for 4+2 files
+//! with the OSTs of one and of two of the data stripes of task 0's file stopped (every
+//! file of the run has an object on each of the 6 OSTs). Settings alternate run by run, so
+//! drift in the machine's speed falls on all alike.
 
 use super::bench_checksums::{set_checksums, write_then_read};
 use super::bench_fs::BenchFs;
@@ -25,9 +28,9 @@ use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
-/// OSTs of the file system it brings up: room for two mirrors of two tasks' files on
-/// different OSTs.
-const OSTS: u32 = 4;
+/// OSTs of the file system it brings up: a 4+2 file's six stripes each on its own OST
+/// (and two mirrors of two tasks' files on different OSTs).
+const OSTS: u32 = 6;
 /// Stripe size of both layouts.
 const STRIPE_SIZE: u32 = 1 << 20;
 
@@ -42,8 +45,8 @@ Examples:
 
 What it prints: MiB/s per layout with checksums on and off (mean of the runs), then the
 ratios the integrity issue sets goals for: checksums on/off (goal: at least 0.90x of
-streaming), mirrored/plain write (goal: at least 0.45x), degraded/healthy mirrored read.
-Erasure-coded (4+2) layouts are not implemented, so they have no row.";
+streaming), mirrored/plain write (goal: at least 0.45x), degraded/healthy mirrored read,
+degraded/healthy 4+2 read with one and with two OSTs stopped (goal: at least 0.5x).";
 
 /// Streaming IOR and the small-file mix on plain and mirrored layouts, checksums on
 /// and off.
@@ -62,8 +65,8 @@ pub struct ProtectionBenchArgs {
     /// Runs of each case
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
-    /// Layouts to measure: plain, mirror
-    #[arg(long, value_delimiter = ',', default_value = "plain,mirror")]
+    /// Layouts to measure: plain, mirror, ec (4+2)
+    #[arg(long, value_delimiter = ',', default_value = "plain,mirror,ec")]
     pub layouts: Vec<String>,
     /// The six-job mix's size as a fraction of the seed's (0: no mix)
     #[arg(long, default_value_t = 0.01)]
@@ -81,7 +84,7 @@ pub struct ProtectionBenchArgs {
 pub struct Cell {
     pub layout: String,
     pub checksums: bool,
-    /// `write`, `read`, `degraded read` or `mix`.
+    /// `write`, `read`, `degraded read` (one OST stopped), `degraded2 read` (two) or `mix`.
     pub op: String,
     pub rep: u32,
     pub mib_s: f64,
@@ -104,7 +107,14 @@ fn layout_of(name: &str) -> Result<Layout> {
                 ..Layout::composite(Vec::new())
             })
         }
-        _ => bail!("unknown layout '{name}' (plain, mirror)"),
+        "ec" => Ok(Layout {
+            components: nacre_core::ec::with_parity(
+                vec![Component::raid0(0, EOF, 4, STRIPE_SIZE, -1)],
+                &[Some((4, 2))],
+            ),
+            ..Layout::composite(Vec::new())
+        }),
+        _ => bail!("unknown layout '{name}' (plain, mirror, ec)"),
     }
 }
 
@@ -130,13 +140,15 @@ fn layout_dir(
     Ok(p)
 }
 
-/// The OST holding mirror 1's first object of `dir/file`.
-fn first_mirror_ost(
+/// The OSTs of the first `n` objects of mirror 1 (the data mirror of a 4+2 file) of
+/// `dir/file`.
+fn first_mirror_osts(
     rt: &tokio::runtime::Runtime,
     client: &Client,
     dir: &str,
     file: &str,
-) -> Result<u32> {
+    n: usize,
+) -> Result<Vec<u32>> {
     let f = rt
         .block_on(async {
             let cred = Cred::root();
@@ -145,10 +157,18 @@ fn first_mirror_ost(
             client.getattr(f.attr.fid).await
         })
         .map_err(|e| anyhow::anyhow!("cannot stat {dir}/{file}: {e}"))?;
-    f.layout
+    let osts: Vec<u32> = f
+        .layout
         .as_ref()
-        .and_then(|l| l.mirror(1).objects().next().map(|o| o.ost_idx))
-        .with_context(|| format!("{dir}/{file} has no first mirror object: {:?}", f.layout))
+        .map(|l| l.mirror(1).objects().take(n).map(|o| o.ost_idx).collect())
+        .unwrap_or_default();
+    if osts.len() < n {
+        bail!(
+            "{dir}/{file} has fewer than {n} first mirror objects: {:?}",
+            f.layout
+        );
+    }
+    Ok(osts)
 }
 
 pub fn run(a: ProtectionBenchArgs) -> Result<()> {
@@ -223,16 +243,24 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                     let (w, r) = write_then_read(
                         &env,
                         IorConfig {
-                            keep: name == "mirror",
+                            keep: name == "mirror" || name == "ec",
                             ..cfg.clone()
                         },
                     )?;
                     push("write", w);
                     push("read", r);
-                    if name == "mirror" {
-                        // Files are kept: read them again with one copy's OST gone.
-                        let ost = first_mirror_ost(rt, &client, &case, "ior.00000000")?;
-                        rt.block_on(cluster.stop_ost(ost));
+                    // Files are kept: read them again with one copy's OST gone (and for
+                    // 4+2, then with two of the data OSTs gone).
+                    let degraded: &[(usize, &str)] = match name.as_str() {
+                        "mirror" => &[(1, "degraded read")],
+                        "ec" => &[(1, "degraded read"), (2, "degraded2 read")],
+                        _ => &[],
+                    };
+                    for (k, &(down, op)) in degraded.iter().enumerate() {
+                        let osts = first_mirror_osts(rt, &client, &case, "ior.00000000", down)?;
+                        for &o in &osts {
+                            rt.block_on(cluster.stop_ost(o));
+                        }
                         let _ = nacre_bench::compare::drop_caches();
                         let r = ior::run(
                             &env,
@@ -240,14 +268,16 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                                 write: false,
                                 read: true,
                                 use_existing: true,
-                                keep: false,
+                                keep: k + 1 < degraded.len(),
                                 ..cfg.clone()
                             },
                         );
-                        rt.block_on(cluster.start_ost(ost))?;
+                        for &o in &osts {
+                            rt.block_on(cluster.start_ost(o))?;
+                        }
                         let r = r?.context("IOR gave no degraded read report")?;
                         push(
-                            "degraded read",
+                            op,
                             r.summary
                                 .iter()
                                 .find(|s| s.operation == Access::Read)
@@ -314,22 +344,29 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
         a.mix_scale,
         a.reps
     );
-    let ops = ["write", "read", "degraded read", "mix"];
+    let ops = ["write", "read", "degraded read", "degraded2 read", "mix"];
     println!(
-        "{:<8} {:<10} {:>12} {:>12} {:>14} {:>12}",
-        "layout", "checksums", "write MiB/s", "read MiB/s", "degraded MiB/s", "mix MiB/s"
+        "{:<8} {:<10} {:>12} {:>12} {:>14} {:>14} {:>12}",
+        "layout",
+        "checksums",
+        "write MiB/s",
+        "read MiB/s",
+        "1 down MiB/s",
+        "2 down MiB/s",
+        "mix MiB/s"
     );
     for (name, _) in layouts {
         for on in [true, false] {
             let f = |op| mean(cells, name, op, on).map_or("-".to_string(), |v| format!("{v:.1}"));
             println!(
-                "{:<8} {:<10} {:>12} {:>12} {:>14} {:>12}",
+                "{:<8} {:<10} {:>12} {:>12} {:>14} {:>14} {:>12}",
                 name,
                 if on { "on" } else { "off" },
                 f(ops[0]),
                 f(ops[1]),
                 f(ops[2]),
-                f(ops[3])
+                f(ops[3]),
+                f(ops[4])
             );
         }
     }
@@ -371,6 +408,26 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
                     mean(cells, "mirror", "read", on)
                 )
             );
+        }
+    }
+    if layouts.iter().any(|(n, _)| n == "ec") {
+        for on in [true, false] {
+            let cs = if on { "on" } else { "off" };
+            for (op, down) in [("degraded read", "1 OST"), ("degraded2 read", "2 OSTs")] {
+                println!(
+                    "  degraded 4+2 read / healthy, {down} stopped, checksums {cs}: {} (goal: at least 0.5x)",
+                    ratio(mean(cells, "ec", op, on), mean(cells, "ec", "read", on))
+                );
+            }
+            if layouts.iter().any(|(n, _)| n == "plain") {
+                println!(
+                    "  4+2/plain write, checksums {cs}: {}",
+                    ratio(
+                        mean(cells, "ec", "write", on),
+                        mean(cells, "plain", "write", on)
+                    )
+                );
+            }
         }
     }
 }

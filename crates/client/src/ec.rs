@@ -1,0 +1,497 @@
+//! Erasure-coded files (`lfs setstripe --ec D+P`, see [`nacre_core::ec`] for the layout):
+//! the client computes parity, and reconstructs what a lost or bad data object held.
+//!
+//! - Writes go to the data mirror only. The MDT marked the parity `stale` when the file was
+//!   opened for write, so parity that no longer matches the data is never trusted.
+//! - Parity is recomputed from the data by [`Client::ec_resync`]: at a writer's close when
+//!   `llite.*.ec_parity_on_close` is 1 (the default, beyond Lustre), else only on request
+//!   (Lustre's offline EC: `lfs mirror resync`). The MDT clears `stale` only if no other
+//!   writer opened the file meanwhile.
+//! - A read whose data object fails (its OST stopped answering, its copy failed its
+//!   checksum, or the object is gone) reads the same object range of the other stripes of
+//!   its RAID set and of the set's parity, and decodes the missing stripe; a bad copy is
+//!   rewritten from the result. With parity stale that is EIO, never a guess.
+//!
+//! The codec is `reed-solomon-simd` (Reed-Solomon over GF(2^16), SIMD on x86-64 and
+//! ARM): parity stripe `j` of a set holds, at every object offset, recovery shard `j` of
+//! the set's data objects at that offset. A one-stripe set's parity is a copy.
+
+use crate::cksum::ChunkReadError;
+use crate::io::{Chunk, plan};
+use crate::{Client, rpc_errno};
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use nacre_core::cksum::BLOCK;
+use nacre_core::ec::{data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
+use nacre_core::layout::{Component, LCME_FL_INIT};
+use nacre_core::{Errno, Fid, Layout, StripeObject, TargetName};
+use nacre_rpc::msg::{Reply, Request, WriteGrant};
+
+/// Bytes of each data object coded at once by a resync: it holds (D + P) such rows of a
+/// RAID set in memory (at most 36 MiB for 32+4), and each is one RPC per object.
+pub const EC_ROW_BYTES: u64 = 1 << 20;
+
+const BLOCK_U64: u64 = BLOCK as u64;
+
+/// The parity shards of `data`: `k` shards of one even length.
+pub fn encode(data: &[Vec<u8>], parity: usize) -> Result<Vec<Vec<u8>>, Errno> {
+    if data.len() == 1 {
+        return Ok(vec![data[0].clone(); parity]);
+    }
+    reed_solomon_simd::encode(data.len(), parity, data).map_err(|e| {
+        tracing::error!(target: "client", "EC encode of {}+{parity} shards: {e}", data.len());
+        Errno::EIO
+    })
+}
+
+/// Data shard `want` of a set of `k` data and `p` parity shards, from those that could be
+/// read (by their index among the data and among the parity shards); EIO if too few.
+pub fn reconstruct(
+    k: usize,
+    p: usize,
+    data: &[(usize, Vec<u8>)],
+    parity: &[(usize, Vec<u8>)],
+    want: usize,
+) -> Result<Vec<u8>, Errno> {
+    if let Some((_, d)) = data.iter().find(|(i, _)| *i == want) {
+        return Ok(d.clone());
+    }
+    if k == 1 {
+        return parity.first().map(|(_, s)| s.clone()).ok_or(Errno::EIO);
+    }
+    if data.len() + parity.len() < k {
+        return Err(Errno::EIO);
+    }
+    let data_in = data.iter().map(|(i, s)| (*i, s.as_slice()));
+    let parity_in = parity.iter().map(|(i, s)| (*i, s.as_slice()));
+    let mut restored = reed_solomon_simd::decode(k, p, data_in, parity_in).map_err(|e| {
+        tracing::error!(target: "client", "EC decode of {k}+{p} shards: {e}");
+        Errno::EIO
+    })?;
+    restored.remove(&want).ok_or(Errno::EIO)
+}
+
+/// One shard as read: its bytes (zero-padded to the range), or why it could not be.
+type Shard = Result<Vec<u8>, ChunkReadError>;
+
+impl Client {
+    /// A read of an erasure-coded file: the data mirror, each object range reconstructed
+    /// from its RAID set when its own read fails and parity is in sync.
+    pub(crate) async fn read_ec(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        off: u64,
+        len: u64,
+    ) -> Result<(Bytes, u64), Errno> {
+        let data = data_layout(layout);
+        let in_sync = parity_in_sync(layout, off, off.saturating_add(len));
+        let p = plan(&data, off, len, self.tunables.max_rpc_bytes());
+        if !p.dom.is_empty() {
+            // The rules keep Data-on-MDT out of EC files; nothing to reconstruct from.
+            return self.read_copy(fid, &data, off, len).await;
+        }
+        let calls = p.chunks.iter().map(|c| {
+            let data = &data;
+            async move {
+                let read = self
+                    .unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
+                    .await
+                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)));
+                let r = match read {
+                    Ok(b) => Ok(b),
+                    Err(e) => {
+                        self.ec_degraded(fid, layout, data, off, c, e, in_sync)
+                            .await
+                    }
+                };
+                (c.buf_off, r)
+            }
+        });
+        let mut buf = BytesMut::zeroed(len as usize);
+        let mut found = 0u64;
+        for (buf_off, r) in join_all(calls).await {
+            let b = r?;
+            let s = buf_off as usize;
+            buf[s..s + b.len()].copy_from_slice(&b);
+            if !b.is_empty() {
+                found = found.max(buf_off + b.len() as u64);
+            }
+        }
+        Ok((buf.freeze(), found))
+    }
+
+    /// Reads one object range, checked end to end; unlike a plain read, a missing object
+    /// is an error (ENOENT), since an object lost with its OST's directory is not a hole.
+    async fn ec_read_chunk(&self, c: &Chunk) -> Result<Bytes, ChunkReadError> {
+        let imp = self.osc(c.obj.ost_idx)?;
+        self.rpc_stats.record(c.obj.ost_idx, false, c.len);
+        let kind = self.tunables.checksums();
+        let req = Request::OstRead {
+            obj: c.obj.fid,
+            offset: c.obj_off,
+            len: c.len as u32,
+            cksum: kind,
+        };
+        self.fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
+            .await
+    }
+
+    /// `[obj_off, obj_off + len)` of object `obj`, zero-padded to `len` (bytes past the
+    /// object's end are zeros to the codec), in RPCs of at most `max_pages_per_rpc`.
+    async fn ec_read_range(&self, obj: StripeObject, obj_off: u64, len: u64) -> Shard {
+        let max = self.tunables.max_rpc_bytes().max(BLOCK_U64);
+        let mut out = vec![0u8; len as usize];
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(max);
+            let c = Chunk {
+                obj,
+                stripe: 0,
+                obj_off: obj_off + at,
+                len: n,
+                buf_off: 0,
+            };
+            let b = self
+                .unless_failing(obj.ost_idx, self.ec_read_chunk(&c))
+                .await
+                .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))?;
+            out[at as usize..at as usize + b.len()].copy_from_slice(&b);
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// Chunk `c` of data layout `data` (of a read at `off`) failed with `e`: its bytes
+    /// decoded from the rest of its RAID set, and a copy that failed its checksum
+    /// rewritten with them.
+    #[allow(clippy::too_many_arguments)]
+    async fn ec_degraded(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        data: &Layout,
+        off: u64,
+        c: &Chunk,
+        e: ChunkReadError,
+        in_sync: bool,
+    ) -> Result<Bytes, Errno> {
+        let corrupt = matches!(e, ChunkReadError::Corrupt { .. });
+        let missing = matches!(e, ChunkReadError::Failed(Errno::ENOENT));
+        if let ChunkReadError::Corrupt { target, .. } = &e {
+            self.cksum_stats.corrupt(*target);
+        }
+        if !in_sync {
+            tracing::error!(target: "client", "file {fid}: {e}: parity is stale, nothing to rebuild from: EIO");
+            return Err(Errno::EIO);
+        }
+        tracing::warn!(target: "client", "file {fid}: {e}: rebuilding from parity");
+        let file_off = off + c.buf_off;
+        let comp = data.component_at(file_off).ok_or(Errno::EIO)?;
+        let Some(parity) = parity_of(layout, comp).filter(|p| p.is_init()) else {
+            tracing::error!(target: "client", "file {fid}: {e}: no parity for [{}, {}): EIO", comp.start, comp.end);
+            return Err(Errno::EIO);
+        };
+        let (d, p) = parity.ec_counts().ok_or(Errno::EIO)?;
+        let stripe = c.stripe as usize;
+        let set = raid_sets(comp.objects.len(), d, p)
+            .into_iter()
+            .find(|s| s.data.contains(&stripe))
+            .ok_or(Errno::EIO)?;
+        if parity.objects.len() < set.parity.end {
+            return Err(Errno::EIO);
+        }
+        // Whole blocks, so a repair needs nothing of the bad copy.
+        let start = c.obj_off - c.obj_off % BLOCK_U64;
+        let end = (c.obj_off + c.len).div_ceil(BLOCK_U64) * BLOCK_U64;
+        let n = end - start;
+        let others: Vec<(bool, usize, StripeObject)> = set
+            .data
+            .clone()
+            .filter(|&i| i != stripe)
+            .map(|i| (true, i - set.data.start, comp.objects[i]))
+            .chain(
+                set.parity
+                    .clone()
+                    .map(|j| (false, j - set.parity.start, parity.objects[j])),
+            )
+            .collect();
+        let reads = others.iter().map(|&(is_data, i, o)| async move {
+            (is_data, i, self.ec_read_range(o, start, n).await)
+        });
+        let mut have_data = Vec::new();
+        let mut have_parity = Vec::new();
+        let mut absent_data = Vec::new();
+        for (is_data, i, r) in join_all(reads).await {
+            match (is_data, r) {
+                (true, Ok(s)) => have_data.push((i, s)),
+                (false, Ok(s)) => have_parity.push((i, s)),
+                // An object never written is a hole: zeros, if nothing else will do.
+                (true, Err(ChunkReadError::Failed(Errno::ENOENT))) => absent_data.push(i),
+                (_, Err(e2)) => {
+                    tracing::warn!(target: "client", "file {fid}: RAID set stripe unreadable too: {e2}")
+                }
+            }
+        }
+        let (k, pk) = (set.data.len(), set.parity.len());
+        let want = stripe - set.data.start;
+        if have_data.len() + have_parity.len() < k {
+            have_data.extend(absent_data.into_iter().map(|i| (i, vec![0u8; n as usize])));
+        }
+        let shard = match reconstruct(k, pk, &have_data, &have_parity, want) {
+            Ok(s) => Bytes::from(s),
+            // An object that does not exist where no other shard can say otherwise: a hole.
+            Err(_) if missing => return Ok(Bytes::new()),
+            Err(e2) => {
+                tracing::error!(target: "client", "file {fid}: {e}: too few stripes of the RAID set left: EIO");
+                return Err(e2);
+            }
+        };
+        if corrupt {
+            self.ec_repair(fid, data, comp, c, start, shard.clone())
+                .await;
+        }
+        let lead = (c.obj_off - start) as usize;
+        let piece = shard.slice(lead..lead + c.len as usize);
+        // The decoded stripe runs on in zeros past its object's end: trailing zeros are not
+        // reported as data found, so the file size, not the codec, decides where it ends.
+        let found = piece.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        Ok(piece.slice(..found))
+    }
+
+    /// Rewrites the blocks of chunk `c` from `[start, ...)` of its object with `shard`, cut
+    /// to the object's length (the decoded shard runs on in zeros past it).
+    async fn ec_repair(
+        &self,
+        fid: Fid,
+        data: &Layout,
+        comp: &Component,
+        c: &Chunk,
+        start: u64,
+        shard: Bytes,
+    ) {
+        let size = match self.object_size(c.obj).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(target: "client", "file {fid}: repair of object {}: {e}", c.obj.fid);
+                return;
+            }
+        };
+        let keep = size.saturating_sub(start).min(shard.len() as u64) as usize;
+        let file_off = comp.unmap(c.stripe as usize, start);
+        match self
+            .repair_chunk(fid, data, c, file_off, shard.slice(..keep))
+            .await
+        {
+            Ok(()) => {
+                self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
+                tracing::warn!(target: "client", "file {fid}: object {} on OST{:04x} rewritten from parity", c.obj.fid, c.obj.ost_idx);
+            }
+            Err(e) => {
+                tracing::error!(target: "client", "file {fid}: repair of object {} failed: {e}", c.obj.fid)
+            }
+        }
+    }
+
+    /// An object's size (0 if it does not exist).
+    async fn object_size(&self, o: StripeObject) -> Result<u64, Errno> {
+        let imp = self.osc(o.ost_idx)?;
+        let req = Request::OstGetattr { objs: vec![o.fid] };
+        match imp.call(&req, Bytes::new()).await.map_err(rpc_errno)? {
+            (Reply::ObjAttrs(a), _) => Ok(a.first().copied().flatten().map_or(0, |a| a.size)),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// At the close of write handle `f` of an erasure-coded file, with
+    /// `llite.*.ec_parity_on_close`: parity recomputed while the handle still counts as
+    /// the only writer. On failure it stays stale (reads then never reconstruct from it).
+    pub(crate) async fn ec_parity_at_close(&self, f: &crate::file::OpenFile) {
+        if !self.tunables.ec_parity_on_close() || !f.layout().is_some_and(|l| is_ec(&l)) {
+            return;
+        }
+        if let Err(e) = self.ec_resync(f.fid, Some(f.handle)).await {
+            tracing::warn!(target: "client", "file {}: parity left stale at close: {e}", f.fid);
+        }
+    }
+
+    /// Recomputes the parity of erasure-coded `fid` from its data and tells its MDT, which
+    /// clears `stale` (`handle`: the caller's own write handle, which does not count as
+    /// another writer). Returns the layout as it is now.
+    pub async fn ec_resync(&self, fid: Fid, handle: Option<u64>) -> Result<Layout, Errno> {
+        let layout = match self
+            .md_call(self.mdt_of(&fid), Request::Getattr { fid })
+            .await?
+        {
+            Reply::Inode(i) => i.layout.ok_or(Errno::EINVAL)?,
+            _ => return Err(Errno::EPROTO),
+        };
+        if !is_ec(&layout) {
+            return Err(Errno::EINVAL);
+        }
+        let mut sets = Vec::new();
+        for comp in layout.components.iter().filter(|c| !c.is_parity()) {
+            let Some(parity) = parity_of(&layout, comp) else {
+                continue;
+            };
+            if comp.flags & LCME_FL_INIT == 0 || parity.flags & LCME_FL_INIT == 0 {
+                continue;
+            }
+            let (d, p) = parity.ec_counts().ok_or(Errno::EINVAL)?;
+            for set in raid_sets(comp.objects.len(), d, p) {
+                let objs = comp.objects.get(set.data.clone()).ok_or(Errno::EINVAL)?;
+                let pobjs = parity
+                    .objects
+                    .get(set.parity.clone())
+                    .ok_or(Errno::EINVAL)?;
+                sets.push((objs.to_vec(), pobjs.to_vec(), set.parity.start));
+            }
+        }
+        let calls = sets
+            .iter()
+            .map(|(objs, pobjs, first)| self.ec_code_set(fid, objs, pobjs, *first));
+        for r in join_all(calls).await {
+            r?;
+        }
+        let req = Request::EcParitySynced {
+            fid,
+            handle,
+            layout_gen: layout.layout_gen,
+        };
+        match self.md_call(self.mdt_of(&fid), req).await? {
+            Reply::Layout(Some(l)) => Ok(l),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Codes one RAID set: its data objects `objs` a row at a time into parity objects
+    /// `pobjs` (stripes `first..` of the parity component), which are then cut to the
+    /// data's length.
+    async fn ec_code_set(
+        &self,
+        fid: Fid,
+        objs: &[StripeObject],
+        pobjs: &[StripeObject],
+        first: usize,
+    ) -> Result<(), Errno> {
+        let sizes = join_all(objs.iter().map(|o| self.object_size(*o))).await;
+        let mut top = 0u64;
+        for s in sizes {
+            top = top.max(s?);
+        }
+        let top = top.div_ceil(BLOCK_U64) * BLOCK_U64;
+        let mut at = 0u64;
+        while at < top {
+            let n = (top - at).min(EC_ROW_BYTES);
+            let reads = objs.iter().map(|o| self.ec_read_range(*o, at, n));
+            let mut shards = Vec::with_capacity(objs.len());
+            for r in join_all(reads).await {
+                match r {
+                    Ok(s) => shards.push(s),
+                    Err(ChunkReadError::Failed(Errno::ENOENT)) => {
+                        shards.push(vec![0u8; n as usize])
+                    }
+                    Err(e) => {
+                        tracing::error!(target: "client", "file {fid}: parity not recomputed: {e}");
+                        return Err(Errno::EIO);
+                    }
+                }
+            }
+            let parity = encode(&shards, pobjs.len())?;
+            let writes = pobjs
+                .iter()
+                .zip(parity)
+                .enumerate()
+                .map(|(j, (o, s))| self.ec_write_object(fid, *o, (first + j) as u32, at, s));
+            for r in join_all(writes).await {
+                r?;
+            }
+            at += n;
+        }
+        // Parity of data since cut away would decode into stale bytes.
+        let punches = pobjs.iter().map(|o| async move {
+            let imp = self.osc(o.ost_idx)?;
+            let req = Request::OstPunch {
+                obj: o.fid,
+                size: top,
+            };
+            imp.call(&req, Bytes::new())
+                .await
+                .map(drop)
+                .map_err(rpc_errno)
+        });
+        for r in join_all(punches).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `obj_off` of parity object `o` (stripe `stripe` of its component).
+    async fn ec_write_object(
+        &self,
+        fid: Fid,
+        o: StripeObject,
+        stripe: u32,
+        obj_off: u64,
+        bytes: Vec<u8>,
+    ) -> Result<(), Errno> {
+        let imp = self.osc(o.ost_idx)?;
+        let bulk = Bytes::from(bytes);
+        self.rpc_stats.record(o.ost_idx, true, bulk.len() as u64);
+        let grant = WriteGrant {
+            from_grant: false,
+            want: self.grant_want(),
+        };
+        let reply = self
+            .send_checked(
+                TargetName::ost(o.ost_idx),
+                &imp,
+                obj_off,
+                bulk,
+                None,
+                |cksum| Request::OstWrite {
+                    obj: o.fid,
+                    parent: fid.with_ver(stripe),
+                    offset: obj_off,
+                    cksum,
+                    grant,
+                },
+            )
+            .await?;
+        if let Reply::OstWritten { grant, .. } = reply {
+            self.grants.add(o.ost_idx, imp.generation(), grant);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_p_lost_shards_come_back() {
+        let k = 4;
+        let data: Vec<Vec<u8>> = (0..k)
+            .map(|i| (0..8192).map(|b| (b * 7 + i * 13) as u8).collect())
+            .collect();
+        let parity = encode(&data, 2).expect("encode");
+        assert_eq!(parity.len(), 2);
+        // Lose two data shards: each comes back from the other two and the parity.
+        let have: Vec<(usize, Vec<u8>)> = vec![(1, data[1].clone()), (3, data[3].clone())];
+        let par: Vec<(usize, Vec<u8>)> = parity.iter().cloned().enumerate().collect();
+        for want in [0, 2] {
+            assert_eq!(
+                reconstruct(k, 2, &have, &par, want).expect("decode"),
+                data[want]
+            );
+        }
+        // Three lost is too many.
+        let one: Vec<(usize, Vec<u8>)> = vec![(3, data[3].clone())];
+        assert_eq!(reconstruct(k, 2, &one, &par, 0), Err(Errno::EIO));
+        // A one-stripe set's parity is its copy.
+        let single = encode(&data[..1], 1).expect("copy");
+        let p1: Vec<(usize, Vec<u8>)> = vec![(0, single[0].clone())];
+        assert_eq!(reconstruct(1, 1, &[], &p1, 0).expect("copy"), data[0]);
+    }
+}
