@@ -171,6 +171,40 @@ fn first_mirror_osts(
     Ok(osts)
 }
 
+/// How long a degraded read waits for the MDT to know its files' sizes.
+const SIZE_SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits until the MDT's sizes of the IOR files of `tasks` in `dir` are exact (settled
+/// after their writers' close): a read with a data OST stopped takes the size from the
+/// MDT, since it cannot ask the stopped OST.
+fn wait_sizes_settled(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    dir: &str,
+    tasks: usize,
+) -> Result<()> {
+    rt.block_on(async {
+        let cred = Cred::root();
+        let d = client.lookup(client.root(), dir.as_bytes(), &cred).await?;
+        let end = std::time::Instant::now() + SIZE_SETTLE_WAIT;
+        for t in 0..tasks {
+            let name = format!("ior.{t:08}");
+            let f = client.lookup(d.attr.fid, name.as_bytes(), &cred).await?;
+            while !client.getattr(f.attr.fid).await?.size_authoritative {
+                if std::time::Instant::now() >= end {
+                    tracing::warn!(
+                        "{dir}/{name}: the MDT's size did not settle within {SIZE_SETTLE_WAIT:?}"
+                    );
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        Ok::<(), nacre_core::Errno>(())
+    })
+    .map_err(|e| anyhow::anyhow!("cannot stat the files of {dir}: {e}"))
+}
+
 pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     let size = nacre_core::size::parse_size(&a.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?;
     let xfer = nacre_core::size::parse_size(&a.xfer).map_err(|e| anyhow::anyhow!("--xfer: {e}"))?;
@@ -257,6 +291,7 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                         _ => &[],
                     };
                     for (k, &(down, op)) in degraded.iter().enumerate() {
+                        wait_sizes_settled(rt, &client, &case, a.tasks)?;
                         let osts = first_mirror_osts(rt, &client, &case, "ior.00000000", down)?;
                         for &o in &osts {
                             rt.block_on(cluster.stop_ost(o));
