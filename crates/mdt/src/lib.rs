@@ -632,6 +632,14 @@ impl Mdt {
         }
         let mut file_layout = None;
         if let Some(r) = &replay {
+            // What the client says its first run decided is checked as a new request
+            // would be: a FID of this MDT's own sequences, a layout lod accepts.
+            if !self.is_local(&r.fid) || r.fid.seq < nacre_core::fid::FID_SEQ_NORMAL {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(l) = &r.layout {
+                lod::check_layout(l, &self.lod.layout_ctx())?;
+            }
             file_layout = r.layout.clone();
             if let Some(l) = &file_layout {
                 self.lod

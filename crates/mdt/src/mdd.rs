@@ -722,6 +722,9 @@ pub fn create(
         }
     }
     let fid = match a.fid {
+        // A FID the caller chose (a replayed create, a repair) must not name another
+        // object: writing over it would replace that object's inode.
+        Some(f) if exists(tx, &f)? => return Err(Errno::EEXIST),
         Some(f) => f,
         None => alloc_fid(tx, mdt_idx)?,
     };
@@ -780,12 +783,8 @@ pub fn create(
         lsom_valid: !a.open_for_write,
         ino: 0,
     };
-    // A FID the caller allocated (a.fid) may already be in use; one allocated here is new.
-    let ino_nr = if a.fid.is_some() {
-        put_inode(tx, &ino)?
-    } else {
-        put_new_inode(tx, &ino)?
-    };
+    // The FID is new either way (checked above, or just allocated).
+    let ino_nr = put_new_inode(tx, &ino)?;
     for (name, value) in &xattrs {
         tx.put(Table::Xattrs, &records::xattr_key(&fid, name), value)?;
     }
@@ -1490,6 +1489,28 @@ mod tests {
             now: Timespec::default(),
             open_for_write: false,
         }
+    }
+
+    /// A create with a FID the caller chose (a replay) never writes over the object that
+    /// has that FID.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_create_with_a_fid_in_use_is_refused() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (store, dir, file) = store_with_dir_and_file(d.path()).await;
+        let r = store
+            .write(move |tx| {
+                let a = CreateArgs {
+                    fid: Some(file),
+                    ..args(dir, b"g", libc::S_IFREG | 0o600)
+                };
+                create(tx, 0, a, false).map(|_| ())
+            })
+            .await;
+        assert_eq!(r, Err(Errno::EEXIST));
+        let mut v = store.read().expect("read");
+        let f = get_inode(&mut v, &file).expect("f");
+        assert_eq!(f.attr.mode & 0o777, 0o644, "the object was written over");
+        assert!(lookup(&mut v, &dir, b"g").expect("lookup").is_none());
     }
 
     #[test]
