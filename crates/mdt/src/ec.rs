@@ -2,8 +2,8 @@
 //! state (`stale` on the parity components) that opens for write set and a client that
 //! recomputed parity clears. The layout rules themselves are [`nacre_core::ec`].
 
+use crate::Mdt;
 use crate::lod::Lod;
-use crate::{Mdt, mdd};
 use nacre_core::ec::{clear_parity_stale, data_of, is_ec, mark_parity_stale, raid_sets};
 use nacre_core::layout::LCME_FL_INIT;
 use nacre_core::{Errno, Fid, Layout, StripeObject};
@@ -109,25 +109,18 @@ impl Mdt {
         if self.writers_of(&fid) > u32::from(own) {
             return Err(Errno::EBUSY);
         }
-        let l = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let l = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+        let (ino, ()) = self
+            .change_layout(fid, move |_, l, _| {
                 if !is_ec(l) {
                     return Err(Errno::EINVAL);
                 }
                 if l.layout_gen != layout_gen {
                     return Err(Errno::ESTALE);
                 }
-                if clear_parity_stale(l) {
-                    l.layout_gen += 1;
-                    mdd::put_inode(tx, &ino)?;
-                }
-                Ok(ino.layout)
+                Ok((clear_parity_stale(l), ()))
             })
             .await?;
-        Ok(Reply::Layout(l))
+        Ok(Reply::Layout(ino.layout))
     }
 }
 

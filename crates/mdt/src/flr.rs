@@ -52,24 +52,19 @@ impl Mdt {
             return Err(Errno::EINVAL);
         }
         let t = now();
-        let ino = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+        let (ino, ()) = self
+            .change_layout(fid, move |_, layout, attr| {
                 if !layout.is_mirrored() {
                     return Err(Errno::EINVAL);
                 }
-                if layout
+                let changed = layout
                     .stale_for_write(&keep, start, end)
-                    .map_err(|e| refused(fid, e))?
-                {
-                    layout.layout_gen += 1;
-                    ino.attr.ctime = t;
-                    mdd::put_inode(tx, &ino)?;
+                    .map_err(|e| refused(fid, e))?;
+                if changed {
+                    attr.ctime = t;
                     tracing::info!(target: "mdt", "file {fid}: written to mirror(s) {keep:?} in [{start}, {end}): other mirrors stale there");
                 }
-                Ok(ino)
+                Ok((changed, ()))
             })
             .await?;
         Ok(Reply::Inode(self.info_of(ino)?))
@@ -84,23 +79,19 @@ impl Mdt {
         }
         self.opens_table().begin_migration(fid);
         let res = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+            .change_layout(fid, |_, layout, _| {
                 if !layout.is_mirrored() {
                     return Err(Errno::EINVAL);
                 }
-                if layout.has_stale() {
+                let stale = layout.has_stale();
+                if stale {
                     layout.set_flr_state(LCM_FL_SYNC_PENDING);
-                    layout.layout_gen += 1;
-                    mdd::put_inode(tx, &ino)?;
                 }
-                Ok(ino)
+                Ok((stale, ()))
             })
             .await;
         match res {
-            Ok(ino) => Ok(Reply::Inode(self.info_of(ino)?)),
+            Ok((ino, ())) => Ok(Reply::Inode(self.info_of(ino)?)),
             Err(e) => {
                 self.opens_table().end_migration(&fid);
                 Err(e)
@@ -114,10 +105,7 @@ impl Mdt {
     async fn resync_done(&self, fid: Fid, gen_: u32, ids: Vec<u32>) -> Result<Reply, Errno> {
         let undisturbed = self.opens_table().end_migration(&fid);
         let (ino, done) = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+            .change_layout(fid, move |_, layout, _| {
                 let done = undisturbed && layout.layout_gen == gen_ && !ids.is_empty();
                 if done {
                     layout.clear_stale(&ids);
@@ -126,9 +114,7 @@ impl Mdt {
                 } else {
                     layout.set_flr_state(LCM_FL_RDONLY);
                 }
-                layout.layout_gen += 1;
-                mdd::put_inode(tx, &ino)?;
-                Ok((ino, done || !undisturbed))
+                Ok((true, done || !undisturbed))
             })
             .await?;
         if !done {
@@ -153,14 +139,11 @@ impl Mdt {
         let params = self.lod().params();
         let ctx = self.lod().layout_ctx();
         let t = now();
-        let ino = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                if !ino.attr.is_reg() {
+        let (ino, ()) = self
+            .change_layout(fid, move |_, layout, attr| {
+                if !attr.is_reg() {
                     return Err(Errno::EINVAL);
                 }
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
                 if !layout.is_mirrored() {
                     // The file's own components become mirror 1 (lod_layout_convert).
                     layout.composite = true;
@@ -184,10 +167,8 @@ impl Mdt {
                 }
                 crate::lod::check_layout(layout, &ctx)?;
                 layout.set_flr_state(LCM_FL_WRITE_PENDING);
-                layout.layout_gen += 1;
-                ino.attr.ctime = t;
-                mdd::put_inode(tx, &ino)?;
-                Ok(ino)
+                attr.ctime = t;
+                Ok((true, ()))
             })
             .await?;
         Ok(Reply::Inode(self.info_of(ino)?))
@@ -201,11 +182,8 @@ impl Mdt {
             return Err(Errno::EINVAL);
         }
         let t = now();
-        let ino = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+        let (ino, ()) = self
+            .change_layout(fid, move |tx, layout, attr| {
                 if !layout.is_mirrored() || !layout.mirror_ids().contains(&m) {
                     return Err(Errno::EINVAL);
                 }
@@ -233,8 +211,7 @@ impl Mdt {
                 } else {
                     layout.set_flr_state(0);
                 }
-                layout.layout_gen += 1;
-                ino.attr.ctime = t;
+                attr.ctime = t;
                 let gone_objs: Vec<_> = gone.iter().flat_map(|c| c.objects.clone()).collect();
                 match victim {
                     None => {
@@ -272,8 +249,7 @@ impl Mdt {
                         mdd::put_inode(tx, &vino)?;
                     }
                 }
-                mdd::put_inode(tx, &ino)?;
-                Ok(ino)
+                Ok((true, ()))
             })
             .await?;
         self.kick_llog();

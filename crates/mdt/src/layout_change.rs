@@ -1,6 +1,7 @@
 //! Changing a file's layout after it was created: adding and deleting components
 //! (`lfs setstripe --component-add/--component-del`) and swapping layouts with a volatile
-//! file (`lfs migrate`).
+//! file (`lfs migrate`); [`Mdt::change_layout`], the one transaction every layout change
+//! after create goes through (here, FLR in `flr.rs`, erasure coding in `ec.rs`).
 //!
 //! Migration keeps the file's FID: the client creates a volatile (unnamed) file with the new
 //! layout, copies the data into it, then asks for a swap. The swap is one transaction that
@@ -11,14 +12,41 @@
 
 use crate::mdd;
 use crate::open::OpenHandle;
+use crate::records::Inode;
 use crate::{Mdt, now};
 use nacre_core::layout::{EOF, LCME_FL_INIT, Pattern};
 use nacre_core::{Attr, Component, Errno, Fid, Layout};
-use nacre_osd::Table;
+use nacre_osd::{Table, Tx};
 use nacre_rpc::msg::Reply;
 use nacre_rpc::server::RequestCtx;
 
 impl Mdt {
+    /// One change of `fid`'s layout in one transaction: `f` changes the layout (and the
+    /// attributes, or other records through `tx`) and says whether it changed anything;
+    /// a change moves the layout generation, which clients and resyncs compare against,
+    /// and is stored. A file without a layout is EINVAL.
+    pub(crate) async fn change_layout<T, F>(&self, fid: Fid, f: F) -> Result<(Inode, T), Errno>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Tx<'_, '_>, &mut Layout, &mut Attr) -> Result<(bool, T), Errno>
+            + Send
+            + 'static,
+    {
+        self.store()
+            .write(move |tx| {
+                let mut ino = mdd::get_inode(tx, &fid)?;
+                let Inode { layout, attr, .. } = &mut ino;
+                let layout = layout.as_mut().ok_or(Errno::EINVAL)?;
+                let (changed, out) = f(tx, layout, attr)?;
+                if changed {
+                    layout.layout_gen += 1;
+                    mdd::put_inode(tx, &ino)?;
+                }
+                Ok((ino, out))
+            })
+            .await
+    }
+
     /// Appends components to a composite file whose last component does not reach EOF.
     pub(crate) async fn add_components(
         &self,
@@ -40,11 +68,8 @@ impl Mdt {
         let params = self.lod().params();
         let ctx = self.lod().layout_ctx();
         let t = now();
-        let ino = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+        let (ino, ()) = self
+            .change_layout(fid, move |_, layout, attr| {
                 if !layout.composite {
                     return Err(Errno::EINVAL);
                 }
@@ -72,10 +97,8 @@ impl Mdt {
                 // The whole layout, as it would be stored, follows Lustre's rules; a
                 // refusal here aborts the transaction, so nothing is stored.
                 crate::lod::check_layout(layout, &ctx)?;
-                layout.layout_gen += 1;
-                ino.attr.ctime = t;
-                mdd::put_inode(tx, &ino)?;
-                Ok(ino)
+                attr.ctime = t;
+                Ok((true, ()))
             })
             .await?;
         Ok(Reply::Inode(self.info_of(ino)?))
@@ -94,11 +117,8 @@ impl Mdt {
             return Err(Errno::EINVAL);
         }
         let t = now();
-        let ino = self
-            .store()
-            .write(move |tx| {
-                let mut ino = mdd::get_inode(tx, &fid)?;
-                let layout = ino.layout.as_mut().ok_or(Errno::EINVAL)?;
+        let (ino, ()) = self
+            .change_layout(fid, move |tx, layout, attr| {
                 if !layout.composite {
                     return Err(Errno::EINVAL);
                 }
@@ -134,14 +154,9 @@ impl Mdt {
                 if !objs.is_empty() {
                     mdd::log_destroy(tx, &fid, &objs)?;
                 }
-                let max = layout.max_size();
-                layout.layout_gen += 1;
-                if ino.attr.size > max {
-                    ino.attr.size = max;
-                }
-                ino.attr.ctime = t;
-                mdd::put_inode(tx, &ino)?;
-                Ok(ino)
+                attr.size = attr.size.min(layout.max_size());
+                attr.ctime = t;
+                Ok((true, ()))
             })
             .await?;
         self.kick_llog();
