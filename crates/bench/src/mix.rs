@@ -96,6 +96,9 @@ pub struct MixJob {
     /// Threads running this job (fio's numjobs).
     pub threads: usize,
     pub direct: bool,
+    /// fio's `fsync=N`: an fsync of the file after every N writes of a thread (0: none).
+    #[serde(default)]
+    pub fsync: u64,
 }
 
 /// The seed's six jobs: 1M random writes on 2MB files, 32K zipf(1.2) reads on 64KB files,
@@ -111,6 +114,7 @@ pub fn seed_mix() -> Vec<MixJob> {
         popularity,
         threads: 1,
         direct: false,
+        fsync: 0,
     };
     vec![
         job(
@@ -235,6 +239,7 @@ pub fn parse_job_file(text: &str, name: &str) -> Result<Vec<MixJob>> {
         let mut popularity = Popularity::Uniform;
         let mut threads = 1usize;
         let mut direct = false;
+        let mut fsync = 0;
         for (k, v, ln) in global.iter().chain(kvs.iter()) {
             let size_of = |v: &str| units::parse_size(v).map_err(|m| err(*ln, m));
             let count_of = |v: &str| {
@@ -262,6 +267,7 @@ pub fn parse_job_file(text: &str, name: &str) -> Result<Vec<MixJob>> {
                 "nrfiles" => nrfiles = Some(count_of(v)?),
                 "numjobs" => threads = count_of(v)?.max(1) as usize,
                 "direct" => direct = v == "1" || v == "true",
+                "fsync" => fsync = count_of(v)?,
                 "random_distribution" => {
                     popularity = match v.split_once(':') {
                         None if v == "random" => Popularity::Uniform,
@@ -286,7 +292,7 @@ pub fn parse_job_file(text: &str, name: &str) -> Result<Vec<MixJob>> {
                         *ln,
                         format!(
                             "unsupported option {other:?} (understood: rw, bs, filesize, size, \
-                             nrfiles, numjobs, direct, random_distribution)"
+                             nrfiles, numjobs, direct, fsync, random_distribution)"
                         ),
                     ));
                 }
@@ -329,6 +335,7 @@ pub fn parse_job_file(text: &str, name: &str) -> Result<Vec<MixJob>> {
             popularity,
             threads,
             direct,
+            fsync,
         });
     }
     if jobs.is_empty() {
@@ -482,6 +489,16 @@ fn run_thread(
     let opts_w = OpenOptions::write().direct(job.direct);
     let opts_r = OpenOptions::read().direct(job.direct);
     let bpf = job.file_size.div_ceil(job.bs);
+    // Writes since the last fsync (fio's `fsync=N`).
+    let mut unsynced = 0u64;
+    let mut after_write = |fh: FileHandle| -> io::Result<()> {
+        unsynced += 1;
+        if job.fsync > 0 && unsynced >= job.fsync {
+            unsynced = 0;
+            fs.fsync(fh)?;
+        }
+        Ok(())
+    };
     if !job.rw.is_random() {
         for i in 0..nfiles {
             let p = path_of(i);
@@ -498,7 +515,7 @@ fn run_thread(
                 let step = if job.rw.is_read() {
                     backend::read_full_at(fs, fh, &mut buf[..n], off).map(drop)
                 } else {
-                    backend::write_all_at(fs, fh, &buf[..n], off)
+                    backend::write_all_at(fs, fh, &buf[..n], off).and_then(|()| after_write(fh))
                 };
                 if let Err(e) = step {
                     res = Err(e);
@@ -553,6 +570,7 @@ fn run_thread(
                 } else {
                     let fh = cache.get(file, &p, opts_w, true)?;
                     backend::write_all_at(fs, fh, &buf[..n], off).ctx("writing", &p)?;
+                    after_write(fh).ctx("fsyncing", &p)?;
                 }
                 r.bytes += n as u64;
                 r.ops += 1;
@@ -816,6 +834,7 @@ pub fn print_text(r: &MixReport, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn seed_mix_is_the_six_jobs() {
@@ -867,5 +886,94 @@ numjobs=2
         assert!(e.to_string().contains("unsupported option"), "{e}");
         let e = parse_job_file("[a]\nrw=read\n", "x.fio").expect_err("no size");
         assert!(e.to_string().starts_with("x.fio:1:"), "{e}");
+    }
+
+    /// A local directory that counts fsyncs.
+    struct CountingFs {
+        posix: backend::PosixFs,
+        fsyncs: std::sync::atomic::AtomicU64,
+    }
+
+    impl FileSystem for CountingFs {
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+        fn create(&self, path: &Path, opts: OpenOptions) -> io::Result<FileHandle> {
+            self.posix.create(path, opts)
+        }
+        fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<FileHandle> {
+            self.posix.open(path, opts)
+        }
+        fn pwrite(&self, fh: FileHandle, buf: &[u8], offset: u64) -> io::Result<usize> {
+            self.posix.pwrite(fh, buf, offset)
+        }
+        fn pread(&self, fh: FileHandle, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.posix.pread(fh, buf, offset)
+        }
+        fn fsync(&self, fh: FileHandle) -> io::Result<()> {
+            self.fsyncs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.posix.fsync(fh)
+        }
+        fn close(&self, fh: FileHandle) -> io::Result<()> {
+            self.posix.close(fh)
+        }
+        fn fstat(&self, fh: FileHandle) -> io::Result<backend::FileStat> {
+            self.posix.fstat(fh)
+        }
+        fn stat(&self, path: &Path) -> io::Result<backend::FileStat> {
+            self.posix.stat(path)
+        }
+        fn unlink(&self, path: &Path) -> io::Result<()> {
+            self.posix.unlink(path)
+        }
+        fn mkdir(&self, path: &Path, mode: u32) -> io::Result<()> {
+            self.posix.mkdir(path, mode)
+        }
+        fn rmdir(&self, path: &Path) -> io::Result<()> {
+            self.posix.rmdir(path)
+        }
+        fn readdir(
+            &self,
+            path: &Path,
+            visit: &mut dyn FnMut(backend::DirEntry) -> std::ops::ControlFlow<()>,
+        ) -> io::Result<()> {
+            self.posix.readdir(path, visit)
+        }
+        fn statfs(&self, path: &Path) -> io::Result<backend::FsStat> {
+            self.posix.statfs(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.posix.rename(from, to)
+        }
+    }
+
+    #[test]
+    fn fsync_every_n_writes() {
+        let jobs = parse_job_file(
+            "[seq]\nrw=write\nbs=4k\nfilesize=16k\nnrfiles=3\nfsync=2\n\
+             [rand]\nrw=randwrite\nbs=4k\nfilesize=8k\nnrfiles=5\nfsync=1\n",
+            "sync.fio",
+        )
+        .expect("parse");
+        assert_eq!((jobs[0].fsync, jobs[1].fsync), (2, 1));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = Arc::new(CountingFs {
+            posix: backend::PosixFs::new(),
+            fsyncs: Default::default(),
+        });
+        let world = crate::rank::World::single();
+        let env = RunEnv::quiet(fs.clone(), &world);
+        let opts = MixOptions {
+            keep: false,
+            seed: 1,
+        };
+        let r = run(&env, dir.path(), &jobs, &opts)
+            .expect("mix")
+            .expect("report");
+        assert_eq!(r.jobs[0].ops, 12);
+        assert_eq!(r.jobs[1].ops, 10);
+        // 12 writes, one fsync per 2; 10 writes, one fsync each.
+        assert_eq!(fs.fsyncs.load(std::sync::atomic::Ordering::Relaxed), 6 + 10);
     }
 }

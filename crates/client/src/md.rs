@@ -28,7 +28,7 @@ impl Client {
     }
 
     pub(crate) async fn md_call(&self, mdt: u32, req: Request) -> Result<Reply, Errno> {
-        if crate::replay::is_replayable(&req) {
+        if crate::replay::is_replayable(&req) && self.tunables.replay_tracking() {
             return self.md_call_tracked(mdt, req).await;
         }
         let imp = self.mdc(mdt)?;

@@ -31,6 +31,12 @@ pub const DEFAULT_RESEND_COUNT: u64 = 10;
 /// when a writer closes it, so a file is protected once written (beyond Lustre, whose EC
 /// leaves parity stale until `lfs mirror resync`; 0 gives Lustre's behaviour).
 pub const DEFAULT_EC_PARITY_ON_CLOSE: u64 = 1;
+/// Default `mdc.*.replay_tracking`: on. Every modifying metadata request carries this
+/// mount's identity and a request number and is kept until its MDT commits it, so an MDT
+/// crash loses nothing this client was told (Lustre always does this). 0 sends them
+/// untracked: nothing is kept or replayed, and a resend may run twice. It exists to
+/// measure what recovery costs (`nacre bench recovery`).
+pub const DEFAULT_REPLAY_TRACKING: u64 = 1;
 
 /// How a write reaches a mirrored (FLR) file, `llite.*.mirror_write_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +83,7 @@ pub struct Tunables {
     /// Index in [`MirrorWriteMode::ALL`].
     mirror_write_mode: AtomicU64,
     ec_parity_on_close: AtomicU64,
+    replay_tracking: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -94,6 +101,7 @@ impl Default for Tunables {
             resend_count: AtomicU64::new(DEFAULT_RESEND_COUNT),
             mirror_write_mode: AtomicU64::new(DEFAULT_MIRROR_WRITE_MODE),
             ec_parity_on_close: AtomicU64::new(DEFAULT_EC_PARITY_ON_CLOSE),
+            replay_tracking: AtomicU64::new(DEFAULT_REPLAY_TRACKING),
         }
     }
 }
@@ -182,6 +190,12 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 0,
         max: 1,
     },
+    TunableDef {
+        class: "mdc",
+        name: "replay_tracking",
+        min: 0,
+        max: 1,
+    },
 ];
 
 impl Tunables {
@@ -199,6 +213,7 @@ impl Tunables {
             ("osc", "resend_count") => &self.resend_count,
             ("llite", "mirror_write_mode") => &self.mirror_write_mode,
             ("llite", "ec_parity_on_close") => &self.ec_parity_on_close,
+            ("mdc", "replay_tracking") => &self.replay_tracking,
             _ => return None,
         })
     }
@@ -339,6 +354,12 @@ impl Tunables {
     /// Whether a writer's close recomputes an erasure-coded file's parity.
     pub fn ec_parity_on_close(&self) -> bool {
         self.ec_parity_on_close.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether modifying metadata requests are tracked for replay
+    /// ([`DEFAULT_REPLAY_TRACKING`]).
+    pub fn replay_tracking(&self) -> bool {
+        self.replay_tracking.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -139,6 +139,12 @@ enum BenchCmd {
     /// for namespace, layout and both, coupled against decoupled, over 1, 2 and 4 OSTs,
     /// with what every target served meanwhile
     Lfsck(cmd::bench_lfsck::LfsckBenchArgs),
+    /// What the MDT's permission checks cost: mdtest create, stat and remove through the
+    /// mount, as root and as an unprivileged user, checks on and off
+    Checks(cmd::bench_checks::ChecksBenchArgs),
+    /// What recovery costs: mdtest and IOR with replay tracking on and off, and fsync per
+    /// file against a local file system
+    Recovery(cmd::bench_recovery::RecoveryBenchArgs),
     /// Small-file I/O with Data-on-MDT, one OST stripe and every OST, side by side
     #[command(
         long_about = "Runs the small-file cases of the Data-on-MDT talk: IOR with 8 KiB and 64 KiB \
@@ -365,6 +371,18 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             init_logging(false);
             cmd::bench_lfsck::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Checks(a),
+        } => {
+            init_logging(false);
+            cmd::bench_checks::run(a)
+        }
+        Command::Bench {
+            cmd: BenchCmd::Recovery(a),
+        } => {
+            init_logging(false);
+            cmd::bench_recovery::run(a)
         }
         Command::Paf(a) => {
             init_logging(false);

@@ -65,11 +65,9 @@ impl ClientParams {
             }
         }
         for i in 0..self.client.mdt_count() {
-            v.push((
-                format!("mdc.{fs}-MDT{i:04x}-mdc-{}.max_rpcs_in_flight", self.sb),
-                "mdc",
-                "max_rpcs_in_flight",
-            ));
+            for p in ["max_rpcs_in_flight", "replay_tracking"] {
+                v.push((format!("mdc.{fs}-MDT{i:04x}-mdc-{}.{p}", self.sb), "mdc", p));
+            }
         }
         for p in [
             "max_read_ahead_mb",

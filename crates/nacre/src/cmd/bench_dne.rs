@@ -90,7 +90,7 @@ pub struct DneRow {
     pub max_deviation_pct: f64,
 }
 
-fn phase_rate(r: &mdtest::MdtestReport, name: &str) -> f64 {
+pub(super) fn phase_rate(r: &mdtest::MdtestReport, name: &str) -> f64 {
     let Some(i) = PHASES.iter().position(|p| *p == name) else {
         return 0.0;
     };
@@ -157,7 +157,7 @@ async fn settle(c: &Client) {
     }
 }
 
-fn mdtest_cfg(dir: &str, items: u64, tasks: usize, unique: bool) -> MdtestConfig {
+pub(super) fn mdtest_cfg(dir: &str, items: u64, tasks: usize, unique: bool) -> MdtestConfig {
     MdtestConfig {
         dir: PathBuf::from(dir),
         items: Some(items),

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Name and attribute cache time of a bench's mount, as `nacre up`'s default.
+pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(1);
+
 pub struct BenchFs {
     pub rt: tokio::runtime::Runtime,
     pub cluster: LocalCluster,
@@ -28,6 +31,18 @@ impl BenchFs {
     /// Formats `fsname` (1 MDT, `osts` OSTs) under `workdir` (or a new temporary
     /// directory named after `bench`), starts it and mounts it.
     pub fn up(bench: &str, fsname: &str, osts: u32, workdir: Option<&Path>) -> Result<BenchFs> {
+        Self::up_with(bench, fsname, osts, workdir, DEFAULT_ATTR_TIMEOUT)
+    }
+
+    /// As [`BenchFs::up`], with the kernel caching names and attributes `attr_timeout`
+    /// (zero: every lookup and stat reaches the MDT).
+    pub fn up_with(
+        bench: &str,
+        fsname: &str,
+        osts: u32,
+        workdir: Option<&Path>,
+        attr_timeout: Duration,
+    ) -> Result<BenchFs> {
         let (work, tmp) = match workdir {
             Some(w) => (w.to_path_buf(), None),
             None => {
@@ -51,7 +66,7 @@ impl BenchFs {
             client.clone(),
             &mnt,
             &cluster.spec(),
-            Duration::from_secs(1),
+            attr_timeout,
             Vec::new(),
             crate::lfsck_ctl::LocalLfsck::default(),
         )?;

@@ -1,11 +1,14 @@
 //! The commands of the `nacre` binary.
 
+pub mod bench_checks;
 pub mod bench_checksums;
+pub mod bench_cost;
 pub mod bench_dne;
 pub mod bench_dom;
 pub mod bench_fs;
 pub mod bench_lfsck;
 pub mod bench_protection;
+pub mod bench_recovery;
 pub mod cluster;
 pub mod darshan_age;
 pub mod lctl;

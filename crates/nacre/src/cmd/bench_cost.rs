@@ -1,0 +1,146 @@
+//! What a feature costs, measured the one way that survives a noisy machine: the same
+//! workload with the feature on and off, the two alternating run by run (on first in even
+//! runs, off first in odd ones), so drift in the machine's speed falls on both alike, and
+//! the means side by side as a ratio. `nacre bench checks` and `nacre bench recovery`
+//! use it.
+
+use super::bench_dne::{mdtest_cfg, phase_rate};
+use anyhow::{Context, Result};
+use nacre_bench::env::RunEnv;
+use nacre_bench::mdtest;
+use serde::Serialize;
+use std::path::Path;
+
+/// mdtest's file phases, as its report names them, and as the tables show them.
+pub const MDTEST_PHASES: [(&str, &str); 3] = [
+    ("File creation", "create"),
+    ("File stat", "stat"),
+    ("File removal", "remove"),
+];
+
+/// One measured rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// What ran: a workload, or who ran it.
+    pub case: String,
+    /// The feature on or off.
+    pub on: bool,
+    /// The operation (create, stat, write, ...).
+    pub op: String,
+    pub rep: u32,
+    /// Operations (or MiB) per second.
+    pub rate: f64,
+}
+
+/// The settings of run `rep`, in the order they run.
+pub fn order(rep: u32) -> [bool; 2] {
+    if rep.is_multiple_of(2) {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
+/// The mean rate of `case`/`op` with the feature `on`, if it was measured.
+pub fn mean(cells: &[Cell], case: &str, op: &str, on: bool) -> Option<f64> {
+    let v: Vec<f64> = cells
+        .iter()
+        .filter(|c| c.case == case && c.op == op && c.on == on)
+        .map(|c| c.rate)
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// `on / off` of `case`/`op`, if both were measured and off is not zero.
+pub fn ratio(cells: &[Cell], case: &str, op: &str) -> Option<f64> {
+    match (mean(cells, case, op, true), mean(cells, case, op, false)) {
+        (Some(on), Some(off)) if off > 0.0 => Some(on / off),
+        _ => None,
+    }
+}
+
+/// Prints one line per case and operation: the means with the feature on and off and
+/// their ratio, beside `goal` (the lowest acceptable on/off) when there is one.
+pub fn print_table(cells: &[Cell], cases: &[String], ops: &[&str], unit: &str, goal: Option<f64>) {
+    println!(
+        "{:<10} {:<8} {:>14} {:>14} {:>8}  {}",
+        "case",
+        "op",
+        format!("on {unit}"),
+        format!("off {unit}"),
+        "on/off",
+        if goal.is_some() { "goal" } else { "" }
+    );
+    for case in cases {
+        for op in ops {
+            let (Some(on), Some(off)) = (mean(cells, case, op, true), mean(cells, case, op, false))
+            else {
+                continue;
+            };
+            let r = ratio(cells, case, op);
+            let verdict = match (goal, r) {
+                (Some(g), Some(r)) if r >= g => format!(">= {g:.2}x: met"),
+                (Some(g), Some(_)) => format!(">= {g:.2}x: NOT met"),
+                _ => String::new(),
+            };
+            println!(
+                "{case:<10} {op:<8} {on:>14.1} {off:>14.1} {:>8}  {verdict}",
+                r.map_or("-".into(), |r| format!("{r:.3}x"))
+            );
+        }
+    }
+}
+
+/// mdtest's file create, stat and remove rates for `files` files over `tasks` tasks, a
+/// directory per task, under `dir` (which must exist); in [`MDTEST_PHASES`] order.
+pub fn mdtest_rates(
+    env: &RunEnv<'_>,
+    dir: &Path,
+    files: u64,
+    tasks: usize,
+) -> Result<Vec<(&'static str, f64)>> {
+    let cfg = mdtest_cfg(
+        &dir.to_string_lossy(),
+        (files / tasks.max(1) as u64).max(1),
+        tasks,
+        true,
+    );
+    let r = mdtest::run(env, &cfg)
+        .with_context(|| format!("mdtest in {}", dir.display()))?
+        .context("mdtest gave no report")?;
+    Ok(MDTEST_PHASES
+        .iter()
+        .map(|(phase, op)| (*op, phase_rate(&r, phase)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(case: &str, on: bool, rate: f64) -> Cell {
+        Cell {
+            case: case.into(),
+            on,
+            op: "create".into(),
+            rep: 0,
+            rate,
+        }
+    }
+
+    #[test]
+    fn alternates_and_averages() {
+        assert_eq!(order(0), [true, false]);
+        assert_eq!(order(1), [false, true]);
+        let cells = [
+            cell("a", true, 90.0),
+            cell("a", true, 110.0),
+            cell("a", false, 200.0),
+            cell("b", false, 1.0),
+        ];
+        assert_eq!(mean(&cells, "a", "create", true), Some(100.0));
+        assert_eq!(ratio(&cells, "a", "create"), Some(0.5));
+        assert_eq!(ratio(&cells, "b", "create"), None);
+        assert_eq!(mean(&cells, "a", "stat", true), None);
+    }
+}

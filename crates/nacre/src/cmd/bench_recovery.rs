@@ -1,0 +1,276 @@
+//! `nacre bench recovery`: what "acknowledged means kept" costs.
+//!
+//! Replay recovery has every modifying metadata request carry the client's identity and
+//! a request number, the MDT keep its answer (reply data, for resends) and the client keep
+//! the request until its MDT commits it. `mdc.*.replay_tracking=0` sends them untracked,
+//! so the two can be compared: mdtest's file create, stat and remove rates and a
+//! streaming IOR through the mount, tracking on and off, alternating run by run.
+//!
+//! Durability on demand: a small-file workload that fsyncs every file (fio's `fsync=1`:
+//! each file written in one write, then fsynced, by several threads at once), through the
+//! mount against a local directory (ext4 here: the file system the targets themselves are
+//! on), files per second side by side. On nacre each fsync makes the file's OST objects
+//! and its MDT's journal durable, sharing a synced journal write with the callers beside
+//! it.
+
+use super::bench_checksums::write_then_read;
+use super::bench_cost::{self, Cell, MDTEST_PHASES};
+use super::bench_fs::BenchFs;
+use anyhow::{Context, Result, bail};
+use nacre_bench::env::RunEnv;
+use nacre_bench::ior::IorConfig;
+use nacre_bench::mix::{self, MixJob, MixOptions, Popularity, Rw};
+use nacre_bench::rank::World;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The goal for tracking: at most 5% of the create rate.
+const TRACKING_GOAL: f64 = 0.95;
+/// The goal for fsync per file: at least half the local file system's rate.
+const FSYNC_GOAL: f64 = 0.5;
+/// ext4's (and ext2/3's) `f_type`.
+const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+
+/// Recovery tracking on and off; fsync per file against a local file system.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_long_help = "Example:\n  nacre bench recovery --files 8000 --reps 5 --sync-files 2000 --json recovery.json"
+)]
+pub struct RecoveryBenchArgs {
+    /// Files per mdtest run, over all tasks (mdtest -F -u -n FILES/TASKS)
+    #[arg(long, default_value_t = 4000)]
+    pub files: u64,
+    /// Tasks (threads) of mdtest, IOR and the fsync workload
+    #[arg(long, default_value_t = 4)]
+    pub tasks: usize,
+    /// Runs of each case (the settings alternate)
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Bytes each IOR task writes, then reads (IOR -b); 0 leaves IOR out
+    #[arg(long, default_value = "128m")]
+    pub ior_size: String,
+    /// Bytes per IOR call (IOR -t)
+    #[arg(long, default_value = "1m")]
+    pub xfer: String,
+    /// Files of the fsync-per-file workload, over all tasks; 0 leaves it out
+    #[arg(long, default_value_t = 1000)]
+    pub sync_files: u64,
+    /// Size of each of those files (one write, then fsync)
+    #[arg(long, default_value = "16k")]
+    pub sync_size: String,
+    /// The local directory the fsync workload is compared with (default: one beside
+    /// the file system's targets, so on the same disk)
+    #[arg(long)]
+    pub local: Option<PathBuf>,
+    /// Where the file system is made (a new temporary directory by default)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// Write every figure as JSON here
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The mount's client records every modifying request for replay, or none.
+fn set_tracking(fs: &BenchFs, on: bool) -> Result<()> {
+    fs.client
+        .tunables
+        .set("mdc", "replay_tracking", u64::from(on))
+        .map_err(anyhow::Error::msg)
+}
+
+/// The type of the file system holding `p`, as `statfs` names it.
+fn fs_type(p: &Path) -> Result<i64> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a valid C string and a zeroed statfs for the call to fill.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statfs {}", p.display()));
+    }
+    Ok(s.f_type as i64)
+}
+
+/// The fsync-per-file job: `files` files of `size` bytes over `tasks` threads, each
+/// written in one call and fsynced.
+fn fsync_job(files: u64, size: u64, tasks: usize) -> MixJob {
+    MixJob {
+        name: "fsync-per-file".into(),
+        rw: Rw::Write,
+        bs: size,
+        file_size: size,
+        nrfiles: files,
+        popularity: Popularity::Uniform,
+        threads: tasks,
+        direct: false,
+        fsync: 1,
+    }
+}
+
+/// Files per second of one fsync-per-file run in `dir` (made and removed here).
+fn fsync_rate(env: &RunEnv<'_>, dir: &Path, job: &MixJob, seed: u64) -> Result<f64> {
+    std::fs::create_dir_all(dir).with_context(|| format!("mkdir {}", dir.display()))?;
+    let opts = MixOptions { keep: false, seed };
+    let r = mix::run(env, dir, std::slice::from_ref(job), &opts)
+        .with_context(|| format!("fsync-per-file in {}", dir.display()))?
+        .context("the workload gave no report")?;
+    std::fs::remove_dir_all(dir).with_context(|| format!("rm -r {}", dir.display()))?;
+    let j = r.jobs.first().context("no job result")?;
+    Ok(if j.secs > 0.0 {
+        j.files as f64 / j.secs
+    } else {
+        0.0
+    })
+}
+
+pub fn run(a: RecoveryBenchArgs) -> Result<()> {
+    let ior_size = nacre_core::size::parse_size(&a.ior_size)
+        .map_err(|e| anyhow::anyhow!("--ior-size: {e}"))?;
+    let xfer = nacre_core::size::parse_size(&a.xfer).map_err(|e| anyhow::anyhow!("--xfer: {e}"))?;
+    let sync_size = nacre_core::size::parse_size(&a.sync_size)
+        .map_err(|e| anyhow::anyhow!("--sync-size: {e}"))?;
+    if xfer == 0 || ior_size % xfer != 0 {
+        bail!("--ior-size must be a multiple of a non-zero --xfer");
+    }
+    if a.files == 0 || a.tasks == 0 || a.reps == 0 || sync_size == 0 {
+        bail!("--files, --tasks, --reps and --sync-size must be at least 1");
+    }
+    let fs = BenchFs::up("recovery", "rcvbench", 4, a.workdir.as_deref())?;
+    let local = match &a.local {
+        Some(l) => l.clone(),
+        None => fs
+            .dir
+            .parent()
+            .context("the file system's directory has no parent")?
+            .join("local"),
+    };
+    let world = World::single();
+    let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
+    let job = fsync_job(a.sync_files, sync_size, a.tasks);
+    let mut cells = Vec::new();
+    let mut local_type = None;
+    let res = (|| -> Result<()> {
+        std::fs::create_dir_all(&local).with_context(|| format!("mkdir {}", local.display()))?;
+        local_type = Some(fs_type(&local)?);
+        for rep in 0..a.reps {
+            for on in bench_cost::order(rep) {
+                set_tracking(&fs, on)?;
+                let setting = if on { "on" } else { "off" };
+                let d = fs.mnt.join(format!("r{rep}-{setting}"));
+                std::fs::create_dir(&d).with_context(|| format!("mkdir {}", d.display()))?;
+                let mut push = |case: &str, op: &str, rate: f64| {
+                    eprintln!("run {rep}: {case} {op} tracking {setting}: {rate:.1}");
+                    cells.push(Cell {
+                        case: case.into(),
+                        on,
+                        op: op.into(),
+                        rep,
+                        rate,
+                    });
+                };
+                for (op, rate) in bench_cost::mdtest_rates(&env, &d, a.files, a.tasks)? {
+                    push("mdtest", op, rate);
+                }
+                if ior_size > 0 {
+                    let cfg = IorConfig {
+                        test_file: d.join("ior"),
+                        file_per_proc: true,
+                        xfer,
+                        block: ior_size,
+                        fsync: true,
+                        tasks: Some(a.tasks),
+                        command_line: format!(
+                            "ior -F -e -t {} -b {} -N {} (replay tracking {setting})",
+                            a.xfer, a.ior_size, a.tasks
+                        ),
+                        ..IorConfig::default()
+                    };
+                    let (w, r) = write_then_read(&env, cfg)?;
+                    push("ior", "write", w);
+                    push("ior", "read", r);
+                }
+                std::fs::remove_dir_all(&d).with_context(|| format!("rm -r {}", d.display()))?;
+            }
+            if a.sync_files > 0 {
+                // "on" is nacre, "off" the local file system; they alternate too.
+                set_tracking(&fs, true)?;
+                for on in bench_cost::order(rep) {
+                    let dir = if on {
+                        fs.mnt.join(format!("sync-{rep}"))
+                    } else {
+                        local.join(format!("sync-{rep}"))
+                    };
+                    let rate = fsync_rate(&env, &dir, &job, u64::from(rep) + 1)?;
+                    eprintln!(
+                        "run {rep}: fsync per file on {}: {rate:.1} files/s",
+                        if on { "nacre" } else { "local" }
+                    );
+                    cells.push(Cell {
+                        case: "fsync".into(),
+                        on,
+                        op: "files".into(),
+                        rep,
+                        rate,
+                    });
+                }
+            }
+        }
+        Ok(())
+    })();
+    drop(env);
+    fs.down();
+    if a.local.is_none() {
+        let _ = std::fs::remove_dir_all(&local);
+    }
+    res?;
+    print_tables(&a, &cells, &local, local_type);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&cells)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type: Option<i64>) {
+    println!(
+        "Replay tracking (mdc.*.replay_tracking) on against off through the mount, {} run(s) \
+         each: mdtest -F -u -n {} ({} tasks); IOR -F -e -t {} -b {} (MiB/s)",
+        a.reps,
+        a.files / a.tasks as u64,
+        a.tasks,
+        a.xfer,
+        a.ior_size
+    );
+    let ops: Vec<&str> = MDTEST_PHASES.iter().map(|(_, op)| *op).collect();
+    bench_cost::print_table(
+        cells,
+        &["mdtest".into()],
+        &ops,
+        "ops/s",
+        Some(TRACKING_GOAL),
+    );
+    bench_cost::print_table(cells, &["ior".into()], &["write", "read"], "MiB/s", None);
+    if a.sync_files == 0 {
+        return;
+    }
+    let kind = match local_type {
+        Some(EXT4_SUPER_MAGIC) => "ext4".to_string(),
+        Some(t) => format!("f_type {t:#x}, not ext4"),
+        None => "unknown".into(),
+    };
+    println!();
+    println!(
+        "fsync per file ({} files of {}, one write and an fsync each, {} threads): nacre \
+         (\"on\") against local {} ({kind}) (\"off\")",
+        a.sync_files,
+        a.sync_size,
+        a.tasks,
+        local.display()
+    );
+    bench_cost::print_table(
+        cells,
+        &["fsync".into()],
+        &["files"],
+        "files/s",
+        Some(FSYNC_GOAL),
+    );
+}
