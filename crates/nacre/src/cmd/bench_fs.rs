@@ -53,7 +53,7 @@ impl BenchFs {
             &cluster.spec(),
             Duration::from_secs(1),
             Vec::new(),
-            crate::lfsck_ctl::LocalLfsck::default(),
+            super::mount::LocalServed::default(),
         )?;
         Ok(BenchFs {
             rt,

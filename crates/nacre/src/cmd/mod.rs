@@ -8,6 +8,7 @@ pub mod bench_lfsck;
 pub mod bench_protection;
 pub mod cluster;
 pub mod darshan_age;
+pub mod inject;
 pub mod lctl;
 pub mod lfs;
 pub mod lfs_dne;
