@@ -114,6 +114,7 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     },
     /// Fault injection on a live file system: LFSCK's inconsistency classes and the fault
     /// models a-DevFail, c-Network (`nacre inject --help`)
+    #[command(long_about = cmd::inject::LONG_ABOUT, after_help = cmd::inject::EXAMPLES)]
     Inject(cmd::inject::InjectArgs),
     /// Check the namespace across MDTs of a stopped file system (dangling names, orphans,
     /// link counts, unfinished distributed operations)

@@ -23,9 +23,19 @@ const INVENTED_OID_BITS: u32 = 0x00ff_0000;
 /// How much the link count `change-nlink` sets is off by.
 const NLINK_OFF_BY: u32 = 6;
 
-const EXAMPLES: &str = "\
+/// What `nacre inject --help` says first.
+pub const LONG_ABOUT: &str = "Breaks, on purpose, what LFSCK and nacre's fault handling are there for, on a \
+running file system (`nacre up` or `nacre serve` processes on this node): CLASS on COUNT files under PATH (the \
+first COUNT in path order, or COUNT at random with --seed), or a fault model on the targets of --target. Every \
+item broken is printed with its path and FID, and a dry run (`nacre lctl lfsck_start -n`) then counts exactly \
+that many.\n\n\
+PATH is a directory on a nacre mount of this node; the targets to act on must be served by a process on this \
+node (all of them with `nacre up`).";
+
+/// The examples and the list of classes, after the options.
+pub const EXAMPLES: &str = "\
 Examples (on a `nacre up /tmp/fs --mount /mnt/nacre` file system):
-  nacre inject remove-ost-object /mnt/nacre/data -n 10       # the first 10 files' stripe 0 objects
+  nacre inject corrupt-filter-fid /mnt/nacre/data -n 10      # the first 10 files' stripe 0 objects
   nacre inject corrupt-linkea /mnt/nacre/data -n 5 --seed 7  # 5 files chosen at random, repeatably
   nacre lctl lfsck_start -n -t all && nacre lctl lfsck_query -w  # a dry run counts exactly those
   nacre lctl lfsck_start -t all -c -o                             # repair; a second run finds 0
@@ -36,8 +46,8 @@ Examples (on a `nacre up /tmp/fs --mount /mnt/nacre` file system):
 
 Classes (what a dry run of `lctl lfsck_start` counts for each):
   layout (lfsck_layout):
-    remove-ost-object    stripe 0 object removed                      dangling
-    truncate-ost-object  stripe 0 object emptied, size says data      dangling
+    remove-ost-object    stripe 0 object removed                      dangling (1)
+    truncate-ost-object  stripe 0 object emptied, size says data      dangling (1)
     corrupt-filter-fid   stripe 0 object's filter fid names nothing   unmatched_pair
     share-object         2nd file of a pair holds the 1st's object    multiple_referenced
     detach-ost-object    layout names an object never created         orphan (put back)
@@ -59,7 +69,8 @@ Classes (what a dry run of `lctl lfsck_start` counts for each):
 Fault models (the PFault table), on --target MGS, MDTxxxx, OSTxxxx (comma list):
     a-DevFail            the target's storage fails: every request EIO (`health_check`)
     c-Network            the target's replies are dropped: clients time out
-  Both stay until `--clear`. b-Inconsist is every class above.";
+  Both stay until `--clear`. b-Inconsist is every class above.
+(1) counted once the MDT has recorded the file's exact size (Lazy Size-on-MDT).";
 
 /// What `nacre inject` breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -106,17 +117,8 @@ impl Class {
     }
 }
 
+/// `nacre inject`'s arguments (its help: [`LONG_ABOUT`], [`EXAMPLES`]).
 #[derive(clap::Args, Debug)]
-#[command(
-    about = "Fault injection on a live file system: LFSCK's inconsistency classes and the PFault fault models",
-    long_about = "Breaks, on purpose, what LFSCK and nacre's fault handling are there for, on a running file \
-system (`nacre up` or `nacre serve` processes on this node): CLASS on COUNT files under PATH (the first COUNT \
-in path order, or COUNT at random with --seed), or a fault model on the targets of --target. Every item broken \
-is printed with its path and FID, and a dry run (`nacre lctl lfsck_start -n`) then counts exactly that many.\n\n\
-PATH is a directory on a nacre mount of this node; the targets to act on must be served by a process on this \
-node (all of them with `nacre up`).",
-    after_help = EXAMPLES
-)]
 pub struct InjectArgs {
     /// What to break (see the list below)
     #[arg(value_enum)]
