@@ -51,7 +51,7 @@ Classes (what a dry run of `lctl lfsck_start` counts for each):
     corrupt-filter-fid   stripe 0 object's filter fid names nothing   unmatched_pair
     share-object         2nd file of a pair holds the 1st's object    multiple_referenced
     detach-ost-object    layout names an object never created         orphan (put back)
-    orphan-ost-object    a new object for a file that does not exist  orphan (-o: lost+found)
+    orphan-ost-object    a new object for a file that does not exist  orphan (2)
     rewind-last-id       LAST_ID of each sequence of --target set to 1  others
   namespace (lfsck_namespace):
     delete-dirent        a file's name removed                        lost_dirent
@@ -70,7 +70,10 @@ Fault models (the PFault table), on --target MGS, MDTxxxx, OSTxxxx (comma list):
     a-DevFail            the target's storage fails: every request EIO (`health_check`)
     c-Network            the target's replies are dropped: clients time out
   Both stay until `--clear`. b-Inconsist is every class above.
-(1) counted once the MDT has recorded the file's exact size (Lazy Size-on-MDT).";
+(1) counted once the MDT has recorded the file's exact size (Lazy Size-on-MDT).
+(2) counted by a run with -o (`lfsck_start -n -o`), which puts it in lost+found.
+Classes meet: a file whose OI entry is dropped has its objects counted as orphans by a
+layout run with -o until the OI scrub puts the entry back; repair one class before the next.";
 
 /// What `nacre inject` breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -534,7 +537,12 @@ fn run_on_targets(a: &InjectArgs, procs: &[MountEntry]) -> Result<i32> {
     for t in &targets {
         for it in send(procs, t, &op)? {
             let fid = it.fid.map(|f| format!(" {f}")).unwrap_or_default();
-            println!("{}: {t}:{fid} {} ({})", a.class.name(), it.what, it.detail);
+            let detail = if it.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", it.detail)
+            };
+            println!("{}: {t}:{fid} {}{detail}", a.class.name(), it.what);
         }
     }
     Ok(0)
