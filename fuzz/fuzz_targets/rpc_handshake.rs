@@ -18,6 +18,7 @@ fn config() -> &'static ServerConfig {
         key: Key::from_bytes([7; 32]),
         memory: MemoryBudget::new(1 << 30),
         stats: Arc::new(Default::default()),
+        net: Arc::new(Default::default()),
     })
 }
 

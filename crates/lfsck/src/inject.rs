@@ -37,6 +37,7 @@
 //! | function | leaves | LFSCK counts |
 //! | --- | --- | --- |
 //! | [`remove_ost_object`] | a layout referencing an object whose data is gone | `dangling` (recreated empty with `-c`) |
+//! | [`truncate_ost_object`] | an object emptied although its file's size says it holds data | `dangling` |
 //! | [`corrupt_filter_fid`] | an object whose filter fid names a file that does not exist | `unmatched_pair` |
 //! | [`share_object`] | two files whose layouts hold the same object | `multiple_referenced` |
 //! | [`detach_object`] | a file whose layout lost one object (its slot names one never created) | `orphan` (put back) |
@@ -501,6 +502,14 @@ async fn set_stripe(mdt: &Mdt, fid: Fid, stripe: u32, so: StripeObject) -> Resul
 pub fn remove_ost_object(ost: &ObjStore, obj: Fid) -> Result<Injected, Errno> {
     ost.destroy(&obj)?;
     Ok(hit("OST object removed", obj, None))
+}
+
+/// Truncates OST object `obj` (on `ost`) to nothing, keeping the object and its filter
+/// fid: the data a file's exact size says it holds is gone.
+pub fn truncate_ost_object(ost: &ObjStore, obj: Fid) -> Result<Injected, Errno> {
+    ost.probe(&obj)?.0.ok_or(Errno::ENOENT)?;
+    ost.punch(&obj, 0).map_err(Errno::from)?;
+    Ok(hit("OST object truncated", obj, None))
 }
 
 /// Points the filter fid of OST object `obj` at a file that does not exist (a FID of the

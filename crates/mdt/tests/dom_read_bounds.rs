@@ -81,6 +81,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
             key: key.clone(),
             memory: memory.clone(),
             stats: Default::default(),
+            net: Default::default(),
         })
     };
     let (_sd, sd_rx) = watch::channel(false);

@@ -39,6 +39,8 @@ pub struct Mgs {
     path: PathBuf,
     state: Mutex<State>,
     changed: watch::Sender<FsConfig>,
+    /// The a-DevFail fault (`nacre inject a-DevFail --target MGS`): every request EIO.
+    device_failed: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -116,7 +118,24 @@ impl Mgs {
                 config,
             }),
             changed,
+            device_failed: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Injects (or clears) a device failure: while on, every request is answered EIO, as
+    /// a target whose storage failed answers. Returns whether it was on before.
+    pub fn set_device_failed(&self, on: bool) -> bool {
+        let was = self
+            .device_failed
+            .swap(on, std::sync::atomic::Ordering::AcqRel);
+        if was != on {
+            tracing::warn!(
+                target: "mgs",
+                "device failure {}",
+                if on { "injected: answering every request with EIO" } else { "cleared" }
+            );
+        }
+        was
     }
 
     pub fn config(&self) -> FsConfig {
@@ -258,6 +277,12 @@ impl Service for Mgs {
         req: Request,
         _bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
+        if self
+            .device_failed
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return Err(Errno::EIO);
+        }
         let reply = match req {
             Request::Ping => Reply::Pong {
                 target: "MGS".to_string(),

@@ -2,6 +2,7 @@
 //! with the client library and answers the tools' requests.
 
 use crate::ctl::{self, MAX_LINE, MountEntry};
+use crate::inject_ctl::{InjectOp, InjectedItem, LocalTargets};
 use crate::lfsck_ctl::LocalLfsck;
 use crate::params::{NodeParams, ParamValue};
 use anyhow::Result;
@@ -151,6 +152,11 @@ pub enum CtlRequest {
         device: Option<String>,
         types: u16,
     },
+    /// `nacre inject`: break `op` on `target` (`MGS`, `MDT0000`, `OST0001`), if served here.
+    Inject {
+        target: String,
+        op: InjectOp,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -199,6 +205,7 @@ pub enum CtlReply {
     LfsckQuery(QueryCounts),
     Resynced(nacre_client::mirror::ResyncOutcome),
     Verified(nacre_client::mirror::MirrorVerify),
+    Injected(Vec<InjectedItem>),
 }
 
 /// A directory entry as a tree walk sees it.
@@ -239,6 +246,8 @@ pub struct CtlServer {
     pub params: Arc<NodeParams>,
     /// Checkers of the targets this process serves.
     pub lfsck: LocalLfsck,
+    /// The targets this process serves, for `nacre inject`.
+    pub targets: LocalTargets,
 }
 
 /// Walks `rel` from the root, one lookup per component.
@@ -316,6 +325,13 @@ impl CtlServer {
             CtlRequest::LfsckQuery { device, types } => {
                 match self.lfsck.query(device.as_deref(), types).await {
                     Ok(q) => CtlReply::LfsckQuery(q),
+                    Err((e, m)) => CtlReply::err(e, m),
+                }
+            }
+            CtlRequest::Inject { target, op } => {
+                tracing::warn!("inject on {target}: {op:?}");
+                match self.targets.inject(&target, op).await {
+                    Ok(items) => CtlReply::Injected(items),
                     Err((e, m)) => CtlReply::err(e, m),
                 }
             }
@@ -568,7 +584,8 @@ impl CtlServer {
             | CtlRequest::SetParam { .. }
             | CtlRequest::LfsckStart { .. }
             | CtlRequest::LfsckStop { .. }
-            | CtlRequest::LfsckQuery { .. } => return Err(Errno::EPROTO),
+            | CtlRequest::LfsckQuery { .. }
+            | CtlRequest::Inject { .. } => return Err(Errno::EPROTO),
         })
     }
 

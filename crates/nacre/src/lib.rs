@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
+pub mod inject_ctl;
 pub mod lfsck_ctl;
 pub mod local;
 pub mod log;

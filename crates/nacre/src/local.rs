@@ -278,6 +278,11 @@ impl LocalCluster {
     }
 
     /// Stops the MGS alone (the targets keep serving what they were told).
+    /// The c-Network fault switch of the MGS, while it runs.
+    pub fn mgs_net(&self) -> Option<Arc<nacre_rpc::fault::NetFault>> {
+        self.mgs_served.as_ref().map(|s| s.net.clone())
+    }
+
     pub async fn stop_mgs(&mut self) {
         if let Some(s) = self.mgs_served.take() {
             s.stop().await;

@@ -112,6 +112,10 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fault injection on a live file system: LFSCK's inconsistency classes and the fault
+    /// models a-DevFail, c-Network (`nacre inject --help`)
+    #[command(long_about = cmd::inject::LONG_ABOUT, after_help = cmd::inject::EXAMPLES)]
+    Inject(cmd::inject::InjectArgs),
     /// Check the namespace across MDTs of a stopped file system (dangling names, orphans,
     /// link counts, unfinished distributed operations)
     Check {
@@ -415,6 +419,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Lfs { args } => {
             init_logging(false);
             let rc = cmd::lfs::run(&args)?;
+            if rc != 0 {
+                std::process::exit(rc.clamp(1, 255));
+            }
+            Ok(())
+        }
+        Command::Inject(a) => {
+            init_logging(false);
+            let rc = cmd::inject::run(&a)?;
             if rc != 0 {
                 std::process::exit(rc.clamp(1, 255));
             }

@@ -54,6 +54,8 @@ pub struct Served {
     pub stats: Arc<OpStats>,
     /// The checker of an MDT.
     pub lfsck: Option<Arc<MdtLfsck>>,
+    /// The c-Network fault switch of its request handling.
+    pub net: Arc<nacre_rpc::fault::NetFault>,
 }
 
 impl Served {
@@ -119,6 +121,7 @@ fn server_config(
         key: key.clone(),
         memory: tuning.memory.clone(),
         stats: Default::default(),
+        net: Default::default(),
     })
 }
 
@@ -137,6 +140,7 @@ pub async fn serve_mgs(
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, TargetName::mgs(), key, tuning);
     let stats = scfg.stats.clone();
+    let net = scfg.net.clone();
     let task = tokio::spawn(serve(listener, scfg, mgs.clone(), rx));
     Ok((
         mgs,
@@ -148,6 +152,7 @@ pub async fn serve_mgs(
             kind: Kind::Mgs,
             stats,
             lfsck: None,
+            net,
         },
     ))
 }
@@ -215,6 +220,7 @@ pub async fn serve_mdt(
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
+    let net = scfg.net.clone();
     let task = tokio::spawn(serve(listener, scfg, mdt.clone(), rx));
     Ok(Served {
         name,
@@ -224,6 +230,7 @@ pub async fn serve_mdt(
         kind: Kind::Mdt(mdt),
         stats,
         lfsck: Some(lfsck),
+        net,
     })
 }
 
@@ -265,6 +272,7 @@ pub async fn serve_ost(
     let (shutdown, rx) = watch::channel(false);
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
+    let net = scfg.net.clone();
     tokio::spawn(ost.clone().housekeeping(rx.clone()));
     let task = tokio::spawn(serve(listener, scfg, ost.clone(), rx));
     Ok(Served {
@@ -275,5 +283,6 @@ pub async fn serve_ost(
         kind: Kind::Ost(ost),
         stats,
         lfsck: None,
+        net,
     })
 }

@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 
 #[test]
 fn lfs_and_lctl_on_a_mount() {
@@ -355,4 +356,161 @@ fn frag_reports_extents_per_ost() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["unmapped_files"], 4, "{v}");
     assert!(v["per_ost"].as_array().is_some_and(|a| a.is_empty()), "{v}");
+}
+
+/// The value of `key` in `lctl get_param -n` output.
+fn counter(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+}
+
+/// Runs `lctl lfsck_start ARGS` and waits for the run's end; the record of `kind`.
+fn lfsck_run(args: &[&str], kind: &str) -> String {
+    let mut a = vec!["lctl", "lfsck_start"];
+    a.extend_from_slice(args);
+    ok(&a);
+    ok(&["lctl", "lfsck_query", "-w"]);
+    let text = ok(&["lctl", "get_param", "-n", &format!("mdd.*.lfsck_{kind}")]);
+    assert!(text.contains("status: completed\n"), "{text}");
+    text
+}
+
+/// How long sizes may take to settle on the MDT after the files are closed.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `nacre inject` on a `nacre up` file system, a class at a time: it breaks N files and
+/// names each, a dry run counts exactly N, a repair fixes N, a second run counts 0, and
+/// the files it did not touch keep their contents.
+#[test]
+fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
+    const N: usize = 3;
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "2"]);
+    // (class, component, dry-run counter, repair counter, repair options)
+    let cases: [(&str, &str, &str, &str, &[&str]); 6] = [
+        (
+            "detach-ost-object",
+            "layout",
+            "inconsistent_orphan",
+            "repaired_orphan",
+            &[],
+        ),
+        (
+            "corrupt-linkea",
+            "namespace",
+            "linkea_inconsistent",
+            "linkea_repaired",
+            &[],
+        ),
+        (
+            "corrupt-filter-fid",
+            "layout",
+            "inconsistent_unmatched_pair",
+            "repaired_unmatched_pair",
+            &[],
+        ),
+        (
+            "delete-dirent",
+            "namespace",
+            "lost_dirent_inconsistent",
+            "lost_dirent_repaired",
+            &[],
+        ),
+        (
+            "change-nlink",
+            "namespace",
+            "nlinks_inconsistent",
+            "nlinks_repaired",
+            &[],
+        ),
+        (
+            "flip-dirent-type",
+            "namespace",
+            "bad_file_type_inconsistent",
+            "bad_file_type_repaired",
+            &[],
+        ),
+    ];
+    let mut untouched = Vec::new();
+    for (class, ..) in &cases {
+        let d = fs.path(class);
+        std::fs::create_dir(&d).expect("mkdir");
+        for i in 0..10 {
+            let p = d.join(format!("f{i}"));
+            let data = format!("{class} {i} ").repeat(100 + i);
+            std::fs::write(&p, &data).expect("write");
+            untouched.push((p, data));
+        }
+    }
+    for (class, kind, dry_key, fix_key, fix_args) in cases {
+        let dir = fs.path(class);
+        let dir = dir.to_str().expect("utf8");
+        let n = N.to_string();
+        let started = std::time::Instant::now();
+        let out = loop {
+            let o = run(&["inject", class, dir, "-n", &n, "--seed", "7"]);
+            if o.status.success() {
+                break String::from_utf8_lossy(&o.stdout).into_owned();
+            }
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            // Sizes are not known to the MDT a moment after the close.
+            assert!(
+                err.contains(" fit ") && started.elapsed() < SETTLE,
+                "nacre inject {class}: {err}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
+        let items: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("{class}: {dir}/f")))
+            .collect();
+        assert_eq!(items.len(), N, "{out}");
+        assert!(items.iter().all(|l| l.contains(" [0x")), "{out}");
+        assert!(
+            out.ends_with(&format!("injected {N} {class} under {dir}\n")),
+            "{out}"
+        );
+        let hit: Vec<String> = items
+            .iter()
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .collect();
+        untouched.retain(|(p, _)| !hit.iter().any(|h| Path::new(h) == p));
+        let t = lfsck_run(&["-n", "-t", kind], kind);
+        assert_eq!(counter(&t, dry_key), N as u64, "{class} dry run:\n{t}");
+        let mut args = vec!["-t", kind];
+        args.extend_from_slice(fix_args);
+        let t = lfsck_run(&args, kind);
+        assert_eq!(counter(&t, fix_key), N as u64, "{class} repair:\n{t}");
+        let t = lfsck_run(&["-t", kind], kind);
+        assert_eq!(counter(&t, fix_key), 0, "{class} second run:\n{t}");
+    }
+    for (p, data) in &untouched {
+        assert_eq!(
+            std::fs::read_to_string(p).expect("read"),
+            *data,
+            "{}",
+            p.display()
+        );
+    }
+    // The fault models: the OST's storage fails, reads of its files fail, and come back.
+    let out = ok(&["inject", "a-DevFail", "--target", "OST0000,OST0001"]);
+    assert_eq!(out.matches("(injected)").count(), 2, "{out}");
+    let health = ok(&["lctl", "get_param", "-n", "obdfilter.*.health_check"]);
+    assert!(health.contains("NOT HEALTHY"), "{health}");
+    ok(&[
+        "inject",
+        "a-DevFail",
+        "--target",
+        "OST0000,OST0001",
+        "--clear",
+    ]);
+    let health = ok(&["lctl", "get_param", "-n", "obdfilter.*.health_check"]);
+    assert!(!health.contains("NOT HEALTHY"), "{health}");
+    let (p, data) = &untouched[0];
+    assert_eq!(std::fs::read_to_string(p).expect("read"), *data);
+    fs.down();
 }

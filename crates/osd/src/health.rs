@@ -17,6 +17,10 @@
 //! once. A failed target stays failed until it is restarted: its requests are answered with
 //! EIO, the failure is logged once, and the reason stays readable in [`Health::failure`]
 //! (and in the target's `health_check` parameter).
+//!
+//! A failure can also be injected ([`Health::inject_failure`], `nacre inject a-DevFail`): the
+//! target answers EIO as if its device had failed, until [`Health::clear_injected`] puts it
+//! back; the real checks are not run meanwhile, and nothing is written.
 
 use nacre_core::Errno;
 use parking_lot::Mutex;
@@ -70,6 +74,9 @@ pub struct Health {
     watched: Mutex<Vec<Watched>>,
     failed: AtomicBool,
     failure: Mutex<Option<Failure>>,
+    /// A device failure injected on purpose: reversible, unlike `failed`.
+    injected: AtomicBool,
+    injected_failure: Mutex<Option<Failure>>,
     /// What the next probe writes, so a read-back of an older probe is not taken for it.
     probe_seq: AtomicU64,
     last_probe: Mutex<Instant>,
@@ -94,6 +101,8 @@ impl Health {
             watched: Mutex::new(Vec::new()),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
+            injected: AtomicBool::new(false),
+            injected_failure: Mutex::new(None),
             probe_seq: AtomicU64::new(0),
             last_probe: Mutex::new(Instant::now()),
         };
@@ -134,21 +143,55 @@ impl Health {
         Ok(())
     }
 
-    /// EIO once the storage has failed.
+    /// EIO once the storage has failed (or a failure is injected).
     pub fn ensure(&self) -> Result<(), Errno> {
-        if self.failed.load(Ordering::Acquire) {
+        if self.is_failed() {
             return Err(Errno::EIO);
         }
         Ok(())
     }
 
     pub fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+        self.failed.load(Ordering::Acquire) || self.injected.load(Ordering::Acquire)
     }
 
-    /// Why the storage failed, if it did.
+    /// Why the storage failed, if it did: a real failure first, else an injected one.
     pub fn failure(&self) -> Option<Failure> {
-        self.failure.lock().clone()
+        self.failure
+            .lock()
+            .clone()
+            .or_else(|| self.injected_failure.lock().clone())
+    }
+
+    /// Makes the storage answer as a failed device does (every request EIO) until
+    /// [`clear_injected`](Self::clear_injected); `reason` is what `health_check` shows.
+    pub fn inject_failure(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::warn!(
+            target: "osd",
+            "{}: device failure injected, answering every request with EIO: {reason}",
+            self.name
+        );
+        *self.injected_failure.lock() = Some(Failure {
+            reason,
+            since: SystemTime::now(),
+        });
+        self.injected.store(true, Ordering::Release);
+    }
+
+    /// Ends an injected failure; whether one was injected. A real failure stays.
+    pub fn clear_injected(&self) -> bool {
+        let was = self.injected.swap(false, Ordering::AcqRel);
+        *self.injected_failure.lock() = None;
+        if was {
+            tracing::warn!(target: "osd", "{}: injected device failure cleared", self.name);
+        }
+        was
+    }
+
+    /// Whether a failure is injected now.
+    pub fn is_injected(&self) -> bool {
+        self.injected.load(Ordering::Acquire)
     }
 
     /// `healthy`, or `NOT HEALTHY: reason` (the `health_check` parameter).
@@ -286,9 +329,14 @@ impl Health {
                 _ = tokio::time::sleep(HEALTH_INTERVAL) => {}
                 _ = shutdown.changed() => return,
             }
+            if self.is_injected() {
+                // Nothing to check on a device that only pretends to have failed.
+                continue;
+            }
             let h = self.clone();
             let r = tokio::task::spawn_blocking(move || h.tick()).await;
-            if !matches!(r, Ok(Ok(()))) && self.is_failed() {
+            // Only a real failure ends the watch: an injected one is cleared again.
+            if !matches!(r, Ok(Ok(()))) && self.failed.load(Ordering::Acquire) {
                 return;
             }
         }
@@ -330,6 +378,21 @@ mod tests {
         h.fail("later");
         assert_eq!(h.failure(), Some(f));
         assert!(!dir.exists(), "nothing recreated the target directory");
+    }
+
+    #[test]
+    fn an_injected_failure_answers_eio_until_cleared() {
+        let d = tempfile::tempdir().expect("tmp");
+        let h = Health::open("fs-OST0001", d.path()).expect("open");
+        h.inject_failure("injected");
+        assert_eq!(h.ensure(), Err(Errno::EIO));
+        assert_eq!(h.check(), Err(Errno::EIO));
+        assert_eq!(h.status(), "NOT HEALTHY: injected");
+        assert!(h.clear_injected());
+        assert_eq!(h.ensure(), Ok(()));
+        assert_eq!(h.check(), Ok(()));
+        assert_eq!(h.status(), "healthy");
+        assert!(!h.clear_injected());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod conn;
 pub mod error;
+pub mod fault;
 pub mod frame;
 pub mod import;
 pub mod lfsck;

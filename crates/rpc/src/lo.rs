@@ -185,6 +185,7 @@ impl LocalLink {
         timeout: Duration,
     ) -> Result<(Reply, Bytes), RpcError> {
         let peer = || self.name.clone();
+        let called = std::time::Instant::now();
         let t = self
             .target
             .upgrade()
@@ -264,6 +265,15 @@ impl LocalLink {
                 Err(_) => Ok(Err(failed(&"panicked"))),
             }
         };
+        if t.cfg.net.dropping() {
+            // The reply is lost (the c-Network fault): the caller waits out its timeout,
+            // as it would for a remote server.
+            tokio::time::sleep(timeout.saturating_sub(called.elapsed())).await;
+            return Err(RpcError::Timeout {
+                peer: peer(),
+                secs: timeout.as_secs(),
+            });
+        }
         match r {
             Ok(Ok((Reply::Error(e), _))) | Ok(Err(e)) => Err(RpcError::Errno(e)),
             Ok(Ok(r)) => Ok(r),
@@ -385,6 +395,7 @@ mod tests {
             key: key.clone(),
             memory: MemoryBudget::new(64 << 20),
             stats: Default::default(),
+            net: Default::default(),
         });
         let svc = Arc::new(Peer::default());
         let (sd_tx, sd_rx) = watch::channel(false);

@@ -88,6 +88,8 @@ pub struct ServerConfig {
     pub memory: Arc<MemoryBudget>,
     /// Requests handled, by opcode (`mdt.*.md_stats`, `obdfilter.*.stats`).
     pub stats: Arc<crate::stats::OpStats>,
+    /// The c-Network fault switch: while on, replies are dropped.
+    pub net: Arc<crate::fault::NetFault>,
 }
 
 /// Checks a decoded request's reply against the wire's limit and the target's own, before
@@ -255,6 +257,10 @@ async fn serve_conn<S: Service>(
     handshake_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
+    if cfg.net.dropping() {
+        // Unreachable: the handshake is never answered.
+        return Err("network fault injected: not answering".to_string());
+    }
     let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
         Ok(r) => r?,
         Err(_) => return Err("handshake timed out".to_string()),
@@ -344,6 +350,7 @@ async fn serve_conn<S: Service>(
         let svc = svc.clone();
         let ctx = ctx.clone();
         let stats = cfg.stats.clone();
+        let net = cfg.net.clone();
         let quick = decoded.as_ref().map_or(true, Request::is_quick);
         let work = async move {
             let _permit = permit;
@@ -357,6 +364,9 @@ async fn serve_conn<S: Service>(
                 Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
+            if net.dropping() {
+                return;
+            }
             // A reply that cannot be encoded goes back as that error, without its bulk.
             let (body, bulk) = match msg::encode(&reply) {
                 Ok(body) => (body, bulk),
@@ -425,6 +435,7 @@ mod tests {
             key,
             memory,
             stats: Default::default(),
+            net: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, cfg, Arc::new(Echo), sd_rx));
@@ -519,6 +530,7 @@ mod tests {
             key: key.clone(),
             memory: memory.clone(),
             stats: Default::default(),
+            net: Default::default(),
         });
         let (_sd, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, scfg, Arc::new(Echo), sd_rx));

@@ -108,6 +108,7 @@ async fn stalled_unauthenticated_peers_cost_little_memory() {
         key: key.clone(),
         memory: MemoryBudget::new(0),
         stats: Default::default(),
+        net: Default::default(),
     });
     let (_sd, sd_rx) = watch::channel(false);
     tokio::spawn(serve(listener, cfg, Arc::new(Pong), sd_rx));

@@ -68,7 +68,7 @@ impl BenchFs {
             &cluster.spec(),
             attr_timeout,
             Vec::new(),
-            crate::lfsck_ctl::LocalLfsck::default(),
+            super::mount::LocalServed::default(),
         )?;
         Ok(BenchFs {
             rt,

@@ -198,11 +198,25 @@ fn serve_ctl(dir: &Path, fsname: &str, s: &node::Served) -> Result<tokio::task::
         lfsck: lfsck.clone(),
     }));
     let listener = crate::ctl_server::bind_server(&entry)?;
+    let targets = crate::inject_ctl::LocalTargets {
+        mgs: None,
+        mdts: s
+            .mdt()
+            .map(|m| (m.clone(), s.net.clone()))
+            .into_iter()
+            .collect(),
+        osts: s
+            .ost()
+            .map(|o| (o.clone(), s.net.clone()))
+            .into_iter()
+            .collect(),
+    };
     let server = Arc::new(CtlServer {
         client: None,
         entry,
         params: Arc::new(NodeParams { sources }),
         lfsck,
+        targets,
     });
     Ok(tokio::spawn(server.run(listener)))
 }

@@ -11,6 +11,7 @@ pub mod bench_protection;
 pub mod bench_recovery;
 pub mod cluster;
 pub mod darshan_age;
+pub mod inject;
 pub mod lctl;
 pub mod lfs;
 pub mod lfs_dne;

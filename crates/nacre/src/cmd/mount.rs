@@ -3,6 +3,7 @@
 use crate::ctl::{self, MountEntry};
 use crate::ctl_server::CtlServer;
 use crate::daemon;
+use crate::inject_ctl::LocalTargets;
 use crate::lfsck_ctl::LocalLfsck;
 use crate::params::{ClientParams, NodeParams, ParamSource, apply_persistent};
 use anyhow::{Context, Result, bail};
@@ -42,6 +43,14 @@ impl Mounted {
     }
 }
 
+/// The targets a process serves besides its mount, for its control socket: their
+/// checkers (`lctl lfsck_*`) and the targets themselves (`nacre inject`).
+#[derive(Default)]
+pub struct LocalServed {
+    pub lfsck: LocalLfsck,
+    pub targets: LocalTargets,
+}
+
 /// Mounts `client` at `mountpoint` (already prepared) and serves its control socket.
 pub fn mount_client(
     rt: &tokio::runtime::Handle,
@@ -50,7 +59,7 @@ pub fn mount_client(
     spec: &str,
     attr_timeout: Duration,
     servers: Vec<Arc<dyn ParamSource>>,
-    lfsck: LocalLfsck,
+    served: LocalServed,
 ) -> Result<Mounted> {
     let opts = nacre_fuse::MountOptions {
         attr_timeout,
@@ -85,7 +94,8 @@ pub fn mount_client(
         client: Some(client.clone()),
         entry,
         params,
-        lfsck,
+        lfsck: served.lfsck,
+        targets: served.targets,
     });
     let ctl = rt.spawn(server.run(listener));
     if !servers.is_empty() {
@@ -168,7 +178,7 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
         &spec,
         a.attr_timeout,
         Vec::new(),
-        LocalLfsck::default(),
+        LocalServed::default(),
     )?;
     if !a.child {
         super::say(format_args!(

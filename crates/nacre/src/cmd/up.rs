@@ -165,7 +165,10 @@ pub fn run_up(a: UpArgs) -> Result<()> {
         &cluster.spec(),
         a.attr_timeout,
         servers,
-        lfsck,
+        super::mount::LocalServed {
+            lfsck,
+            targets: cluster.inject_targets(),
+        },
     ) {
         Ok(m) => m,
         Err(e) => {

@@ -83,6 +83,12 @@ impl Fs {
 
     /// A file holding `data`, striped over `stripes` OSTs.
     pub async fn write(&self, parent: Fid, name: &str, data: &[u8], stripes: i32) -> Fid {
+        self.write_layout(parent, name, data, Layout::plain(stripes, 65536, -1))
+            .await
+    }
+
+    /// A file holding `data`, with `layout`.
+    pub async fn write_layout(&self, parent: Fid, name: &str, data: &[u8], layout: Layout) -> Fid {
         let (fi, h) = self
             .c
             .create(
@@ -92,7 +98,7 @@ impl Fs {
                 0,
                 &Cred::root(),
                 None,
-                LayoutRequest::Explicit(Layout::plain(stripes, 65536, -1)),
+                LayoutRequest::Explicit(layout),
                 Some(rw()),
                 true,
             )
@@ -112,6 +118,59 @@ impl Fs {
         }
         self.c.release(&f).await.expect("close");
         fi.attr.fid
+    }
+
+    /// Reads the whole of `fid`, or the error the client met.
+    pub async fn try_read(&self, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
+        let (f, info) = self.c.open(fid, rw(), &Cred::root()).await?;
+        let data = self.c.read(&f, 0, info.attr.size.max(1)).await;
+        let closed = self.c.release(&f).await;
+        let data = data?;
+        closed?;
+        Ok(data.to_vec())
+    }
+
+    /// Creates `parent/name` holding `data` on one stripe, or the error the client met.
+    pub async fn try_write(
+        &self,
+        parent: Fid,
+        name: &str,
+        data: &[u8],
+    ) -> Result<Fid, nacre_core::Errno> {
+        let (fi, h) = self
+            .c
+            .create(
+                parent,
+                name.as_bytes(),
+                FILE,
+                0,
+                &Cred::root(),
+                None,
+                LayoutRequest::Inherit,
+                Some(rw()),
+                true,
+            )
+            .await?;
+        let h = h.ok_or(nacre_core::Errno::EPROTO)?;
+        let f = nacre_client::file::OpenFile::new(fi.attr.fid, h, rw(), fi.layout.clone());
+        let wrote = self.c.write(&f, 0, Bytes::from(data.to_vec())).await;
+        let closed = self.c.release(&f).await;
+        wrote?;
+        closed?;
+        Ok(fi.attr.fid)
+    }
+
+    /// Applies `op` to `target` through the control path of `nacre inject`.
+    pub async fn inject(
+        &self,
+        target: &str,
+        op: nacre::inject_ctl::InjectOp,
+    ) -> Vec<nacre::inject_ctl::InjectedItem> {
+        self.cl()
+            .inject_targets()
+            .inject(target, op)
+            .await
+            .unwrap_or_else(|(e, m)| panic!("inject on {target}: {e:?}: {m}"))
     }
 
     pub async fn read(&self, fid: Fid) -> Vec<u8> {
