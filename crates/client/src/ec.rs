@@ -10,7 +10,11 @@
 //! - A read whose data object fails (its OST stopped answering, its copy failed its
 //!   checksum, or the object is gone) reads the same object range of the other stripes of
 //!   its RAID set and of the set's parity, and decodes the missing stripe; a bad copy is
-//!   rewritten from the result. With parity stale that is EIO, never a guess.
+//!   rewritten from the result. With parity stale that is EIO, never a guess. A range that
+//!   comes back short inside the file's size is decoded too: the OST reads an object lost
+//!   with its object tree as a hole, and only parity can tell a hole from lost bytes.
+//! - A resync of a file whose parity is in sync rebuilds data objects holding less than
+//!   the file's size puts in them from it, rather than code parity from their zeros.
 //!
 //! The codec is `reed-solomon-simd` (Reed-Solomon over GF(2^16), SIMD on x86-64 and
 //! ARM): parity stripe `j` of a set holds, at every object offset, recovery shard `j` of
@@ -91,14 +95,22 @@ impl Client {
             // The rules keep Data-on-MDT out of EC files; nothing to reconstruct from.
             return self.read_copy(fid, &data, off, len).await;
         }
+        // The file's size, asked once and only if a range comes back short.
+        let size = tokio::sync::OnceCell::new();
         let calls = p.chunks.iter().map(|c| {
-            let data = &data;
+            let (data, size) = (&data, &size);
             async move {
                 let read = self
                     .unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
                     .await
                     .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)));
                 let r = match read {
+                    Ok(b) if (b.len() as u64) < c.len && in_sync => {
+                        let size = *size
+                            .get_or_init(|| async { self.getattr(fid).await.map(|i| i.attr.size) })
+                            .await;
+                        self.ec_short(fid, layout, data, off, c, b, size).await
+                    }
                     Ok(b) => Ok(b),
                     Err(e) => {
                         self.ec_degraded(fid, layout, data, off, c, e, in_sync)
@@ -119,6 +131,52 @@ impl Client {
             }
         }
         Ok((buf.freeze(), found))
+    }
+
+    /// Chunk `c` of data layout `data` (of a read at `off`) came back short (`got`): past
+    /// the end of the file (`size`), that is all there is; below it, a hole or an object
+    /// lost with its OST's objects, which reads as one. The range is then decoded from
+    /// the rest of its RAID set and the parity (in sync), which says which: zeros for a
+    /// hole, the bytes for a lost object.
+    #[allow(clippy::too_many_arguments)]
+    async fn ec_short(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        data: &Layout,
+        off: u64,
+        c: &Chunk,
+        got: Bytes,
+        size: Result<u64, Errno>,
+    ) -> Result<Bytes, Errno> {
+        let at = off + c.buf_off + got.len() as u64;
+        match size {
+            Ok(size) if at < size => {}
+            Ok(_) => return Ok(got),
+            Err(e) => {
+                tracing::warn!(target: "client", "file {fid}: no size to check a short read against: {e}");
+                return Ok(got);
+            }
+        }
+        let decoded = self
+            .ec_degraded(
+                fid,
+                layout,
+                data,
+                off,
+                c,
+                ChunkReadError::Failed(Errno::ENODATA),
+                true,
+            )
+            .await?;
+        if decoded.len() <= got.len() {
+            return Ok(got);
+        }
+        tracing::warn!(target: "client", "file {fid}: object {} on OST{:04x} holds {} of {} bytes at {} that parity says it had (a lost object?)", c.obj.fid, c.obj.ost_idx, got.len(), decoded.len(), c.obj_off);
+        let mut v = BytesMut::with_capacity(decoded.len());
+        v.extend_from_slice(&got);
+        v.extend_from_slice(&decoded[got.len()..]);
+        Ok(v.freeze())
     }
 
     /// Reads one object range, checked end to end; unlike a plain read, a missing object
@@ -177,7 +235,8 @@ impl Client {
         in_sync: bool,
     ) -> Result<Bytes, Errno> {
         let corrupt = matches!(e, ChunkReadError::Corrupt { .. });
-        let missing = matches!(e, ChunkReadError::Failed(Errno::ENOENT));
+        // A missing object, or one holding less than asked (see `ec_short`).
+        let missing = matches!(e, ChunkReadError::Failed(Errno::ENOENT | Errno::ENODATA));
         if let ChunkReadError::Corrupt { target, .. } = &e {
             self.cksum_stats.corrupt(*target);
         }
@@ -330,11 +389,22 @@ impl Client {
             return Err(Errno::EINVAL);
         }
         let mut sets = Vec::new();
+        let mut size = None;
         for comp in layout.components.iter().filter(|c| !c.is_parity()) {
             let Some(parity) = parity_of(&layout, comp) else {
                 continue;
             };
             if comp.flags & LCME_FL_INIT == 0 || parity.flags & LCME_FL_INIT == 0 {
+                continue;
+            }
+            if !parity.is_stale() {
+                // Parity in sync says what the data is: coding it again from data objects
+                // that lost bytes would make the loss permanent. Rebuild them instead.
+                let size = match size {
+                    Some(s) => s,
+                    None => *size.insert(self.getattr(fid).await?.attr.size),
+                };
+                self.ec_rebuild_lost(fid, &layout, comp, size).await?;
                 continue;
             }
             let (d, p) = parity.ec_counts().ok_or(Errno::EINVAL)?;
@@ -362,6 +432,59 @@ impl Client {
             Reply::Layout(Some(l)) => Ok(l),
             _ => Err(Errno::EPROTO),
         }
+    }
+
+    /// Rebuilds from parity (in sync) what the data objects of `comp` lost: an object
+    /// holding less than a file of `size` bytes puts in it (its OST's objects deleted, the
+    /// OST back empty) gets the rest decoded from its RAID set and written back. A hole at
+    /// an object's end decodes to zeros and is written as such. Returns the bytes written.
+    async fn ec_rebuild_lost(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        comp: &Component,
+        size: u64,
+    ) -> Result<u64, Errno> {
+        let data = data_layout(layout);
+        let mut rebuilt = 0u64;
+        for (i, o) in comp.objects.iter().enumerate() {
+            let want = comp.object_size_for_file_size(i, size);
+            let have = self.object_size(*o).await?;
+            if have >= want {
+                continue;
+            }
+            let mut at = have - have % BLOCK_U64;
+            while at < want {
+                let n = (want - at).min(EC_ROW_BYTES);
+                let c = Chunk {
+                    obj: *o,
+                    stripe: i as u32,
+                    obj_off: at,
+                    len: n,
+                    buf_off: 0,
+                };
+                // Not `missing`: a range that cannot be decoded is an error, not zeros.
+                let piece = self
+                    .ec_degraded(
+                        fid,
+                        layout,
+                        &data,
+                        comp.unmap(i, at),
+                        &c,
+                        ChunkReadError::Failed(Errno::EIO),
+                        true,
+                    )
+                    .await?;
+                let mut bytes = piece.to_vec();
+                bytes.resize(n as usize, 0);
+                self.ec_write_object(fid, *o, i as u32, at, bytes).await?;
+                rebuilt += n;
+                at += n;
+            }
+            self.cksum_stats.repaired(TargetName::ost(o.ost_idx));
+            tracing::warn!(target: "client", "file {fid}: object {} on OST{:04x} held {have} of its {want} bytes: the rest rebuilt from parity", o.fid, o.ost_idx);
+        }
+        Ok(rebuilt)
     }
 
     /// Codes one RAID set: its data objects `objs` a row at a time into parity objects

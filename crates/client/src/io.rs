@@ -673,8 +673,10 @@ impl Client {
         };
         let primary = layout.mirror(first);
         let p = plan(&primary, off, len, self.max_rpc());
+        // The file's size, asked once and only if a range comes back short.
+        let size = tokio::sync::OnceCell::new();
         let calls = p.chunks.iter().map(|c| {
-            let primary = &primary;
+            let (primary, size) = (&primary, &size);
             async move {
                 // With no other copy to read, the request waits out the recovery.
                 let read = if others.is_empty() {
@@ -684,6 +686,25 @@ impl Client {
                         .await
                 };
                 let r = match read.unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))) {
+                    Ok(data) if (data.len() as u64) < c.len && !others.is_empty() => {
+                        let size = *size
+                            .get_or_init(|| async {
+                                self.getattr(fid).await.map(|i| i.attr.size)
+                            })
+                            .await;
+                        match size {
+                            Ok(size) => {
+                                let at = off + c.buf_off;
+                                Ok(self
+                                    .read_short_elsewhere(fid, layout, first, others, at, c.len, data, size)
+                                    .await)
+                            }
+                            Err(e) => {
+                                tracing::warn!(target: "client", "file {fid}: no size to check a short read of mirror {first} against: {e}");
+                                Ok(data)
+                            }
+                        }
+                    }
                     Ok(data) => Ok(data),
                     Err(e) => {
                         self.read_other_mirror(fid, layout, primary, first, others, off, c, e)
@@ -704,6 +725,52 @@ impl Client {
             }
         }
         Ok((buf.freeze(), found))
+    }
+
+    /// A range of mirror `first` at file offset `at` (`len` bytes) came back short (`got`)
+    /// inside a file of `size` bytes: a hole, or an object lost with its OST's objects
+    /// (which reads as one). The rest is asked of the other mirrors in order, and the
+    /// first that holds bytes there answers; no copy holding any, it is a hole. Not
+    /// rewritten here (a writer may be extending the file): `lfs mirror verify --stale`
+    /// and resync repair a copy that lost data.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_short_elsewhere(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        first: u32,
+        others: &[u32],
+        at: u64,
+        len: u64,
+        got: Bytes,
+        size: u64,
+    ) -> Bytes {
+        let from = at + got.len() as u64;
+        let to = (at + len).min(size);
+        if from >= to {
+            return got;
+        }
+        for &m in others {
+            let copy = layout.mirror(m);
+            let read = self
+                .unless_copy_failing(&copy, self.read_copy(fid, &copy, from, to - from))
+                .await;
+            match read {
+                Some(Ok((rest, found))) if found > 0 => {
+                    tracing::warn!(target: "client", "file {fid}: mirror {first} holds nothing at [{from}, {to}) but mirror {m} does (a lost object?): read from mirror {m}");
+                    let mut v = BytesMut::with_capacity(got.len() + found as usize);
+                    v.extend_from_slice(&got);
+                    v.extend_from_slice(&rest[..found as usize]);
+                    return v.freeze();
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(target: "client", "file {fid}: mirror {m} at [{from}, {to}): {e}")
+                }
+                None => {}
+            }
+        }
+        got
     }
 
     /// Chunk `c` of mirror `first` (of a read at `off`) failed with `e`: its bytes from
@@ -881,7 +948,7 @@ impl Client {
     }
 
     /// One object range of file `fid`; its only copy failing its checksum is EIO.
-    async fn read_chunk(&self, fid: Fid, c: &Chunk) -> Result<Bytes, Errno> {
+    pub(crate) async fn read_chunk(&self, fid: Fid, c: &Chunk) -> Result<Bytes, Errno> {
         self.read_chunk_checked(c)
             .await
             .map_err(|e| self.no_good_copy(fid, e))

@@ -35,6 +35,11 @@ pub struct VerifyChunk {
     pub start: u64,
     pub end: u64,
     pub mirrors: Vec<(u32, Result<u32, Errno>)>,
+    /// For each mirror read, the bytes its objects hold in the extent (holes inside an
+    /// object count, what lies past an object's end does not): a copy whose object was
+    /// lost reads as zeros, and holds less than the copies that kept theirs.
+    #[serde(default)]
+    pub held: Vec<(u32, u64)>,
 }
 
 impl VerifyChunk {
@@ -205,14 +210,20 @@ impl Client {
                 })
                 .collect();
             let mut mirrors = Vec::new();
+            let mut held = Vec::new();
             for m in covering {
                 let copy = layout.mirror(m);
-                mirrors.push((m, self.copy_crc(fid, &copy, start, end.min(size)).await));
+                let r = self.copy_crc(fid, &copy, start, end.min(size)).await;
+                if let Ok((_, h)) = r {
+                    held.push((m, h));
+                }
+                mirrors.push((m, r.map(|(crc, _)| crc)));
             }
             chunks.push(VerifyChunk {
                 start,
                 end,
                 mirrors,
+                held,
             });
         }
         Ok(MirrorVerify {
@@ -224,16 +235,25 @@ impl Client {
 
     /// `lfs mirror verify --stale`: in each chunk where mirrors disagree, those that could
     /// not be read (a copy failing its checksum, an OST down) or differ from the largest
-    /// group of agreeing mirrors (the first such group on a tie, best mirror first) are
-    /// marked stale there, for a resync to rewrite.
+    /// group of agreeing mirrors are marked stale there, for a resync to rewrite. On a
+    /// tie, the group holding the most bytes wins (a copy that lost an object reads as
+    /// zeros where the others hold data), then the first, best mirror first.
     pub async fn mark_disagreeing_stale(&self, fid: Fid, v: &MirrorVerify) -> Result<(), Errno> {
         for chunk in v.chunks.iter().filter(|c| !c.agrees()) {
-            let mut best: Option<(u32, usize)> = None;
-            for (_, r) in &chunk.mirrors {
+            let held = |m: u32| {
+                chunk
+                    .held
+                    .iter()
+                    .find(|(h, _)| *h == m)
+                    .map_or(0, |(_, n)| *n)
+            };
+            let mut best: Option<(u32, (usize, u64))> = None;
+            for (m, r) in &chunk.mirrors {
                 if let Ok(sum) = r {
                     let n = chunk.mirrors.iter().filter(|(_, x)| x == &Ok(*sum)).count();
-                    if best.is_none_or(|(_, bn)| n > bn) {
-                        best = Some((*sum, n));
+                    let rank = (n, held(*m));
+                    if best.is_none_or(|(_, b)| rank > b) {
+                        best = Some((*sum, rank));
                     }
                 }
             }
@@ -258,17 +278,41 @@ impl Client {
         Ok(())
     }
 
-    /// The crc32c of `[start, end)` of one copy.
-    async fn copy_crc(&self, fid: Fid, copy: &Layout, start: u64, end: u64) -> Result<u32, Errno> {
+    /// The crc32c of `[start, end)` of one copy, and the bytes its objects hold there.
+    async fn copy_crc(
+        &self,
+        fid: Fid,
+        copy: &Layout,
+        start: u64,
+        end: u64,
+    ) -> Result<(u32, u64), Errno> {
         let mut crc = 0u32;
+        let mut held = 0u64;
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(RESYNC_CHUNK);
-            let (data, _) = self.read_objects(fid, copy, pos, n).await?;
-            crc = crc32c::crc32c_append(crc, &data);
+            let p = crate::io::plan(copy, pos, n, self.tunables.max_rpc_bytes());
+            if !p.dom.is_empty() {
+                // No Data-on-MDT in a mirrored file; read it as any copy.
+                let (data, found) = self.read_objects(fid, copy, pos, n).await?;
+                crc = crc32c::crc32c_append(crc, &data);
+                held += found;
+            } else {
+                let reads = p
+                    .chunks
+                    .iter()
+                    .map(|c| async move { (c.buf_off, self.read_chunk(fid, c).await) });
+                let mut buf = vec![0u8; n as usize];
+                for (at, r) in futures::future::join_all(reads).await {
+                    let b = r?;
+                    buf[at as usize..at as usize + b.len()].copy_from_slice(&b);
+                    held += b.len() as u64;
+                }
+                crc = crc32c::crc32c_append(crc, &buf);
+            }
             pos += n;
         }
-        Ok(crc)
+        Ok((crc, held))
     }
 
     /// `lfs mirror read -N ID`: `[off, off + len)` of mirror `id` alone (no fail-over).

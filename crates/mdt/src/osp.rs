@@ -176,9 +176,18 @@ impl Osp {
     /// The background task: keep the pool above its low-water mark and statfs fresh.
     pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut synced = false;
+        let mut generation = self.import.generation();
         loop {
             if *shutdown.borrow() {
                 return;
+            }
+            let now = self.import.generation();
+            if now != generation {
+                // A new connection: the OST may have restarted with fewer objects than we
+                // handed out (its object tree lost), and refuses writes to the rest until
+                // they are made again.
+                generation = now;
+                synced = false;
             }
             if !synced {
                 synced = self.sync_last_id().await;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod faults;
 pub mod integrity;
 pub mod lfsck;
 pub mod netns;
