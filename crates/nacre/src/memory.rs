@@ -126,7 +126,12 @@ mod tests {
         });
         let during = MemoryStats::read();
         let burst = ((THREADS * BUFFERS) as u64) << 20;
-        assert!(during.allocated >= before.allocated + burst, "{during:?}");
+        // Other tests of this binary run beside this one and free what they held, so
+        // the burst is looked for with some slack.
+        assert!(
+            during.allocated + burst / 8 >= before.allocated + burst,
+            "{during:?}"
+        );
         assert!(during.rss >= burst, "{during:?}");
         drop(held);
         let deadline = std::time::Instant::now()
