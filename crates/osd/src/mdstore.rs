@@ -1306,11 +1306,10 @@ mod tests {
         s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
             .await
             .expect("put");
-        // The records in the journal (its file keeps its blocks, written ahead).
         let jl = || {
-            crate::journal::read_records(&d.path().join("journal"))
-                .expect("journal")
-                .len()
+            std::fs::metadata(d.path().join("journal"))
+                .map(|m| m.len())
+                .unwrap_or(0)
         };
         assert!(jl() > 0);
         tokio::time::sleep(Duration::from_millis(300)).await;
