@@ -25,10 +25,33 @@ fn positive(v: &str, what: &str) -> f64 {
     x
 }
 
-fn cells(json: &std::path::Path) -> Vec<serde_json::Value> {
+/// Runs `nacre bench NAME ARGS... --reps 1 --workdir W --json J` with tiny sizes in `tmp`;
+/// returns its table and its JSON cells. Fails the test if the bench fails.
+fn bench(tmp: &std::path::Path, name: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let json = tmp.join(format!("{name}.json"));
+    let work = tmp.join("w").to_string_lossy().into_owned();
+    let json_arg = json.to_string_lossy().into_owned();
+    let mut all = vec![
+        "bench",
+        name,
+        "--reps",
+        "1",
+        "--workdir",
+        &work,
+        "--json",
+        &json_arg,
+    ];
+    all.extend_from_slice(args);
+    let out = common::run(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).expect("json")).expect("parse");
-    v.as_array().cloned().expect("an array")
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    (stdout, v.as_array().cloned().expect("an array"))
 }
 
 #[test]
@@ -37,27 +60,7 @@ fn permission_checks_are_measured_for_root_and_nobody() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let json = tmp.path().join("c.json");
-    let out = common::run(&[
-        "bench",
-        "checks",
-        "--files",
-        "60",
-        "--tasks",
-        "2",
-        "--reps",
-        "1",
-        "--workdir",
-        &tmp.path().join("w").to_string_lossy(),
-        "--json",
-        &json.to_string_lossy(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, cells) = bench(tmp.path(), "checks", &["--files", "60", "--tasks", "2"]);
     for user in ["root", "nobody"] {
         for op in ["create", "stat", "remove"] {
             let r = row(&stdout, user, op);
@@ -67,7 +70,7 @@ fn permission_checks_are_measured_for_root_and_nobody() {
         }
     }
     // 2 users x 2 settings x 3 phases.
-    assert_eq!(cells(&json).len(), 12);
+    assert_eq!(cells.len(), 12);
 }
 
 #[test]
@@ -76,30 +79,19 @@ fn recovery_costs_are_measured() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let json = tmp.path().join("r.json");
-    let out = common::run(&[
-        "bench",
+    let (stdout, c) = bench(
+        tmp.path(),
         "recovery",
-        "--files",
-        "60",
-        "--tasks",
-        "2",
-        "--reps",
-        "1",
-        "--ior-size",
-        "4m",
-        "--sync-files",
-        "20",
-        "--workdir",
-        &tmp.path().join("w").to_string_lossy(),
-        "--json",
-        &json.to_string_lossy(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        &[
+            "--files",
+            "60",
+            "--tasks",
+            "2",
+            "--ior-size",
+            "4m",
+            "--sync-files",
+            "20",
+        ],
     );
     for (case, op) in [
         ("mdtest", "create"),
@@ -115,7 +107,6 @@ fn recovery_costs_are_measured() {
         positive(r[2], &format!("{case} {op} ratio"));
     }
     // mdtest 3 + IOR 2, tracking on and off; the fsync workload on nacre and locally.
-    let c = cells(&json);
     assert_eq!(c.len(), 12, "{c:?}");
     // The local side of the fsync comparison ran beside the targets, and is gone.
     assert!(!tmp.path().join("w").join("local").exists());

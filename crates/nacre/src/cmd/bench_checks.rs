@@ -13,7 +13,7 @@
 //! supplementary groups), which is what the kernel puts in each FUSE request, and the
 //! mount passes on to the MDT.
 
-use super::bench_cost::{self, Cell, MDTEST_PHASES};
+use super::bench_cost::{self, Cell, CostArgs, MDTEST_PHASES};
 use super::bench_fs::BenchFs;
 use anyhow::{Context, Result, anyhow, bail};
 use nacre_bench::env::RunEnv;
@@ -38,24 +38,11 @@ const NOBODY: u32 = 65534;
     after_long_help = "Example:\n  nacre bench checks --files 8000 --tasks 4 --reps 5 --json checks.json"
 )]
 pub struct ChecksBenchArgs {
-    /// Files per run, over all tasks (mdtest -F -u -n FILES/TASKS)
-    #[arg(long, default_value_t = 4000)]
-    pub files: u64,
-    /// mdtest tasks (threads of this process)
-    #[arg(long, default_value_t = 4)]
-    pub tasks: usize,
-    /// Runs of each case (on and off alternate)
-    #[arg(long, default_value_t = 3)]
-    pub reps: u32,
+    #[command(flatten)]
+    pub cost: CostArgs,
     /// Who runs mdtest: root, nobody, or UID:GID
     #[arg(long, value_delimiter = ',', default_value = "root,nobody")]
     pub users: Vec<String>,
-    /// Where the file system is made (a new temporary directory by default)
-    #[arg(long)]
-    pub workdir: Option<PathBuf>,
-    /// Write every figure as JSON here
-    #[arg(long)]
-    pub json: Option<PathBuf>,
 }
 
 /// A user to run as: its name in the table, uid and gid.
@@ -194,22 +181,21 @@ fn verify_setting(fs: &BenchFs, on: bool) -> Result<()> {
 }
 
 pub fn run(a: ChecksBenchArgs) -> Result<()> {
-    if a.files == 0 || a.tasks == 0 || a.reps == 0 {
-        bail!("--files, --tasks and --reps must be at least 1");
-    }
+    let c = &a.cost;
+    c.check()?;
     let users = a
         .users
         .iter()
         .map(|u| parse_user(u))
         .collect::<Result<Vec<_>>>()?;
-    let fs = BenchFs::up_with("checks", "ckperm", 4, a.workdir.as_deref(), Duration::ZERO)?;
+    let fs = BenchFs::up_with("checks", "ckperm", 4, c.workdir.as_deref(), Duration::ZERO)?;
     let top = fs.mnt.join(TOP);
     let world = World::single();
     let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
     let mut cells = Vec::new();
     let res = (|| -> Result<()> {
         std::fs::create_dir(&top).with_context(|| format!("mkdir {}", top.display()))?;
-        for rep in 0..a.reps {
+        for rep in 0..c.reps {
             for on in bench_cost::order(rep) {
                 nacre_mdt::perm::set_enforced(on);
                 verify_setting(&fs, on)?;
@@ -217,7 +203,7 @@ pub fn run(a: ChecksBenchArgs) -> Result<()> {
                     let name = format!("r{rep}-{}-{}", user.name.replace(':', "."), on);
                     let dir = user_dir(&top, &name, user)?;
                     let rates = run_as(user, || {
-                        bench_cost::mdtest_rates(&env, &dir, a.files, a.tasks)
+                        bench_cost::mdtest_rates(&env, &dir, c.files, c.tasks)
                     })?;
                     for (op, rate) in rates {
                         eprintln!(
@@ -247,19 +233,15 @@ pub fn run(a: ChecksBenchArgs) -> Result<()> {
     println!(
         "mdtest -F -u -n {} ({} tasks, {} files a run) through the mount, no attribute cache, \
          {} run(s) each: the MDT's permission checks on against off",
-        a.files / a.tasks as u64,
-        a.tasks,
-        a.files,
-        a.reps
+        c.per_task(),
+        c.tasks,
+        c.files,
+        c.reps
     );
     let cases: Vec<String> = users.iter().map(|u| u.name.clone()).collect();
     let ops: Vec<&str> = MDTEST_PHASES.iter().map(|(_, op)| *op).collect();
     bench_cost::print_table(&cells, &cases, &ops, "ops/s", Some(GOAL));
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&cells)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    Ok(())
+    c.write_json(&cells)
 }
 
 #[cfg(test)]

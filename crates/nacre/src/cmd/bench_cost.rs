@@ -9,7 +9,51 @@ use anyhow::{Context, Result};
 use nacre_bench::env::RunEnv;
 use nacre_bench::mdtest;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The options every on/off comparison takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CostArgs {
+    /// Files per mdtest run, over all tasks (mdtest -F -u -n FILES/TASKS)
+    #[arg(long, default_value_t = 4000)]
+    pub files: u64,
+    /// Tasks (threads of this process) of each workload
+    #[arg(long, default_value_t = 4)]
+    pub tasks: usize,
+    /// Runs of each case, the settings alternating (an even count balances their order)
+    #[arg(long, default_value_t = 4)]
+    pub reps: u32,
+    /// Where the file system is made (a new temporary directory by default)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// Write every figure as JSON here
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl CostArgs {
+    /// Refuses counts of zero.
+    pub fn check(&self) -> Result<()> {
+        if self.files == 0 || self.tasks == 0 || self.reps == 0 {
+            anyhow::bail!("--files, --tasks and --reps must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// mdtest's items per task.
+    pub fn per_task(&self) -> u64 {
+        self.files / self.tasks as u64
+    }
+
+    /// Writes `cells` to `--json`, if given.
+    pub fn write_json(&self, cells: &[Cell]) -> Result<()> {
+        if let Some(p) = &self.json {
+            std::fs::write(p, serde_json::to_string_pretty(cells)?)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Ok(())
+    }
+}
 
 /// mdtest's file phases, as its report names them, and as the tables show them.
 pub const MDTEST_PHASES: [(&str, &str); 3] = [

@@ -14,7 +14,7 @@
 //! it.
 
 use super::bench_checksums::write_then_read;
-use super::bench_cost::{self, Cell, MDTEST_PHASES};
+use super::bench_cost::{self, Cell, CostArgs, MDTEST_PHASES};
 use super::bench_fs::BenchFs;
 use anyhow::{Context, Result, bail};
 use nacre_bench::env::RunEnv;
@@ -37,15 +37,8 @@ const EXT4_SUPER_MAGIC: i64 = 0xEF53;
     after_long_help = "Example:\n  nacre bench recovery --files 8000 --reps 5 --sync-files 2000 --json recovery.json"
 )]
 pub struct RecoveryBenchArgs {
-    /// Files per mdtest run, over all tasks (mdtest -F -u -n FILES/TASKS)
-    #[arg(long, default_value_t = 4000)]
-    pub files: u64,
-    /// Tasks (threads) of mdtest, IOR and the fsync workload
-    #[arg(long, default_value_t = 4)]
-    pub tasks: usize,
-    /// Runs of each case (the settings alternate)
-    #[arg(long, default_value_t = 3)]
-    pub reps: u32,
+    #[command(flatten)]
+    pub cost: CostArgs,
     /// Bytes each IOR task writes, then reads (IOR -b); 0 leaves IOR out
     #[arg(long, default_value = "128m")]
     pub ior_size: String,
@@ -62,12 +55,6 @@ pub struct RecoveryBenchArgs {
     /// the file system's targets, so on the same disk)
     #[arg(long)]
     pub local: Option<PathBuf>,
-    /// Where the file system is made (a new temporary directory by default)
-    #[arg(long)]
-    pub workdir: Option<PathBuf>,
-    /// Write every figure as JSON here
-    #[arg(long)]
-    pub json: Option<PathBuf>,
 }
 
 /// The mount's client records every modifying request for replay, or none.
@@ -131,10 +118,12 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
     if xfer == 0 || ior_size % xfer != 0 {
         bail!("--ior-size must be a multiple of a non-zero --xfer");
     }
-    if a.files == 0 || a.tasks == 0 || a.reps == 0 || sync_size == 0 {
-        bail!("--files, --tasks, --reps and --sync-size must be at least 1");
+    let c = &a.cost;
+    c.check()?;
+    if sync_size == 0 {
+        bail!("--sync-size must be at least 1");
     }
-    let fs = BenchFs::up("recovery", "rcvbench", 4, a.workdir.as_deref())?;
+    let fs = BenchFs::up("recovery", "rcvbench", 4, c.workdir.as_deref())?;
     let local = match &a.local {
         Some(l) => l.clone(),
         None => fs
@@ -145,13 +134,13 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
     };
     let world = World::single();
     let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
-    let job = fsync_job(a.sync_files, sync_size, a.tasks);
+    let job = fsync_job(a.sync_files, sync_size, c.tasks);
     let mut cells = Vec::new();
     let mut local_type = None;
     let res = (|| -> Result<()> {
         std::fs::create_dir_all(&local).with_context(|| format!("mkdir {}", local.display()))?;
         local_type = Some(fs_type(&local)?);
-        for rep in 0..a.reps {
+        for rep in 0..c.reps {
             for on in bench_cost::order(rep) {
                 set_tracking(&fs, on)?;
                 let setting = if on { "on" } else { "off" };
@@ -167,7 +156,7 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
                         rate,
                     });
                 };
-                for (op, rate) in bench_cost::mdtest_rates(&env, &d, a.files, a.tasks)? {
+                for (op, rate) in bench_cost::mdtest_rates(&env, &d, c.files, c.tasks)? {
                     push("mdtest", op, rate);
                 }
                 if ior_size > 0 {
@@ -177,10 +166,10 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
                         xfer,
                         block: ior_size,
                         fsync: true,
-                        tasks: Some(a.tasks),
+                        tasks: Some(c.tasks),
                         command_line: format!(
                             "ior -F -e -t {} -b {} -N {} (replay tracking {setting})",
-                            a.xfer, a.ior_size, a.tasks
+                            a.xfer, a.ior_size, c.tasks
                         ),
                         ..IorConfig::default()
                     };
@@ -223,20 +212,16 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
     }
     res?;
     print_tables(&a, &cells, &local, local_type);
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&cells)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    Ok(())
+    c.write_json(&cells)
 }
 
 fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type: Option<i64>) {
     println!(
         "Replay tracking (mdc.*.replay_tracking) on against off through the mount, {} run(s) \
          each: mdtest -F -u -n {} ({} tasks); IOR -F -e -t {} -b {} (MiB/s)",
-        a.reps,
-        a.files / a.tasks as u64,
-        a.tasks,
+        a.cost.reps,
+        a.cost.per_task(),
+        a.cost.tasks,
         a.xfer,
         a.ior_size
     );
@@ -263,7 +248,7 @@ fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type:
          (\"on\") against local {} ({kind}) (\"off\")",
         a.sync_files,
         a.sync_size,
-        a.tasks,
+        a.cost.tasks,
         local.display()
     );
     bench_cost::print_table(
