@@ -349,6 +349,28 @@ impl Shared {
     }
 }
 
+/// Leadership that must be exercised: dropping it leads the queue to idle. A hand-off to
+/// a blocking-pool task carries one, so the queue is committed even when the task never
+/// runs (its runtime shut down first); otherwise `leader` would stay set with no one
+/// leading, and every later write would wait forever.
+struct Leadership(Arc<Shared>);
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.0.lead_to_idle();
+    }
+}
+
+/// Hands the leadership of a queue with more batches to a blocking-pool thread (commits
+/// block), so the caller's reply is not held up; without a runtime, leads here.
+fn hand_off_leadership(shared: &Arc<Shared>) {
+    let lead = Leadership(shared.clone());
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(lead))),
+        Err(_) => drop(lead),
+    }
+}
+
 /// Bytes an unprivileged writer may still use on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
@@ -775,13 +797,7 @@ impl MdStore {
                 match rx.try_recv() {
                     Ok(a) => {
                         if step == Step::More {
-                            // Others queued meanwhile: a blocking-pool thread leads them
-                            // (commits block), so this caller's reply is not held up.
-                            let more = self.shared.clone();
-                            match tokio::runtime::Handle::try_current() {
-                                Ok(rt) => drop(rt.spawn_blocking(move || more.lead_to_idle())),
-                                Err(_) => more.lead_to_idle(),
-                            }
+                            hand_off_leadership(&self.shared);
                         }
                         break a;
                     }
@@ -1112,6 +1128,72 @@ mod tests {
             checkpoint_interval: Duration::from_millis(50),
             ..MdStoreConfig::default()
         }
+    }
+
+    /// A leader with more batches hands them to a blocking-pool task. When that task
+    /// never runs (its runtime shut down first, as a library client's does when it is
+    /// dropped), the queue is still committed and later writes do not wait forever.
+    #[test]
+    fn a_hand_off_whose_runtime_is_gone_still_commits_the_queue() {
+        let d = tempfile::tempdir().expect("tmp");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let s = {
+            let _in = rt.enter();
+            open(d.path())
+        };
+        let (reply, mut queued) = oneshot::channel();
+        {
+            let mut q = s.shared.queue.lock();
+            q.jobs.push_back(Pending {
+                f: Box::new(|tx| {
+                    tx.put(Table::Meta, b"queued", b"1")?;
+                    Ok(Box::new(()) as Box<dyn Any + Send>)
+                }),
+                sync: false,
+                reply,
+            });
+            // A caller leads, finds this batch queued behind its own, and hands off.
+            q.leader = true;
+        }
+        let gone = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        let handle = gone.handle().clone();
+        gone.shutdown_background();
+        {
+            let _in = handle.enter();
+            hand_off_leadership(&s.shared);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let answer = loop {
+            match queued.try_recv() {
+                Ok(a) => break a,
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "the queued batch was never committed"
+                    );
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("the queued batch was dropped: {e}"),
+            }
+        };
+        assert!(answer.is_ok());
+        rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                s.write(|tx| tx.put(Table::Meta, b"later", b"2")),
+            )
+            .await
+            .expect("a later write waited forever")
+            .expect("later write");
+            s.close().await;
+        });
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

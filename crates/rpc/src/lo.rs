@@ -62,6 +62,10 @@ pub struct LocalTarget {
     /// `addr` as the registry's key.
     name: String,
     handler: Box<dyn Handler>,
+    /// The runtime serving the target: its handlers run there, not on the caller's, so a
+    /// client whose runtime ends (a library client dropped) does not cut server work
+    /// short midway, such as a store commit another request waits for.
+    rt: Option<tokio::runtime::Handle>,
 }
 
 static REGISTRY: LazyLock<Mutex<HashMap<String, Arc<LocalTarget>>>> =
@@ -116,6 +120,7 @@ pub fn register<S: Service>(
         addr,
         name: key.clone(),
         handler: Box::new(Svc(svc)),
+        rt: tokio::runtime::Handle::try_current().ok(),
     });
     let weak = Arc::downgrade(&target);
     REGISTRY.lock().insert(key.clone(), target);
@@ -243,6 +248,8 @@ impl LocalLink {
             // caller that stops waiting does not cut it short.
             let mut work = Box::pin(work);
             let first = std::future::poll_fn(|cx| {
+                // In the server's runtime: what the handler spawns or arms goes there.
+                let _server = t.rt.as_ref().map(|h| h.enter());
                 // A handler that panics answers EIO, as one running as a task does.
                 Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
                     || work.as_mut().poll(cx),
@@ -256,7 +263,11 @@ impl LocalLink {
             match first {
                 Ok(Poll::Ready(r)) => Ok(r),
                 Ok(Poll::Pending) => {
-                    match tokio::time::timeout(timeout, tokio::spawn(work)).await {
+                    let task = match &t.rt {
+                        Some(rt) => rt.spawn(work),
+                        None => tokio::spawn(work),
+                    };
+                    match tokio::time::timeout(timeout, task).await {
                         Ok(Ok(r)) => Ok(r),
                         Ok(Err(e)) => Ok(Err(failed(&e))),
                         Err(e) => Err(e),
@@ -291,7 +302,9 @@ impl Drop for LocalLink {
         // (a stopped service has nothing left to release).
         if self.is_current()
             && let Some(t) = self.target.upgrade()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
+            && let Some(rt) =
+                t.rt.clone()
+                    .or_else(|| tokio::runtime::Handle::try_current().ok())
         {
             rt.spawn(t.handler.disconnected(self.ctx.clone()));
         }
@@ -470,5 +483,76 @@ mod tests {
             1,
             "the stopped service is still referenced"
         );
+    }
+
+    /// A library client runs its own runtime; when that runtime ends (the client is
+    /// dropped), handlers it started on a target of this process go on to their end in
+    /// the target's runtime. Run on the caller's runtime, they were cut short, and a store
+    /// commit cut short that way left every later write of the MDT waiting.
+    #[test]
+    fn handlers_outlive_the_runtime_of_the_caller() {
+        if !super::enabled() {
+            eprintln!("NACRE_LO=0: in-process delivery is off, nothing to test");
+            return;
+        }
+        let server = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (sd_tx, sd_rx) = watch::channel(false);
+        let (addr, task) = server.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr").to_string();
+            let cfg = Arc::new(ServerConfig {
+                fsname: "lofs".into(),
+                target: "lofs-OST0000".into(),
+                key: key.clone(),
+                memory: MemoryBudget::new(64 << 20),
+                stats: Default::default(),
+                net: Default::default(),
+            });
+            let task = tokio::spawn(serve(listener, cfg, svc.clone(), sd_rx));
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !super::REGISTRY.lock().contains_key(&addr) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the server never registered"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            (addr, task)
+        });
+
+        let client = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("client runtime");
+        client.block_on(async {
+            let imp = import(&addr, key.clone());
+            let gave_up = tokio::time::timeout(
+                Duration::from_millis(50),
+                imp.call(&Request::Statfs, Bytes::new()),
+            )
+            .await;
+            assert!(gave_up.is_err(), "the slow request answered within 50 ms");
+        });
+        // The client's runtime ends with the slow handler midway.
+        client.shutdown_timeout(Duration::from_secs(1));
+        server.block_on(async {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while svc.finished.load(Ordering::Relaxed) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the handler was cut short with its caller's runtime"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let _ = sd_tx.send(true);
+            task.await.expect("serve");
+        });
     }
 }
