@@ -354,19 +354,29 @@ impl Client {
     /// `fsync(2)`: the file's data on its OSTs and everything its MDT acknowledged (its
     /// name, size and attributes) on stable storage; and if this handle wrote, other
     /// clients holding the file open have dropped what they cached of it.
+    /// The OSTs and the MDT sync at once: neither needs the other's result (the data is
+    /// on the OSTs once flushed, the names and attributes in the MDT's journal once
+    /// acknowledged), and on one disk their syncs can share a journal commit.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
         self.flush_handle(&f.writeback, f.fid).await?;
-        if let Some(l) = f.layout() {
-            self.sync_objects(f.fid, &l).await?;
-        }
+        let objects = async {
+            match f.layout() {
+                Some(l) => self.sync_objects(f.fid, &l).await,
+                None => Ok(()),
+            }
+        };
         let req = Request::Sync {
             fid: Some(f.fid),
             changed: f.flags.write && f.wrote(),
         };
-        match self.md_call(self.mdt_of(&f.fid), req).await? {
-            Reply::Ok => Ok(()),
-            _ => Err(Errno::EPROTO),
-        }
+        let mdt = async {
+            match self.md_call(self.mdt_of(&f.fid), req).await? {
+                Reply::Ok => Ok(()),
+                _ => Err(Errno::EPROTO),
+            }
+        };
+        let (objects, mdt) = futures::join!(objects, mdt);
+        objects.and(mdt)
     }
 
     /// Closes the handle, telling the MDT whether this handle wrote.

@@ -31,7 +31,7 @@ use crate::rangelock::RangeLocks;
 use nacre_core::cksum::{BLOCK, BLOCK_SHIFT, ZERO_BLOCK_CRC, block_entry, entry_of, pieces};
 use nacre_core::{Errno, Fid};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -305,7 +305,14 @@ pub struct ObjStore {
     checksum_errors: AtomicU64,
     /// The target's name, for log lines.
     name: OnceLock<String>,
+    /// Object subdirectories (`O/<seq>/d<n>`) whose own entry a sync has made durable:
+    /// a later sync of an object in one needs to sync only the subdirectory, not its parent.
+    durable_subdirs: Mutex<HashSet<(u64, u32)>>,
 }
+
+/// Subdirectories [`ObjStore::sync`] remembers as durable; past it, it starts over (and
+/// syncs each parent once more). 32 per sequence, a handful of sequences per MDT.
+const DURABLE_SUBDIRS_MAX: usize = 65536;
 
 /// An object as stored: its file, or nothing yet (precreated, never written).
 enum Obj {
@@ -347,6 +354,7 @@ impl ObjStore {
             checksums: AtomicBool::new(cfg.checksums),
             checksum_errors: AtomicU64::new(0),
             name: OnceLock::new(),
+            durable_subdirs: Mutex::new(HashSet::new()),
         })
     }
 
@@ -1235,18 +1243,33 @@ impl ObjStore {
         // the checksum file, if any.
         let sidecar = self.open_sidecar(fid, false)?;
         let path = self.object_path(fid);
+        let subdir = (fid.seq, fid.oid % OBJ_SUBDIRS);
+        // The object's entry is in its subdirectory; the subdirectory's in the sequence's
+        // directory, which changes only when a subdirectory is made.
+        let levels = if self.durable_subdirs.lock().contains(&subdir) {
+            1
+        } else {
+            2
+        };
         let synced = f.sync_all().and_then(|()| {
             if let Some(sf) = &sidecar {
                 sf.sync_data()?;
             }
             let mut dir = path.parent();
-            for _ in 0..2 {
+            for _ in 0..levels {
                 let Some(d) = dir else { break };
                 File::open(d)?.sync_all()?;
                 dir = d.parent();
             }
             Ok(())
         });
+        if synced.is_ok() && levels == 2 {
+            let mut d = self.durable_subdirs.lock();
+            if d.len() >= DURABLE_SUBDIRS_MAX {
+                d.clear();
+            }
+            d.insert(subdir);
+        }
         if let Err(e) = synced {
             // A directory gone under an open object is the store failing, not a missing
             // object: the identity check says so first.

@@ -1,5 +1,6 @@
-//! The redo journal's records: what is appended replays as written, and a journal cut or
-//! damaged anywhere replays an intact prefix of it, never more.
+//! The redo journal's records: what is appended replays as written, a journal cut or
+//! damaged anywhere replays an intact prefix of it, never more, and older records behind
+//! the newest (what a checkpoint leaves when the journal starts over) are never replayed.
 
 use nacre_osd::journal::{Mutation, encode_record, parse};
 use proptest::prelude::*;
@@ -16,11 +17,24 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
+/// Records as the store writes them: transaction numbers only grow.
 fn records() -> impl Strategy<Value = Vec<(u64, Vec<Mutation>)>> {
-    prop::collection::vec(
-        (any::<u64>(), prop::collection::vec(mutation(), 0..5)),
-        0..6,
+    (
+        0u64..u64::MAX / 2,
+        prop::collection::vec(
+            (1u64..1 << 20, prop::collection::vec(mutation(), 0..5)),
+            0..6,
+        ),
     )
+        .prop_map(|(start, recs)| {
+            let mut t = start;
+            recs.into_iter()
+                .map(|(step, m)| {
+                    t += step;
+                    (t, m)
+                })
+                .collect()
+        })
 }
 
 fn journal(recs: &[(u64, Vec<Mutation>)]) -> Vec<u8> {
@@ -35,6 +49,26 @@ proptest! {
         let data = journal(&recs);
         let (back, intact) = parse(&data);
         prop_assert_eq!(intact, data.len() as u64);
+        prop_assert_eq!(back, recs);
+    }
+
+    /// What a checkpoint left behind the new records (older numbers) is never replayed.
+    #[test]
+    fn older_records_behind_newer_ones_end_the_replay(
+        recs in records(),
+        old in records(),
+    ) {
+        prop_assume!(!recs.is_empty() && !old.is_empty());
+        let last = recs.last().map_or(0, |r| r.0);
+        let stale: Vec<(u64, Vec<Mutation>)> = old
+            .into_iter()
+            .map(|(t, m)| (t % last.max(1), m))
+            .collect();
+        let mut data = journal(&recs);
+        let end = data.len() as u64;
+        data.extend(journal(&stale));
+        let (back, intact) = parse(&data);
+        prop_assert_eq!(intact, end);
         prop_assert_eq!(back, recs);
     }
 
