@@ -97,9 +97,19 @@ impl Client {
         }
         // The file's size, asked once and only if a range comes back short.
         let size = tokio::sync::OnceCell::new();
+        let changes = self.local_changes.of(&fid);
         let calls = p.chunks.iter().map(|c| {
             let (data, size) = (&data, &size);
             async move {
+                if let Some(b) = self
+                    .ec_shards
+                    .get(fid, c.obj.fid, c.obj_off, c.len, changes)
+                {
+                    // Read or decoded by a degraded read just before; zeros at its end
+                    // may be past the object's: the file size decides, as for a decode.
+                    let found = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+                    return (c.buf_off, Ok(b.slice(..found)));
+                }
                 let read = self
                     .unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
                     .await
@@ -275,16 +285,28 @@ impl Client {
                     .map(|j| (false, j - set.parity.start, parity.objects[j])),
             )
             .collect();
+        let changes = self.local_changes.of(&fid);
         let reads = others.iter().map(|&(is_data, i, o)| async move {
-            (is_data, i, self.ec_read_range(o, start, n).await)
+            if let Some(b) = self.ec_shards.get(fid, o.fid, start, n, changes) {
+                return (is_data, i, o, Ok(b.to_vec()));
+            }
+            (is_data, i, o, self.ec_read_range(o, start, n).await)
         });
         let mut have_data = Vec::new();
         let mut have_parity = Vec::new();
         let mut absent_data = Vec::new();
-        for (is_data, i, r) in join_all(reads).await {
+        // The objects of what was read, to keep it for the reads that follow.
+        let mut read_objs = Vec::new();
+        for (is_data, i, o, r) in join_all(reads).await {
             match (is_data, r) {
-                (true, Ok(s)) => have_data.push((i, s)),
-                (false, Ok(s)) => have_parity.push((i, s)),
+                (true, Ok(s)) => {
+                    read_objs.push((true, i, o.fid));
+                    have_data.push((i, s));
+                }
+                (false, Ok(s)) => {
+                    read_objs.push((false, i, o.fid));
+                    have_parity.push((i, s));
+                }
                 // An object never written is a hole: zeros, if nothing else will do.
                 (true, Err(ChunkReadError::Failed(Errno::ENOENT))) => absent_data.push(i),
                 (_, Err(e2)) => {
@@ -306,6 +328,20 @@ impl Client {
                 return Err(e2);
             }
         };
+        // A sequential reader asks next for the rest of this row, or for another lost
+        // stripe of it: what was read and decoded serves both.
+        let shards = have_data
+            .into_iter()
+            .map(|(i, s)| (true, i, s))
+            .chain(have_parity.into_iter().map(|(i, s)| (false, i, s)));
+        for (is_data, i, s) in shards {
+            if let Some(&(_, _, obj)) = read_objs.iter().find(|(d, j, _)| *d == is_data && *j == i)
+            {
+                self.ec_shards.put(fid, obj, start, Bytes::from(s), changes);
+            }
+        }
+        self.ec_shards
+            .put(fid, c.obj.fid, start, shard.clone(), changes);
         if corrupt {
             self.ec_repair(fid, data, comp, c, start, shard.clone())
                 .await;

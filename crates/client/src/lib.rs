@@ -15,6 +15,7 @@
 pub mod callback;
 pub mod cksum;
 pub mod ec;
+pub mod ec_shards;
 pub mod file;
 pub mod grant;
 pub mod io;
@@ -106,6 +107,8 @@ pub struct Client {
     stopping: watch::Sender<bool>,
     /// Bytes held by readahead windows, bounded by `llite.*.max_read_ahead_mb`.
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
+    /// Shards of degraded erasure-coded reads, for the reads that follow.
+    pub(crate) ec_shards: ec_shards::ShardCache,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
     pub(crate) dirty: writeback::DirtyCache,
     /// Space each OST promised for cached writes (`osc.*.cur_grant_bytes`).
@@ -159,6 +162,7 @@ impl Client {
             cache_hook: RwLock::new(None),
             stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
+            ec_shards: ec_shards::ShardCache::default(),
             dirty: writeback::DirtyCache::default(),
             grants: grant::OscGrants::default(),
             rpc_stats: stats::RpcStats::default(),
