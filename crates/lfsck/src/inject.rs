@@ -39,6 +39,7 @@
 //! | [`remove_ost_object`] | a layout referencing an object whose data is gone | `dangling` (recreated empty with `-c`) |
 //! | [`truncate_ost_object`] | an object emptied although its file's size says it holds data | `dangling` |
 //! | [`corrupt_filter_fid`] | an object whose filter fid names a file that does not exist | `unmatched_pair` |
+//! | [`change_ost_owner`] | an object whose owner is not its file's | `inconsistent_owner` |
 //! | [`share_object`] | two files whose layouts hold the same object | `multiple_referenced` |
 //! | [`detach_object`] | a file whose layout lost one object (its slot names one never created) | `orphan` (put back) |
 //! | [`orphan_ost_object`] | an object holding data for a file that does not exist | `orphan` (into lost+found with `-o`) |
@@ -510,6 +511,16 @@ pub fn truncate_ost_object(ost: &ObjStore, obj: Fid) -> Result<Injected, Errno> 
     ost.probe(&obj)?.0.ok_or(Errno::ENOENT)?;
     ost.punch(&obj, 0).map_err(Errno::from)?;
     Ok(hit("OST object truncated", obj, None))
+}
+
+/// Gives OST object `obj` (on `ost`) the owner `uid`:`gid`, as a chown whose passing to
+/// the OST was lost leaves the object with an owner that is not its file's (Lustre's
+/// `OBD_FAIL_LFSCK_BAD_OWNER`). Only an object with data can have an owner.
+pub fn change_ost_owner(ost: &ObjStore, obj: Fid, uid: u32, gid: u32) -> Result<Injected, Errno> {
+    if !ost.set_owner(&obj, uid, gid)? {
+        return Err(Errno::ENOENT);
+    }
+    Ok(hit("OST object owner changed", obj, None))
 }
 
 /// Points the filter fid of OST object `obj` at a file that does not exist (a FID of the

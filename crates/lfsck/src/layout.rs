@@ -12,6 +12,7 @@
 //! | no file (never written, or removed) | the file's exact size says the stripe holds data | dangling | recreated empty with `-c` |
 //! | filter fid names another file, which claims the object too | | multiply referenced | this file gets a copy of the object |
 //! | filter fid names another file (which does not claim it) or another stripe | | unmatched pair | the filter fid is set to this file and stripe |
+//! | an owner that is not the file's | | inconsistent owner | the object takes the file's owner |
 //!
 //! Dangling stripes wait for phase 2: an orphan whose filter fid names that very stripe
 //! is put back into it (Lustre's `-d`, always on), and only the stripes left are
@@ -25,8 +26,9 @@
 //! A LAST_ID behind the highest object of its sequence, or behind the objects an MDT was
 //! told are precreated, is put back (`repaired_others`, flag `crashed_lastid`).
 //!
-//! nacre keeps no owner on OST objects (quotas are not enforced per OST), so the
-//! inconsistent-owner class has nothing to compare and stays 0.
+//! An object that has an owner (given by a chown of its file, see `nacre_mdt::owner`)
+//! and whose owner is not its file's is an inconsistent owner: it takes the file's. An
+//! object never given one has nothing to compare, as in Lustre.
 //!
 //! A dry run (`-n`) counts what would be repaired and changes nothing. Phase 1's
 //! position is checkpointed as the namespace component's is; phase 2 starts its listing
@@ -349,11 +351,15 @@ async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
         ObjPresence::NotCreated | ObjPresence::Lost => dangling(cx, r).await,
         ObjPresence::Empty if r.expect_data => dangling(cx, r).await,
         ObjPresence::Empty => {}
-        ObjPresence::File => match s.ff {
-            // Objects get their filter fid with their first write; one only punched
-            // has none yet.
-            None => {}
-            Some(ff) if ff == want => {}
+        // Another file's or stripe's filter fid, or else this stripe's own object (or one
+        // that has none yet: filter fids come with the first write, and one only punched
+        // has none), with only its owner to check.
+        ObjPresence::File => match s.ff.filter(|ff| *ff != want) {
+            None => {
+                if s.owner.is_some_and(|o| o != (r.uid, r.gid)) {
+                    owner_differs(cx, r).await;
+                }
+            }
             Some(ff) => {
                 let other = ff.with_ver(0);
                 let shared = other != r.file
@@ -390,6 +396,54 @@ async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
             }
         },
     }
+}
+
+/// An object whose owner is not its file's, as the scan saw them. Under the file's owner
+/// lock, so no chown passes its owner on meanwhile, the file's owner and the object's
+/// are read again: a chown since the scan read them is no inconsistency. The object
+/// takes the file's owner (the MDT is trusted, as in Lustre).
+async fn owner_differs(cx: &mut Cx<'_>, r: &Ref) {
+    let mdt = cx.mdt.clone();
+    let _g = mdt.owner_locks.lock(&r.file).await;
+    let file_owner = {
+        let Ok(mut v) = mdt.store().read() else {
+            return;
+        };
+        match mdd::get_inode(&mut v, &r.file) {
+            Ok(i) => (i.attr.uid, i.attr.gid),
+            // Gone since the scan: nothing to compare.
+            Err(_) => return,
+        }
+    };
+    let probe = LfsckRequest::Probe {
+        mdt: mdt.index,
+        objs: vec![Probe {
+            obj: r.so.fid,
+            parent: r.file.with_ver(r.stripe),
+        }],
+    };
+    let obj_owner = match lfsck_ost(&mdt, r.so.ost_idx, probe).await {
+        Ok(LfsckReply::Probed(s)) => s.first().and_then(|s| s.owner),
+        _ => return,
+    };
+    if obj_owner.is_none_or(|o| o == file_owner) {
+        return;
+    }
+    let o = if cx.dryrun {
+        Outcome::Repaired
+    } else {
+        ost_repair(
+            cx,
+            r.so.ost_idx,
+            OstRepair::SetOwner {
+                obj: r.so.fid,
+                uid: file_owner.0,
+                gid: file_owner.1,
+            },
+        )
+        .await
+    };
+    done(cx, LayoutInconsistency::InconsistentOwner, o, r, false).await;
 }
 
 /// Whether `file` (on any MDT) holds object `obj` of OST `ost` as stripe `stripe`.

@@ -32,11 +32,8 @@ impl OstLfsck {
         match req {
             LfsckRequest::Probe { objs, .. } => {
                 blocking(store, move |s| {
-                    let mut out = Vec::with_capacity(objs.len());
-                    for p in &objs {
-                        out.push(probe(s, &p.obj)?);
-                    }
-                    Ok(LfsckReply::Probed(out))
+                    let fids: Vec<Fid> = objs.iter().map(|p| p.obj).collect();
+                    Ok(LfsckReply::Probed(probe_batch(s, &fids)?))
                 })
                 .await
             }
@@ -67,32 +64,56 @@ async fn blocking(
         .map_err(|_| Errno::EIO)?
 }
 
-/// What the OST knows of one object.
-pub fn probe(s: &ObjStore, obj: &Fid) -> Result<ObjState, Errno> {
-    let (size, ff) = match s.probe(obj) {
-        Ok(v) => v,
-        Err(Errno::EINVAL) => {
-            return Ok(ObjState {
-                presence: ObjPresence::NotCreated,
-                ff: None,
-                owner: None,
-                size: 0,
-            });
-        }
-        Err(e) => return Err(e),
-    };
-    let presence = match size {
-        Some(_) => ObjPresence::File,
-        None if obj.oid <= s.last_id(obj.seq)? => ObjPresence::Empty,
-        None => ObjPresence::NotCreated,
-    };
-    Ok(ObjState {
-        presence,
-        ff,
-        // nacre keeps no owner on OST objects (quotas are not enforced on OSTs).
+/// What the OST knows of each of `objs`: whether it has a file, its size, filter fid
+/// and owner. A FID that cannot name an object of this OST was never created.
+pub fn probe_batch(s: &ObjStore, objs: &[Fid]) -> Result<Vec<ObjState>, Errno> {
+    let not_created = ObjState {
+        presence: ObjPresence::NotCreated,
+        ff: None,
         owner: None,
-        size: size.unwrap_or(0),
-    })
+        size: 0,
+    };
+    let valid: Vec<Fid> = objs
+        .iter()
+        .copied()
+        .filter(ObjStore::valid_object)
+        .collect();
+    let mut probed = s.probe_batch(&valid)?.into_iter();
+    // LAST_ID of each sequence, read once per batch.
+    let mut last_ids: Vec<(u64, u32)> = Vec::new();
+    let mut out = Vec::with_capacity(objs.len());
+    for obj in objs {
+        if !ObjStore::valid_object(obj) {
+            out.push(not_created);
+            continue;
+        }
+        let p = probed.next().ok_or(Errno::EIO)?;
+        let presence = match p.size {
+            Some(_) => ObjPresence::File,
+            None => {
+                let last = match last_ids.iter().find(|(q, _)| *q == obj.seq) {
+                    Some(&(_, l)) => l,
+                    None => {
+                        let l = s.last_id(obj.seq)?;
+                        last_ids.push((obj.seq, l));
+                        l
+                    }
+                };
+                if obj.oid <= last {
+                    ObjPresence::Empty
+                } else {
+                    ObjPresence::NotCreated
+                }
+            }
+        };
+        out.push(ObjState {
+            presence,
+            ff: p.ff,
+            owner: p.owner,
+            size: p.size.unwrap_or(0),
+        });
+    }
+    Ok(out)
 }
 
 /// Makes one repair, checking first that it is still needed.
@@ -115,7 +136,16 @@ pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
             Ok(_) => s.set_last_id(seq, last),
             Err(e) => Err(e),
         },
-        OstRepair::SetOwner { .. } => Err(Errno::ENOTSUP),
+        OstRepair::SetOwner { obj, uid, gid } => match s.owner(&obj) {
+            Ok(Some(o)) if o == (uid, gid) => return Outcome::Unneeded,
+            Ok(_) => match s.set_owner(&obj, uid, gid) {
+                Ok(true) => Ok(()),
+                // Its file is gone since the probe: nothing left to own.
+                Ok(false) => return Outcome::Unneeded,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        },
     };
     match r {
         Ok(()) => Outcome::Repaired,

@@ -29,6 +29,7 @@ pub mod lod;
 pub mod mdd;
 pub mod open;
 pub mod osp;
+pub mod owner;
 pub mod perm;
 pub mod records;
 pub mod recovery;
@@ -112,6 +113,8 @@ pub struct Mdt {
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
     /// Replay recovery after a restart, and the clients' records.
     pub recovery: recovery::Recovery,
+    /// Passing a file's owner to its OST objects, one file at a time.
+    pub owner_locks: owner::OwnerLocks,
 }
 
 fn now() -> Timespec {
@@ -195,6 +198,7 @@ impl Mdt {
             lfsck: std::sync::OnceLock::new(),
             oi_rebuilt,
             recovery,
+            owner_locks: owner::OwnerLocks::default(),
         });
         let cc = cfg.conn.clone();
         mdt.add_osts(&config, &cc, &sd_rx)
@@ -1337,6 +1341,13 @@ impl Mdt {
                         self.sync_objects(fid, &l).await?;
                     }
                 }
+                let chown = attr.uid.is_some() || attr.gid.is_some();
+                // A chown and its passing to the OST objects are one step for LFSCK's
+                // owner repair of the same file (see `owner`).
+                let _owner = match chown {
+                    true => Some(self.owner_locks.lock(&fid).await),
+                    false => None,
+                };
                 let me = self.clone();
                 let ino = self
                     .store
@@ -1345,6 +1356,10 @@ impl Mdt {
                         mdd::setattr(tx, &fid, &attr, t, &writers, &cred, writable)
                     })
                     .await?;
+                if chown && ino.attr.is_reg() {
+                    // Failures are logged: the chown itself is done, and LFSCK repairs them.
+                    let _ = self.pass_owner(&ino).await;
+                }
                 if sized {
                     // The client made the objects match this size before asking.
                     self.opens.size_set(&fid);

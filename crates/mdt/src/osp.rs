@@ -310,6 +310,15 @@ impl Osp {
         }
     }
 
+    /// Gives objects on the OST a new owner (a chown of their file).
+    pub async fn set_owner(&self, objs: Vec<Fid>, uid: u32, gid: u32) -> Result<(), Errno> {
+        self.import
+            .call(&Request::OstSetOwner { objs, uid, gid }, Default::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.errno())
+    }
+
     /// Destroys objects on the OST (missing objects count as destroyed).
     pub async fn destroy(&self, objs: Vec<Fid>) -> Result<(), Errno> {
         self.import

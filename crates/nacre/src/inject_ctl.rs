@@ -20,30 +20,57 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum InjectOp {
     /// MDT: the name `parent/name` removed (LFSCK: `lost_dirent`).
-    RemoveName { parent: Fid, name: Vec<u8> },
+    RemoveName {
+        parent: Fid,
+        name: Vec<u8>,
+    },
     /// MDT: the name removed and its object's linkEA emptied (`local_lost_found_moved`).
-    OrphanInode { parent: Fid, name: Vec<u8> },
+    OrphanInode {
+        parent: Fid,
+        name: Vec<u8>,
+    },
     /// MDT: the linkEA of `fid` emptied (`linkea`, one per name).
-    DropLinks { fid: Fid },
+    DropLinks {
+        fid: Fid,
+    },
     /// MDT: the type the entry `parent/name` records set to a FIFO (`bad_file_type`).
-    FlipDirentType { parent: Fid, name: Vec<u8> },
+    FlipDirentType {
+        parent: Fid,
+        name: Vec<u8>,
+    },
     /// MDT: the FID in the entry `parent/name` replaced by garbage (`dirent`).
-    CorruptDirentFid { parent: Fid, name: Vec<u8> },
+    CorruptDirentFid {
+        parent: Fid,
+        name: Vec<u8>,
+    },
     /// MDT: the link count of `fid` set to `nlink` (`nlinks`).
-    SetNlink { fid: Fid, nlink: u32 },
+    SetNlink {
+        fid: Fid,
+        nlink: u32,
+    },
     /// MDT: slot `index` of striped directory `fid`'s LMV corrupted (`striped_dirs`).
-    CorruptLmvSlot { fid: Fid, index: u32 },
+    CorruptLmvSlot {
+        fid: Fid,
+        index: u32,
+    },
     /// MDT: the object index entry of `fid` removed (OI scrub: `updated`).
-    DropOiEntry { fid: Fid },
+    DropOiEntry {
+        fid: Fid,
+    },
     /// MDT: the whole object index deleted (OI scrub: one per inode).
     DropOi,
     /// MDT: stripe 0 of `b` made to hold `a`'s stripe 0 object (`multiple_referenced`);
     /// answers with `b`'s own object, which the command then removes so that nothing
     /// else (an orphan) is left to count.
-    ShareObject { a: Fid, b: Fid },
+    ShareObject {
+        a: Fid,
+        b: Fid,
+    },
     /// MDT: stripe 0 of `fid` pointed at an object never created; the real one becomes
     /// an orphan LFSCK puts back (`orphan`).
-    DetachObject { fid: Fid },
+    DetachObject {
+        fid: Fid,
+    },
     /// MDT and OST `ost` (both served here): an object holding `data` for `parent`, a
     /// file that does not exist (`orphan`).
     OrphanOstObject {
@@ -52,19 +79,37 @@ pub enum InjectOp {
         data: Vec<u8>,
     },
     /// OST: object `obj` removed (`dangling`).
-    RemoveOstObject { obj: Fid },
+    RemoveOstObject {
+        obj: Fid,
+    },
     /// OST: object `obj` truncated to nothing (`dangling`).
-    TruncateOstObject { obj: Fid },
+    TruncateOstObject {
+        obj: Fid,
+    },
+    ChangeOstOwner {
+        obj: Fid,
+        uid: u32,
+        gid: u32,
+    },
     /// OST: the filter fid of `obj` pointed at a file that does not exist (`unmatched_pair`).
-    CorruptFilterFid { obj: Fid },
+    CorruptFilterFid {
+        obj: Fid,
+    },
     /// OST: LAST_ID of every sequence rewound to 1 (`others`, one per sequence).
     RewindLastId,
     /// OST: one bit of object `obj` flipped at a random offset (found by checksums).
-    FlipBit { obj: Fid, seed: u64 },
+    FlipBit {
+        obj: Fid,
+        seed: u64,
+    },
     /// Any target: a-DevFail, its storage failed (every request EIO); off with `clear`.
-    DevFail { clear: bool },
+    DevFail {
+        clear: bool,
+    },
     /// Any target: c-Network, its replies dropped; off with `clear`.
-    Network { clear: bool },
+    Network {
+        clear: bool,
+    },
 }
 
 /// One thing a request broke (or a switch it turned).
@@ -294,6 +339,9 @@ fn on_ost(
     match op {
         InjectOp::RemoveOstObject { obj } => one(inject::remove_ost_object(store, obj)),
         InjectOp::TruncateOstObject { obj } => one(inject::truncate_ost_object(store, obj)),
+        InjectOp::ChangeOstOwner { obj, uid, gid } => {
+            one(inject::change_ost_owner(store, obj, uid, gid))
+        }
         InjectOp::CorruptFilterFid { obj } => one(inject::corrupt_filter_fid(store, obj)),
         InjectOp::RewindLastId => {
             let mut out = Vec::new();

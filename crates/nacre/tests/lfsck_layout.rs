@@ -171,6 +171,58 @@ async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
     end(fs, &kept).await;
 }
 
+/// sanity-lfsck.sh 16: a chown gives the file's objects its owner; one whose passing to
+/// the OST was lost (`OBD_FAIL_LFSCK_BAD_OWNER`) leaves an object owned by someone else,
+/// which the layout check finds and gives the file's owner. Objects never given an owner
+/// (files nobody chowned, as the population here) are not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_owner_a_chown_did_not_reach_is_repaired() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = fs.victims("victims", N).await;
+    let owner = |i: usize| (1000 + i as u32, 2000 + i as u32);
+    for (i, f) in v.iter().enumerate() {
+        let (uid, gid) = owner(i);
+        let attr = nacre_core::SetAttr {
+            uid: Some(uid),
+            gid: Some(gid),
+            ..Default::default()
+        };
+        fs.c.setattr(*f, attr, &Cred::root(), None)
+            .await
+            .expect("chown");
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(
+            fs.ost(so.ost_idx).owner(&so.fid).expect("owner"),
+            Some((uid, gid)),
+            "the chown did not reach the object"
+        );
+    }
+    // Nothing to repair while every object has its file's owner.
+    let clean = fs.lfsck_layout(0, LPF_DRYRUN).await;
+    assert_eq!(layout_repaired(&clean), counts(&[]));
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::change_ost_owner(fs.ost(so.ost_idx), so.fid, 1, 1).expect("inject");
+    }
+    roundtrip(&fs, 0, &[("inconsistent_owner", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(
+            fs.ost(so.ost_idx).owner(&so.fid).expect("owner"),
+            Some(owner(i))
+        );
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_object_is_copied_for_the_second_file() {
     let fs = Fs::new(1, 2).await;

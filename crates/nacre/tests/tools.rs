@@ -391,7 +391,7 @@ fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
     }
     let fs = UpFs::new(&["--osts", "2"]);
     // (class, component, dry-run counter, repair counter, repair options)
-    let cases: [(&str, &str, &str, &str, &[&str]); 6] = [
+    let cases: [(&str, &str, &str, &str, &[&str]); 7] = [
         (
             "detach-ost-object",
             "layout",
@@ -411,6 +411,13 @@ fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
             "layout",
             "inconsistent_unmatched_pair",
             "repaired_unmatched_pair",
+            &[],
+        ),
+        (
+            "change-ost-owner",
+            "layout",
+            "inconsistent_inconsistent_owner",
+            "repaired_inconsistent_owner",
             &[],
         ),
         (

@@ -25,7 +25,9 @@ pub mod snapshot;
 
 pub use health::Health;
 pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
-pub use objstore::{BadBlock, Corruption, ObjError, ObjStore, ObjStoreConfig, RangeCheck, ReadOut};
+pub use objstore::{
+    BadBlock, Corruption, ObjError, ObjProbe, ObjStore, ObjStoreConfig, RangeCheck, ReadOut,
+};
 pub use snapshot::StoreSnapshot;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

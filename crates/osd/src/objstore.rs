@@ -44,6 +44,10 @@ pub const OBJ_SUBDIRS: u32 = 32;
 /// Open object files kept cached; beyond this the least recently used are closed.
 pub const DEFAULT_FD_CACHE: usize = 1024;
 const FILTER_FID_XATTR: &str = "user.nacre.fid";
+/// The owner an object was given by a chown of its file (uid and gid, little-endian), as
+/// an ldiskfs OST object's inode owner: what quotas on the OST would count, and what the
+/// layout LFSCK compares with the file's owner. An object that never had one has none.
+const OWNER_XATTR: &str = "user.nacre.owner";
 
 #[derive(Clone, Debug)]
 pub struct ObjStoreConfig {
@@ -314,6 +318,15 @@ pub struct ObjStore {
 /// syncs each parent once more). 32 per sequence, a handful of sequences per MDT.
 const DURABLE_SUBDIRS_MAX: usize = 65536;
 
+/// What LFSCK learns of one object ([`ObjStore::probe_batch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjProbe {
+    /// Its file's size; `None`: no file (empty at or below LAST_ID, not created above).
+    pub size: Option<u64>,
+    pub ff: Option<Fid>,
+    pub owner: Option<(u32, u32)>,
+}
+
 /// An object as stored: its file, or nothing yet (precreated, never written).
 enum Obj {
     File(Arc<File>),
@@ -430,10 +443,15 @@ impl ObjStore {
     }
 
     fn check(fid: &Fid) -> Result<(), Errno> {
-        if fid.oid == 0 || fid.ver != 0 {
+        if !Self::valid_object(fid) {
             return Err(Errno::EINVAL);
         }
         Ok(())
+    }
+
+    /// Whether `fid` can name an object of a store (anything else is EINVAL).
+    pub fn valid_object(fid: &Fid) -> bool {
+        fid.oid != 0 && fid.ver == 0
     }
 
     /// The object's file; a precreated object that has none yet is `Empty`, or gets its
@@ -1583,6 +1601,58 @@ impl ObjStore {
         }
     }
 
+    /// [`probe`](Self::probe) of many objects, with each one's owner: what LFSCK's layout
+    /// check asks an OST in one batch. A missing object file is told from a lost object
+    /// tree by checking the store's health, once for the whole batch.
+    pub fn probe_batch(&self, fids: &[Fid]) -> Result<Vec<ObjProbe>, Errno> {
+        let mut out = Vec::with_capacity(fids.len());
+        let mut missing = false;
+        for fid in fids {
+            Self::check(fid)?;
+            let path = self.object_path(fid);
+            match std::fs::metadata(&path) {
+                Ok(m) => out.push(ObjProbe {
+                    size: Some(m.len()),
+                    ff: get_filter_fid(&path)?,
+                    owner: get_owner(&path)?,
+                }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    missing = true;
+                    out.push(ObjProbe::default());
+                }
+                Err(e) => return Err(self.health.io_error(path.display(), e)),
+            }
+        }
+        if missing {
+            self.health.verify()?;
+        }
+        Ok(out)
+    }
+
+    /// The owner of an object (`None`: never given one, or no file).
+    pub fn owner(&self, fid: &Fid) -> Result<Option<(u32, u32)>, Errno> {
+        Self::check(fid)?;
+        match get_owner(&self.object_path(fid)) {
+            Err(Errno::ENOENT) => Ok(None),
+            r => r,
+        }
+    }
+
+    /// Gives an object the owner of its file (a chown the MDT passes on, or LFSCK's repair
+    /// of an inconsistent owner). An object without a file holds no data for a quota to
+    /// count: it is left alone, and `false` says so.
+    pub fn set_owner(&self, fid: &Fid, uid: u32, gid: u32) -> Result<bool, Errno> {
+        Self::check(fid)?;
+        match set_owner(&self.object_path(fid), uid, gid) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => {
+                self.health.verify()?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Sets the filter fid of an object that has a file (LFSCK's repair of an unmatched
     /// pair, or a damaged one made on purpose).
     pub fn set_filter_fid(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
@@ -1751,6 +1821,42 @@ fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
         };
     }
     Ok(Fid::from_bytes(&v[..r as usize]))
+}
+
+fn set_owner(p: &Path, uid: u32, gid: u32) -> Result<(), Errno> {
+    let c = xattr_call(p)?;
+    let name = std::ffi::CString::new(OWNER_XATTR).map_err(|_| Errno::EINVAL)?;
+    let mut v = [0u8; 8];
+    v[..4].copy_from_slice(&uid.to_le_bytes());
+    v[4..].copy_from_slice(&gid.to_le_bytes());
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe { libc::setxattr(c.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    if r != 0 {
+        return Err(Errno::from(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn get_owner(p: &Path) -> Result<Option<(u32, u32)>, Errno> {
+    let c = xattr_call(p)?;
+    let name = std::ffi::CString::new(OWNER_XATTR).map_err(|_| Errno::EINVAL)?;
+    let mut v = [0u8; 8];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) => Ok(None),
+            _ => Err(Errno::from(e)),
+        };
+    }
+    if r != 8 {
+        // Not one this store wrote: no owner it can vouch for.
+        return Ok(None);
+    }
+    let uid = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let gid = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
+    Ok(Some((uid, gid)))
 }
 
 /// Checks that the backing file system keeps user xattrs (filter fids need them).

@@ -425,6 +425,16 @@ impl Ost {
                 .await?;
                 Ok((Reply::Ok, none))
             }
+            Request::OstSetOwner { objs, uid, gid } => {
+                self.blocking(move |s| {
+                    for o in &objs {
+                        s.set_owner(o, uid, gid)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+                Ok((Reply::Ok, none))
+            }
             Request::OstSync { objs } => {
                 self.blocking(move |s| {
                     for o in &objs {

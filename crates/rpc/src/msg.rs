@@ -581,6 +581,14 @@ pub enum Request {
         handle: Option<u64>,
         layout_gen: u32,
     },
+    // --- Object owners (appended) ---
+    /// MDT to OST (Lustre's `OST_SETATTR` of a chown): objects `objs` of a file now owned
+    /// by `uid`:`gid` take that owner; objects without data are left alone.
+    OstSetOwner {
+        objs: Vec<Fid>,
+        uid: u32,
+        gid: u32,
+    },
 }
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
@@ -933,6 +941,7 @@ impl Request {
             Request::MdtDisconnect { .. } => 78,
             Request::Mirror { .. } => 79,
             Request::EcParitySynced { .. } => 80,
+            Request::OstSetOwner { .. } => 81,
         }
     }
 
@@ -1005,6 +1014,7 @@ impl Request {
             78 => "mds_disconnect",
             79 => "mirror",
             80 => "ec_parity_synced",
+            81 => "ost_setattr",
             _ => "other",
         }
     }

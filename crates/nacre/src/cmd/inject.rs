@@ -49,6 +49,7 @@ Classes (what a dry run of `lctl lfsck_start` counts for each):
     remove-ost-object    stripe 0 object removed                      dangling (1)
     truncate-ost-object  stripe 0 object emptied, size says data      dangling (1)
     corrupt-filter-fid   stripe 0 object's filter fid names nothing   unmatched_pair
+    change-ost-owner     stripe 0 object owned by uid+1:gid+1         inconsistent_owner
     share-object         2nd file of a pair holds the 1st's object    multiple_referenced
     detach-ost-object    layout names an object never created         orphan (put back)
     orphan-ost-object    a new object for a file that does not exist  orphan (2)
@@ -81,6 +82,7 @@ pub enum Class {
     RemoveOstObject,
     TruncateOstObject,
     CorruptFilterFid,
+    ChangeOstOwner,
     ShareObject,
     DetachOstObject,
     OrphanOstObject,
@@ -392,6 +394,7 @@ fn fits(class: Class, f: &Found) -> bool {
         Class::RemoveOstObject
         | Class::TruncateOstObject
         | Class::CorruptFilterFid
+        | Class::ChangeOstOwner
         | Class::DetachOstObject
         | Class::BitFlip
         | Class::ShareObject
@@ -479,6 +482,17 @@ fn op_for(a: &InjectArgs, f: &Found, i: u32) -> Result<(String, InjectOp)> {
             (
                 ost_name(so.ost_idx),
                 InjectOp::CorruptFilterFid { obj: so.fid },
+            )
+        }
+        Class::ChangeOstOwner => {
+            let so = stripe0()?;
+            (
+                ost_name(so.ost_idx),
+                InjectOp::ChangeOstOwner {
+                    obj: so.fid,
+                    uid: f.info.attr.uid.wrapping_add(1),
+                    gid: f.info.attr.gid.wrapping_add(1),
+                },
             )
         }
         Class::BitFlip => {
