@@ -22,7 +22,7 @@
 
 use crate::cksum::ChunkReadError;
 use crate::io::{Chunk, plan};
-use crate::{Client, rpc_errno};
+use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::BLOCK;
@@ -101,19 +101,7 @@ impl Client {
         let calls = p.chunks.iter().map(|c| {
             let (data, size) = (&data, &size);
             async move {
-                if let Some(b) = self
-                    .ec_shards
-                    .get(fid, c.obj.fid, c.obj_off, c.len, changes)
-                {
-                    // Read or decoded by a degraded read just before; zeros at its end
-                    // may be past the object's: the file size decides, as for a decode.
-                    let found = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
-                    return (c.buf_off, Ok(b.slice(..found)));
-                }
-                let read = self
-                    .unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
-                    .await
-                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)));
+                let read = self.ec_shared_read(fid, c, changes).await;
                 let r = match read {
                     Ok(b) if (b.len() as u64) < c.len && in_sync => {
                         let size = *size
@@ -205,9 +193,36 @@ impl Client {
             .await
     }
 
+    /// Chunk `c` of file `fid` at change count `changes`, read once for every read that
+    /// wants it at about the same time (see [`crate::ec_shards`]).
+    async fn ec_shared_read(&self, fid: Fid, c: &Chunk, changes: u64) -> ec_shards::Read {
+        let (obj, off, len) = (c.obj.fid, c.obj_off, c.len);
+        let slot = self.ec_shards.slot(fid, obj, off, len, changes);
+        let read = slot
+            .get_or_init(|| async {
+                self.unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
+                    .await
+                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))
+            })
+            .await
+            .clone();
+        if read.is_err() {
+            self.ec_shards.forget(fid, obj, off, len, changes);
+        }
+        read
+    }
+
     /// `[obj_off, obj_off + len)` of object `obj`, zero-padded to `len` (bytes past the
-    /// object's end are zeros to the codec), in RPCs of at most `max_pages_per_rpc`.
-    async fn ec_read_range(&self, obj: StripeObject, obj_off: u64, len: u64) -> Shard {
+    /// object's end are zeros to the codec), in RPCs of at most `max_pages_per_rpc`; with
+    /// `shared` (the file and its change count), shared with other reads of the same
+    /// ranges.
+    async fn ec_read_range(
+        &self,
+        shared: Option<(Fid, u64)>,
+        obj: StripeObject,
+        obj_off: u64,
+        len: u64,
+    ) -> Shard {
         let max = self.tunables.max_rpc_bytes().max(BLOCK_U64);
         let mut out = vec![0u8; len as usize];
         let mut at = 0u64;
@@ -220,10 +235,13 @@ impl Client {
                 len: n,
                 buf_off: 0,
             };
-            let b = self
-                .unless_failing(obj.ost_idx, self.ec_read_chunk(&c))
-                .await
-                .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))?;
+            let b = match shared {
+                Some((fid, changes)) => self.ec_shared_read(fid, &c, changes).await,
+                None => self
+                    .unless_failing(obj.ost_idx, self.ec_read_chunk(&c))
+                    .await
+                    .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))),
+            }?;
             out[at as usize..at as usize + b.len()].copy_from_slice(&b);
             at += n;
         }
@@ -287,26 +305,19 @@ impl Client {
             .collect();
         let changes = self.local_changes.of(&fid);
         let reads = others.iter().map(|&(is_data, i, o)| async move {
-            if let Some(b) = self.ec_shards.get(fid, o.fid, start, n, changes) {
-                return (is_data, i, o, Ok(b.to_vec()));
-            }
-            (is_data, i, o, self.ec_read_range(o, start, n).await)
+            (
+                is_data,
+                i,
+                self.ec_read_range(Some((fid, changes)), o, start, n).await,
+            )
         });
         let mut have_data = Vec::new();
         let mut have_parity = Vec::new();
         let mut absent_data = Vec::new();
-        // The objects of what was read, to keep it for the reads that follow.
-        let mut read_objs = Vec::new();
-        for (is_data, i, o, r) in join_all(reads).await {
+        for (is_data, i, r) in join_all(reads).await {
             match (is_data, r) {
-                (true, Ok(s)) => {
-                    read_objs.push((true, i, o.fid));
-                    have_data.push((i, s));
-                }
-                (false, Ok(s)) => {
-                    read_objs.push((false, i, o.fid));
-                    have_parity.push((i, s));
-                }
+                (true, Ok(s)) => have_data.push((i, s)),
+                (false, Ok(s)) => have_parity.push((i, s)),
                 // An object never written is a hole: zeros, if nothing else will do.
                 (true, Err(ChunkReadError::Failed(Errno::ENOENT))) => absent_data.push(i),
                 (_, Err(e2)) => {
@@ -328,24 +339,22 @@ impl Client {
                 return Err(e2);
             }
         };
-        // A sequential reader asks next for the rest of this row, or for another lost
-        // stripe of it: what was read and decoded serves both.
-        let shards = have_data
-            .into_iter()
-            .map(|(i, s)| (true, i, s))
-            .chain(have_parity.into_iter().map(|(i, s)| (false, i, s)));
-        for (is_data, i, s) in shards {
-            if let Some(&(_, _, obj)) = read_objs.iter().find(|(d, j, _)| *d == is_data && *j == i)
-            {
-                self.ec_shards.put(fid, obj, start, Bytes::from(s), changes);
-            }
-        }
-        self.ec_shards
-            .put(fid, c.obj.fid, start, shard.clone(), changes);
         if corrupt {
             self.ec_repair(fid, data, comp, c, start, shard.clone())
                 .await;
         }
+        // The next read of this range (a reader's own, or a decode of another lost stripe
+        // of the set) takes it from here; trailing zeros may be past the object's end, so
+        // they are left out, as below.
+        let shard_end = shard.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        self.ec_shards.put(
+            fid,
+            c.obj.fid,
+            start,
+            n,
+            changes,
+            Ok(shard.slice(..shard_end)),
+        );
         let lead = (c.obj_off - start) as usize;
         let piece = shard.slice(lead..lead + c.len as usize);
         // The decoded stripe runs on in zeros past its object's end: trailing zeros are not
@@ -542,7 +551,7 @@ impl Client {
         let mut at = 0u64;
         while at < top {
             let n = (top - at).min(EC_ROW_BYTES);
-            let reads = objs.iter().map(|o| self.ec_read_range(*o, at, n));
+            let reads = objs.iter().map(|o| self.ec_read_range(None, *o, at, n));
             let mut shards = Vec::with_capacity(objs.len());
             for r in join_all(reads).await {
                 match r {
