@@ -363,11 +363,9 @@ mod tests {
                 let h = h.clone();
                 std::thread::spawn(move || {
                     for _ in 0..50 {
-                        if let Err(e) = h.probe() {
-                            return Err(e);
-                        }
+                        h.probe()?;
                     }
-                    Ok(())
+                    Ok::<(), String>(())
                 })
             })
             .collect();
