@@ -196,8 +196,14 @@ impl Client {
     /// Chunk `c` of file `fid` at change count `changes`, read once for every read that
     /// wants it at about the same time (see [`crate::ec_shards`]).
     async fn ec_shared_read(&self, fid: Fid, c: &Chunk, changes: u64) -> ec_shards::Read {
-        let (obj, off, len) = (c.obj.fid, c.obj_off, c.len);
-        let slot = self.ec_shards.slot(fid, obj, off, len, changes);
+        let key = ec_shards::Key {
+            file: fid,
+            obj: c.obj.fid,
+            off: c.obj_off,
+            len: c.len,
+            changes,
+        };
+        let slot = self.ec_shards.slot(key);
         let read = slot
             .get_or_init(|| async {
                 self.unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
@@ -207,7 +213,7 @@ impl Client {
             .await
             .clone();
         if read.is_err() {
-            self.ec_shards.forget(fid, obj, off, len, changes);
+            self.ec_shards.forget(key);
         }
         read
     }
@@ -347,14 +353,14 @@ impl Client {
         // of the set) takes it from here; trailing zeros may be past the object's end, so
         // they are left out, as below.
         let shard_end = shard.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        self.ec_shards.put(
-            fid,
-            c.obj.fid,
-            start,
-            n,
+        let key = ec_shards::Key {
+            file: fid,
+            obj: c.obj.fid,
+            off: start,
+            len: n,
             changes,
-            Ok(shard.slice(..shard_end)),
-        );
+        };
+        self.ec_shards.put(key, Ok(shard.slice(..shard_end)));
         let lead = (c.obj_off - start) as usize;
         let piece = shard.slice(lead..lead + c.len as usize);
         // The decoded stripe runs on in zeros past its object's end: trailing zeros are not

@@ -377,20 +377,16 @@ async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
                     };
                     done(cx, LayoutInconsistency::MultipleReferenced, o, r, false).await;
                 } else {
-                    let o = if cx.dryrun {
-                        Outcome::Repaired
-                    } else {
-                        ost_repair(
-                            cx,
-                            r.so.ost_idx,
-                            OstRepair::SetFilterFid {
-                                obj: r.so.fid,
-                                old: Some(ff),
-                                parent: want,
-                            },
-                        )
-                        .await
-                    };
+                    let o = ost_repair(
+                        cx,
+                        r.so.ost_idx,
+                        OstRepair::SetFilterFid {
+                            obj: r.so.fid,
+                            old: Some(ff),
+                            parent: want,
+                        },
+                    )
+                    .await;
                     done(cx, LayoutInconsistency::UnmatchedPair, o, r, false).await;
                 }
             }
@@ -429,20 +425,16 @@ async fn owner_differs(cx: &mut Cx<'_>, r: &Ref) {
     if obj_owner.is_none_or(|o| o == file_owner) {
         return;
     }
-    let o = if cx.dryrun {
-        Outcome::Repaired
-    } else {
-        ost_repair(
-            cx,
-            r.so.ost_idx,
-            OstRepair::SetOwner {
-                obj: r.so.fid,
-                uid: file_owner.0,
-                gid: file_owner.1,
-            },
-        )
-        .await
-    };
+    let o = ost_repair(
+        cx,
+        r.so.ost_idx,
+        OstRepair::SetOwner {
+            obj: r.so.fid,
+            uid: file_owner.0,
+            gid: file_owner.1,
+        },
+    )
+    .await;
     done(cx, LayoutInconsistency::InconsistentOwner, o, r, false).await;
 }
 
@@ -492,21 +484,17 @@ async fn settle_dangling(cx: &mut Cx<'_>, r: &Ref) {
         );
         return;
     }
-    let o = if cx.dryrun {
-        Outcome::Repaired
-    } else {
-        ost_repair(
-            cx,
-            r.so.ost_idx,
-            OstRepair::Create {
-                obj: r.so.fid,
-                parent: r.file.with_ver(r.stripe),
-                uid: r.uid,
-                gid: r.gid,
-            },
-        )
-        .await
-    };
+    let o = ost_repair(
+        cx,
+        r.so.ost_idx,
+        OstRepair::Create {
+            obj: r.so.fid,
+            parent: r.file.with_ver(r.stripe),
+            uid: r.uid,
+            gid: r.gid,
+        },
+    )
+    .await;
     done(cx, LayoutInconsistency::Dangling, o, r, true).await;
 }
 
@@ -558,7 +546,12 @@ async fn describe(mdt: &Arc<Mdt>, fid: Fid) -> String {
     }
 }
 
+/// Makes repair `op` on OST `ost`: in a dry run, only counts it as made.
 async fn ost_repair(cx: &mut Cx<'_>, ost: u32, op: OstRepair) -> Outcome {
+    if cx.dryrun {
+        // Counted as the repair it would be; nothing is sent.
+        return Outcome::Repaired;
+    }
     if cx.gone.contains(&ost) {
         return Outcome::Failed(Errno::ENOTCONN);
     }
@@ -814,11 +807,7 @@ async fn last_id_behind(cx: &mut Cx<'_>) {
         .collect();
     behind.sort_unstable();
     for ((ost, seq), (max, last)) in behind {
-        let o = if cx.dryrun {
-            Outcome::Repaired
-        } else {
-            ost_repair(cx, ost, OstRepair::SetLastId { seq, last: max }).await
-        };
+        let o = ost_repair(cx, ost, OstRepair::SetLastId { seq, last: max }).await;
         if o == Outcome::Repaired {
             cx.eng.state.lock().lo.flags |= api::FLAG_CRASHED_LASTID;
         }

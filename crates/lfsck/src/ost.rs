@@ -8,8 +8,8 @@
 //! OST's other MDTs back.
 
 use nacre_core::{Errno, Fid};
-use nacre_osd::ObjStore;
 use nacre_osd::objstore::OBJ_SUBDIRS;
+use nacre_osd::{ObjProbe, ObjStore};
 use nacre_rpc::lfsck::{
     BoxFuture, LfsckReply, LfsckRequest, LfsckService, ObjCursor, ObjPresence, ObjState, OrphanObj,
     OstRepair, Outcome,
@@ -126,9 +126,17 @@ pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
             Ok((None, _)) => Err(Errno::ENOENT),
             Err(e) => Err(e),
         },
-        OstRepair::Create { obj, parent, .. } => match s.probe(&obj) {
+        OstRepair::Create {
+            obj,
+            parent,
+            uid,
+            gid,
+        } => match s.probe(&obj) {
             Ok((Some(_), _)) => return Outcome::Unneeded,
-            Ok((None, _)) => s.recreate(&obj, &parent),
+            // Recreated with its file's owner, as Lustre's LFSCK makes it.
+            Ok((None, _)) => s
+                .recreate(&obj, &parent)
+                .and_then(|()| s.set_owner(&obj, uid, gid).map(|_| ())),
             Err(e) => Err(e),
         },
         OstRepair::SetLastId { seq, last } => match s.last_id(seq) {
@@ -181,16 +189,24 @@ pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Err
                     });
                 }
                 let obj = Fid::new(seq, oid, 0);
-                let (size, ff) = match s.probe(&obj) {
-                    Ok((Some(size), ff)) => (size, ff),
-                    // Gone since the listing (a destroy).
-                    Ok((None, _)) | Err(Errno::ENOENT) => continue,
+                let p = match s.probe_batch(&[obj]) {
+                    Ok(p) => p,
+                    Err(Errno::ENOENT) => continue,
                     Err(e) => return Err(e),
+                };
+                // No size: gone since the listing (a destroy).
+                let Some(&ObjProbe {
+                    size: Some(size),
+                    ff,
+                    owner,
+                }) = p.first()
+                else {
+                    continue;
                 };
                 objs.push(OrphanObj {
                     obj,
                     ff,
-                    owner: None,
+                    owner,
                     size,
                 });
             }

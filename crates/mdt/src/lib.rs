@@ -1344,9 +1344,10 @@ impl Mdt {
                 let chown = attr.uid.is_some() || attr.gid.is_some();
                 // A chown and its passing to the OST objects are one step for LFSCK's
                 // owner repair of the same file (see `owner`).
-                let _owner = match chown {
-                    true => Some(self.owner_locks.lock(&fid).await),
-                    false => None,
+                let _owner = if chown {
+                    Some(self.owner_locks.lock(&fid).await)
+                } else {
+                    None
                 };
                 let me = self.clone();
                 let ino = self

@@ -1589,16 +1589,9 @@ impl ObjStore {
     /// What LFSCK's layout check needs of an object: its size if it has a file (`None`:
     /// no file, so empty if at or below LAST_ID, not created above it), and its filter fid.
     pub fn probe(&self, fid: &Fid) -> Result<(Option<u64>, Option<Fid>), Errno> {
-        Self::check(fid)?;
-        let path = self.object_path(fid);
-        match std::fs::metadata(&path) {
-            Ok(m) => Ok((Some(m.len()), get_filter_fid(&path)?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.health.verify()?;
-                Ok((None, None))
-            }
-            Err(e) => Err(self.health.io_error(path.display(), e)),
-        }
+        let p = self.probe_batch(std::slice::from_ref(fid))?;
+        let p = p.first().ok_or(Errno::EIO)?;
+        Ok((p.size, p.ff))
     }
 
     /// [`probe`](Self::probe) of many objects, with each one's owner: what LFSCK's layout
@@ -1795,68 +1788,67 @@ fn xattr_call(p: &Path) -> Result<std::ffi::CString, Errno> {
     std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
 }
 
-fn set_filter_fid(p: &Path, parent: &Fid) -> Result<(), Errno> {
+/// Sets xattr `name` of `p` to `v`.
+fn set_xattr(p: &Path, name: &str, v: &[u8]) -> Result<(), Errno> {
     let c = xattr_call(p)?;
-    let name = std::ffi::CString::new(FILTER_FID_XATTR).map_err(|_| Errno::EINVAL)?;
-    let v = parent.to_bytes();
+    let name = std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)?;
     // SAFETY: valid C strings and a buffer of the given length.
     let r = unsafe { libc::setxattr(c.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
     if r != 0 {
         return Err(Errno::from(std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Xattr `name` of `p` into `buf`: its length, or `None` if `p` has none.
+fn get_xattr(p: &Path, name: &str, buf: &mut [u8]) -> Result<Option<usize>, Errno> {
+    let c = xattr_call(p)?;
+    let name = std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) => Ok(None),
+            _ => Err(Errno::from(e)),
+        };
+    }
+    Ok(Some(r as usize))
+}
+
+fn set_filter_fid(p: &Path, parent: &Fid) -> Result<(), Errno> {
+    set_xattr(p, FILTER_FID_XATTR, &parent.to_bytes())
 }
 
 fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
-    let c = xattr_call(p)?;
-    let name = std::ffi::CString::new(FILTER_FID_XATTR).map_err(|_| Errno::EINVAL)?;
     let mut v = [0u8; 16];
-    // SAFETY: valid C strings and a buffer of the given length.
-    let r = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENODATA) => Ok(None),
-            _ => Err(Errno::from(e)),
-        };
-    }
-    Ok(Fid::from_bytes(&v[..r as usize]))
+    Ok(get_xattr(p, FILTER_FID_XATTR, &mut v)?.and_then(|n| Fid::from_bytes(&v[..n])))
 }
 
 fn set_owner(p: &Path, uid: u32, gid: u32) -> Result<(), Errno> {
-    let c = xattr_call(p)?;
-    let name = std::ffi::CString::new(OWNER_XATTR).map_err(|_| Errno::EINVAL)?;
     let mut v = [0u8; 8];
     v[..4].copy_from_slice(&uid.to_le_bytes());
     v[4..].copy_from_slice(&gid.to_le_bytes());
-    // SAFETY: valid C strings and a buffer of the given length.
-    let r = unsafe { libc::setxattr(c.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
-    if r != 0 {
-        return Err(Errno::from(std::io::Error::last_os_error()));
-    }
-    Ok(())
+    set_xattr(p, OWNER_XATTR, &v)
 }
 
 fn get_owner(p: &Path) -> Result<Option<(u32, u32)>, Errno> {
-    let c = xattr_call(p)?;
-    let name = std::ffi::CString::new(OWNER_XATTR).map_err(|_| Errno::EINVAL)?;
     let mut v = [0u8; 8];
-    // SAFETY: valid C strings and a buffer of the given length.
-    let r = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENODATA) => Ok(None),
-            _ => Err(Errno::from(e)),
-        };
-    }
-    if r != 8 {
-        // Not one this store wrote: no owner it can vouch for.
-        return Ok(None);
-    }
-    let uid = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-    let gid = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
-    Ok(Some((uid, gid)))
+    // Any other length is not one this store wrote: no owner it can vouch for.
+    Ok(get_xattr(p, OWNER_XATTR, &mut v)?
+        .filter(|n| *n == v.len())
+        .map(|_| {
+            let uid = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+            let gid = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
+            (uid, gid)
+        }))
 }
 
 /// Checks that the backing file system keeps user xattrs (filter fids need them).

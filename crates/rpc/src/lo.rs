@@ -393,13 +393,17 @@ mod tests {
         imp
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn same_process_requests_skip_tcp_until_the_target_stops() {
-        if !super::enabled() {
-            eprintln!("NACRE_LO=0: in-process delivery is off, nothing to test");
-            return;
-        }
-        let key = Key::generate();
+    /// A `Peer` served on loopback, registered for in-process delivery: its address, its
+    /// config, and the serving task (stopped through `shutdown`).
+    async fn start(
+        key: &Key,
+        svc: Arc<Peer>,
+        shutdown: watch::Receiver<bool>,
+    ) -> (String, Arc<ServerConfig>, tokio::task::JoinHandle<()>) {
+        assert!(
+            super::enabled(),
+            "in-process delivery is off (NACRE_LO=0): these tests are of it"
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let cfg = Arc::new(ServerConfig {
@@ -410,9 +414,7 @@ mod tests {
             stats: Default::default(),
             net: Default::default(),
         });
-        let svc = Arc::new(Peer::default());
-        let (sd_tx, sd_rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, cfg.clone(), svc.clone(), sd_rx));
+        let task = tokio::spawn(serve(listener, cfg.clone(), svc, shutdown));
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while !super::REGISTRY.lock().contains_key(&addr) {
             assert!(
@@ -421,6 +423,15 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        (addr, cfg, task)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn same_process_requests_skip_tcp_until_the_target_stops() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (sd_tx, sd_rx) = watch::channel(false);
+        let (addr, cfg, task) = start(&key, svc.clone(), sd_rx).await;
 
         // Same key: delivered in process, bulk and errors as over TCP, counted by the server.
         let imp = import(&addr, key.clone());
@@ -491,10 +502,6 @@ mod tests {
     /// commit cut short that way left every later write of the MDT waiting.
     #[test]
     fn handlers_outlive_the_runtime_of_the_caller() {
-        if !super::enabled() {
-            eprintln!("NACRE_LO=0: in-process delivery is off, nothing to test");
-            return;
-        }
         let server = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -503,28 +510,7 @@ mod tests {
         let key = Key::generate();
         let svc = Arc::new(Peer::default());
         let (sd_tx, sd_rx) = watch::channel(false);
-        let (addr, task) = server.block_on(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("addr").to_string();
-            let cfg = Arc::new(ServerConfig {
-                fsname: "lofs".into(),
-                target: "lofs-OST0000".into(),
-                key: key.clone(),
-                memory: MemoryBudget::new(64 << 20),
-                stats: Default::default(),
-                net: Default::default(),
-            });
-            let task = tokio::spawn(serve(listener, cfg, svc.clone(), sd_rx));
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while !super::REGISTRY.lock().contains_key(&addr) {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the server never registered"
-                );
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            (addr, task)
-        });
+        let (addr, _, task) = server.block_on(start(&key, svc.clone(), sd_rx));
 
         let client = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
