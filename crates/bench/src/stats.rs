@@ -55,6 +55,21 @@ impl Summary {
     }
 }
 
+/// The median of `values` (the mean of the middle two for an even count); `None` for an
+/// empty set. Benchmarks comparing a feature on and off take it over their runs: on a
+/// shared machine one run in a few is slowed by something else, and a mean carries that
+/// run into the ratio.
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Geometric mean of positive values; 0 if any value is not positive or the set is empty
 /// (IO500 scores an invalid phase as 0).
 pub fn geometric_mean(values: &[f64]) -> f64 {
@@ -68,6 +83,13 @@ pub fn geometric_mean(values: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_none() {
+        assert_eq!(median([]), None);
+        assert_eq!(median([3.0, 1.0, 1000.0]), Some(3.0));
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    }
 
     #[test]
     fn summary_math() {

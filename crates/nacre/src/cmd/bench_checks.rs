@@ -232,7 +232,7 @@ pub fn run(a: ChecksBenchArgs) -> Result<()> {
     res?;
     println!(
         "mdtest -F -u -n {} ({} tasks, {} files a run) through the mount, no attribute cache, \
-         {} run(s) each: the MDT's permission checks on against off",
+         the median of {} run(s) each: the MDT's permission checks on against off",
         c.per_task(),
         c.tasks,
         c.files,

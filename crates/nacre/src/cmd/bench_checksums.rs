@@ -197,22 +197,20 @@ pub fn run(a: ChecksumBenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn mean(cells: &[Cell], access: &str, op: &str, on: bool) -> f64 {
-    let v: Vec<f64> = cells
-        .iter()
-        .filter(|c| c.access == access && c.op == op && c.checksums == on)
-        .map(|c| c.mib_s)
-        .collect();
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
+/// The median of the runs of one case (0 if it was not run).
+fn median(cells: &[Cell], access: &str, op: &str, on: bool) -> f64 {
+    nacre_bench::stats::median(
+        cells
+            .iter()
+            .filter(|c| c.access == access && c.op == op && c.checksums == on)
+            .map(|c| c.mib_s),
+    )
+    .unwrap_or(0.0)
 }
 
 fn print_table(a: &ChecksumBenchArgs, cells: &[Cell], cold: bool) {
     println!(
-        "Streaming IOR -F -e -t {} -b {} -N {}, {} run(s) each{}: checksums on (crc32c per 4 KiB \
+        "Streaming IOR -F -e -t {} -b {} -N {}, the median of {} run(s) each{}: checksums on (crc32c per 4 KiB \
          block, on the wire and at rest) against off",
         a.xfer,
         a.size,
@@ -231,8 +229,8 @@ fn print_table(a: &ChecksumBenchArgs, cells: &[Cell], cold: bool) {
     for access in &a.access {
         for op in ["write", "read"] {
             let (on, off) = (
-                mean(cells, access, op, true),
-                mean(cells, access, op, false),
+                median(cells, access, op, true),
+                median(cells, access, op, false),
             );
             let ratio = if off > 0.0 {
                 format!("{:.2}x", on / off)

@@ -85,19 +85,22 @@ pub fn order(rep: u32) -> [bool; 2] {
     }
 }
 
-/// The mean rate of `case`/`op` with the feature `on`, if it was measured.
-pub fn mean(cells: &[Cell], case: &str, op: &str, on: bool) -> Option<f64> {
-    let v: Vec<f64> = cells
-        .iter()
-        .filter(|c| c.case == case && c.op == op && c.on == on)
-        .map(|c| c.rate)
-        .collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+/// The median rate of `case`/`op` with the feature `on` over the runs, if it was measured.
+pub fn median(cells: &[Cell], case: &str, op: &str, on: bool) -> Option<f64> {
+    nacre_bench::stats::median(
+        cells
+            .iter()
+            .filter(|c| c.case == case && c.op == op && c.on == on)
+            .map(|c| c.rate),
+    )
 }
 
 /// `on / off` of `case`/`op`, if both were measured and off is not zero.
 pub fn ratio(cells: &[Cell], case: &str, op: &str) -> Option<f64> {
-    match (mean(cells, case, op, true), mean(cells, case, op, false)) {
+    match (
+        median(cells, case, op, true),
+        median(cells, case, op, false),
+    ) {
         (Some(on), Some(off)) if off > 0.0 => Some(on / off),
         _ => None,
     }
@@ -117,8 +120,10 @@ pub fn print_table(cells: &[Cell], cases: &[String], ops: &[&str], unit: &str, g
     );
     for case in cases {
         for op in ops {
-            let (Some(on), Some(off)) = (mean(cells, case, op, true), mean(cells, case, op, false))
-            else {
+            let (Some(on), Some(off)) = (
+                median(cells, case, op, true),
+                median(cells, case, op, false),
+            ) else {
                 continue;
             };
             let r = ratio(cells, case, op);
@@ -173,18 +178,20 @@ mod tests {
     }
 
     #[test]
-    fn alternates_and_averages() {
+    fn alternates_and_takes_medians() {
         assert_eq!(order(0), [true, false]);
         assert_eq!(order(1), [false, true]);
         let cells = [
             cell("a", true, 90.0),
             cell("a", true, 110.0),
+            cell("a", true, 100.0),
+            cell("a", true, 10.0),
             cell("a", false, 200.0),
             cell("b", false, 1.0),
         ];
-        assert_eq!(mean(&cells, "a", "create", true), Some(100.0));
+        assert_eq!(median(&cells, "a", "create", true), Some(100.0));
         assert_eq!(ratio(&cells, "a", "create"), Some(0.5));
         assert_eq!(ratio(&cells, "b", "create"), None);
-        assert_eq!(mean(&cells, "a", "stat", true), None);
+        assert_eq!(median(&cells, "a", "stat", true), None);
     }
 }

@@ -43,7 +43,7 @@ Examples:
   # streaming only, figures as JSON
   nacre bench protection --mix-scale 0 --json /tmp/protection.json
 
-What it prints: MiB/s per layout with checksums on and off (mean of the runs), then the
+What it prints: MiB/s per layout with checksums on and off (median of the runs), then the
 ratios the integrity issue sets goals for: checksums on/off (goal: at least 0.90x of
 streaming), mirrored/plain write (goal: at least 0.45x), degraded/healthy mirrored read,
 degraded/healthy 4+2 read with one and with two OSTs stopped (goal: at least 0.5x).";
@@ -347,14 +347,14 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// The mean of the runs of one case (`None` if it was not run).
-fn mean(cells: &[Cell], layout: &str, op: &str, on: bool) -> Option<f64> {
-    let v: Vec<f64> = cells
-        .iter()
-        .filter(|c| c.layout == layout && c.op == op && c.checksums == on)
-        .map(|c| c.mib_s)
-        .collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+/// The median of the runs of one case (`None` if it was not run).
+fn median(cells: &[Cell], layout: &str, op: &str, on: bool) -> Option<f64> {
+    nacre_bench::stats::median(
+        cells
+            .iter()
+            .filter(|c| c.layout == layout && c.op == op && c.checksums == on)
+            .map(|c| c.mib_s),
+    )
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
@@ -367,7 +367,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[Cell], cold: bool) {
     println!(
         "Through the mount, 1 MDT + {OSTS} OSTs: IOR -F -e -t {} -b {} -N {}{}; the seed's six-job \
-         mix at {}x; {} run(s) each",
+         mix at {}x; the median of {} run(s) each",
         a.xfer,
         a.size,
         a.tasks,
@@ -392,7 +392,7 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
     );
     for (name, _) in layouts {
         for on in [true, false] {
-            let f = |op| mean(cells, name, op, on).map_or("-".to_string(), |v| format!("{v:.1}"));
+            let f = |op| median(cells, name, op, on).map_or("-".to_string(), |v| format!("{v:.1}"));
             println!(
                 "{:<8} {:<10} {:>12} {:>12} {:>14} {:>14} {:>12}",
                 name,
@@ -408,7 +408,10 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
     println!("Costs, as ratios:");
     for (name, _) in layouts {
         for op in ["write", "read", "mix"] {
-            let r = ratio(mean(cells, name, op, true), mean(cells, name, op, false));
+            let r = ratio(
+                median(cells, name, op, true),
+                median(cells, name, op, false),
+            );
             println!("  {name} {op}: checksums on/off {r} (goal for streaming: at least 0.90x)");
         }
     }
@@ -418,16 +421,16 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
             println!(
                 "  mirrored/plain write, checksums {cs}: {} (goal: at least 0.45x)",
                 ratio(
-                    mean(cells, "mirror", "write", on),
-                    mean(cells, "plain", "write", on)
+                    median(cells, "mirror", "write", on),
+                    median(cells, "plain", "write", on)
                 )
             );
             if a.mix_scale > 0.0 {
                 println!(
                     "  mirrored/plain mix, checksums {cs}: {}",
                     ratio(
-                        mean(cells, "mirror", "mix", on),
-                        mean(cells, "plain", "mix", on)
+                        median(cells, "mirror", "mix", on),
+                        median(cells, "plain", "mix", on)
                     )
                 );
             }
@@ -439,8 +442,8 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
                 "  mirrored degraded/healthy read, checksums {}: {}",
                 if on { "on" } else { "off" },
                 ratio(
-                    mean(cells, "mirror", "degraded read", on),
-                    mean(cells, "mirror", "read", on)
+                    median(cells, "mirror", "degraded read", on),
+                    median(cells, "mirror", "read", on)
                 )
             );
         }
@@ -451,15 +454,15 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
             for (op, down) in [("degraded read", "1 OST"), ("degraded2 read", "2 OSTs")] {
                 println!(
                     "  degraded 4+2 read / healthy, {down} stopped, checksums {cs}: {} (goal: at least 0.5x)",
-                    ratio(mean(cells, "ec", op, on), mean(cells, "ec", "read", on))
+                    ratio(median(cells, "ec", op, on), median(cells, "ec", "read", on))
                 );
             }
             if layouts.iter().any(|(n, _)| n == "plain") {
                 println!(
                     "  4+2/plain write, checksums {cs}: {}",
                     ratio(
-                        mean(cells, "ec", "write", on),
-                        mean(cells, "plain", "write", on)
+                        median(cells, "ec", "write", on),
+                        median(cells, "plain", "write", on)
                     )
                 );
             }
