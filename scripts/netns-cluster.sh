@@ -86,7 +86,7 @@ up() {
 	for n in c0 c1; do
 		mkdir -p "$DIR/mnt-$n"
 		NACRE_RUN_DIR="$DIR/run-$n" nsenter --net="/run/netns/$TAG-$n" -- "$NACRE" mount \
-			"$MGSNODE:/$FSNAME" "$DIR/mnt-$n" --key "$DIR/mgs/key" >"$DIR/$n.out" 2>"$DIR/$n.log" &
+			"$MGSNODE:/$FSNAME" "$DIR/mnt-$n" --key "$DIR/mgs/client.key" >"$DIR/$n.out" 2>"$DIR/$n.log" &
 		echo $! >"$DIR/$n.pid"
 		wait_for 90 mountpoint -q "$DIR/mnt-$n" || { echo "$n did not mount" >&2; exit 1; }
 	done

@@ -328,6 +328,16 @@ impl CtlServer {
                     Err((e, m)) => CtlReply::err(e, m),
                 }
             }
+            // As Lustre's `lctl set_param -P`, for the MGS's node: the MGS served here
+            // keeps it; elsewhere the request goes through the client, which the MGS
+            // refuses unless it holds the file system key.
+            CtlRequest::SetParamPersistent { name, value } => match &self.targets.mgs {
+                Some((mgs, _)) => match mgs.set_param(&name, value.as_deref()) {
+                    Ok(()) => CtlReply::Ok,
+                    Err(e) => CtlReply::err(e, e.describe()),
+                },
+                None => return Err(CtlRequest::SetParamPersistent { name, value }),
+            },
             CtlRequest::Inject { target, op } => {
                 tracing::warn!("inject on {target}: {op:?}");
                 match self.targets.inject(&target, op).await {
@@ -460,8 +470,16 @@ impl CtlServer {
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())
             }
             CtlRequest::SetParamPersistent { name, value } => {
-                c.set_param_persistent(&name, value.as_deref()).await?;
-                CtlReply::Ok
+                match c.set_param_persistent(&name, value.as_deref()).await {
+                    Ok(()) => CtlReply::Ok,
+                    Err(Errno::EPERM) => CtlReply::err(
+                        Errno::EPERM,
+                        "set_param -P is for the MGS's node: this client holds the client key, \
+                         which the MGS refuses it to (run it where the MGS is served, or mount \
+                         with the file system key)",
+                    ),
+                    Err(e) => return Err(e),
+                }
             }
             CtlRequest::AddComponents { path, components } => {
                 let f = resolve(c, &path).await?;

@@ -25,7 +25,30 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub const LOCAL_FILE: &str = "nacre.json";
+/// The file system key: the servers' (see [`nacre_rpc::auth::PeerRole`]).
 pub const KEY_FILE: &str = "key";
+/// The key a client node is given: derived from [`KEY_FILE`], it mounts the file system
+/// but is refused the servers' own requests.
+pub const CLIENT_KEY_FILE: &str = "client.key";
+
+/// Writes `dir`'s client key beside its file system key, unless it is there already.
+pub fn save_client_key(dir: &Path, key: &Key) -> Result<PathBuf> {
+    let p = dir.join(CLIENT_KEY_FILE);
+    if !p.exists() {
+        key.client_key().save(&p)?;
+    }
+    Ok(p)
+}
+
+/// The client key of the file system in `dir`: its client key file, or the one derived
+/// from its file system key (a directory made before client keys existed).
+pub fn client_key(dir: &Path) -> Result<Key> {
+    let p = dir.join(CLIENT_KEY_FILE);
+    if p.exists() {
+        return Ok(Key::load(&p)?);
+    }
+    Ok(Key::load(&dir.join(KEY_FILE))?.client_key())
+}
 /// Lustre's port (988) is privileged; nacre's default MGS port sits above.
 pub const DEFAULT_MGS_PORT: u16 = 9880;
 
@@ -102,6 +125,7 @@ pub fn format(dir: &Path, fsname: &str, mdts: u32, osts: u32, mgs_port: u16) -> 
     if !key_path.exists() {
         Key::generate().save(&key_path)?;
     }
+    save_client_key(dir, &Key::load(&key_path)?)?;
     let mgsnode = fs.mgs_addr();
     target::format_target(
         &target_dir(dir, TargetName::mgs()),
@@ -148,6 +172,7 @@ impl LocalCluster {
         // its server closes too).
         target::restrict_dir(dir)?;
         let key = Key::load(&dir.join(KEY_FILE))?;
+        save_client_key(dir, &key)?;
         let listener = node::bind(&fs.mgs_addr()).await?;
         let mgs_dir = target_dir(dir, TargetName::mgs());
         TargetIdentity::load(&mgs_dir)?;

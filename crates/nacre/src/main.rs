@@ -48,7 +48,7 @@ Example: nacre up /tmp/fs --mount /mnt/nacre --osts 2 --background"
     /// Format one target directory (cluster use)
     #[command(
         long_about = "Formats one target for a multi-process or multi-node file system.\n\n\
-Example cluster on three shells:\n  nacre format --mgs --fsname demo /srv/mgs          # makes /srv/mgs/key\n  \
+Example cluster on three shells:\n  nacre format --mgs --fsname demo /srv/mgs          # makes /srv/mgs/key (servers) and client.key (clients)\n  \
 nacre format --mdt --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/mdt0\n  \
 nacre format --ost --index 0 --fsname demo --mgsnode 10.0.0.1:9880 --key /srv/mgs/key /srv/ost0\n  \
 nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serve /srv/mdt0"
@@ -72,7 +72,8 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     Mount {
         spec: String,
         mountpoint: PathBuf,
-        /// The file system key
+        /// The client key (`client.key` of the MGS's directory; default for an `up`
+        /// directory: its client key)
         #[arg(long)]
         key: Option<PathBuf>,
         /// Return once mounted and keep serving in the background

@@ -5,6 +5,14 @@
 //! the client answers with its own nonce and an HMAC-SHA256 over both; the server checks it
 //! and answers with its own HMAC, which the client checks. The key never crosses the wire,
 //! and a peer without it is refused with a message saying so on both sides.
+//!
+//! Two keys, two roles. The file system key is the servers'; the client key is derived
+//! from it ([`Key::client_key`]), so a server knows both and a client node is given only
+//! the second. Which key a peer proved decides its [`PeerRole`]: requests only servers
+//! send (DNE updates, object create and destroy, LFSCK, target registration; see
+//! [`Request::needs_server_role`](crate::msg::Request::needs_server_role)) are refused to
+//! a client, as Lustre's targets tell an MDT's connection from a client's by its connect
+//! flags. A node holding the file system key is trusted as a server.
 
 use hmac::{Hmac, Mac};
 use rand::RngCore;
@@ -26,6 +34,30 @@ pub const MAX_HELLO: u32 = 512;
 /// within [`MAX_HELLO`] whatever the peer sent.
 pub(crate) const QUOTED_FSNAME: usize = 32;
 const CLIENT_LABEL: &[u8] = b"nacre-client-v1";
+/// What the client key is derived under.
+const CLIENT_KEY_LABEL: &[u8] = b"nacre-client-key-v1";
+
+/// Which key a peer proved it holds at the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerRole {
+    /// The file system key: another target, or a tool run with the servers' key.
+    Server,
+    /// The client key: a mount or a library client.
+    Client,
+}
+
+impl PeerRole {
+    /// The role a holder of `peer` has on a server of file system key `fs`, if any.
+    pub fn of(fs: &Key, peer: &Key) -> Option<PeerRole> {
+        if peer == fs {
+            Some(PeerRole::Server)
+        } else if *peer == fs.client_key() {
+            Some(PeerRole::Client)
+        } else {
+            None
+        }
+    }
+}
 const SERVER_LABEL: &[u8] = b"nacre-server-v1";
 
 /// The shared key of one file system.
@@ -61,6 +93,12 @@ pub enum KeyError {
 }
 
 impl Key {
+    /// The key of this file system's clients: what a client node is given instead of
+    /// the file system key, from which it cannot be turned back.
+    pub fn client_key(&self) -> Key {
+        Key(self.mac(CLIENT_KEY_LABEL, &[]))
+    }
+
     pub fn generate() -> Key {
         let mut k = [0u8; KEY_LEN];
         rand::rngs::OsRng.fill_bytes(&mut k);
@@ -282,6 +320,20 @@ mod tests {
         };
         let n = crate::msg::encode(&verdict).expect("encode").len();
         assert!(n <= MAX_HELLO as usize, "verdict of {n} bytes");
+    }
+
+    #[test]
+    fn a_client_key_gives_the_client_role_only() {
+        let fs = Key::generate();
+        let client = fs.client_key();
+        assert_ne!(client, fs);
+        assert_eq!(client, fs.client_key(), "derived the same way every time");
+        assert_eq!(PeerRole::of(&fs, &fs), Some(PeerRole::Server));
+        assert_eq!(PeerRole::of(&fs, &client), Some(PeerRole::Client));
+        // A client key is not a file system key: its own derivation is no role.
+        assert_eq!(PeerRole::of(&fs, &client.client_key()), None);
+        assert_eq!(PeerRole::of(&client, &fs), None);
+        assert_eq!(PeerRole::of(&fs, &Key::generate()), None);
     }
 
     #[test]

@@ -119,11 +119,11 @@ impl Import {
         }
         let addr = self.address()?;
         let full = self.target.full(&self.cfg.fsname);
-        let t = crate::lo::lookup(&addr, &self.cfg.fsname, &full, &self.cfg.key)?;
+        let (t, role) = crate::lo::lookup(&addr, &self.cfg.fsname, &full, &self.cfg.key)?;
         let rif = self
             .max_in_flight
             .load(std::sync::atomic::Ordering::Acquire);
-        let l = Arc::new(LocalLink::new(t, &self.cfg.client, rif));
+        let l = Arc::new(LocalLink::new(t, &self.cfg.client, role, rif));
         *g = Some(l.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);

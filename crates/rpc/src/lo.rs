@@ -14,6 +14,7 @@
 //!
 //! `NACRE_LO=0` in the environment turns this off, to measure or test the TCP path alone.
 
+use crate::auth::PeerRole;
 use crate::conn::InFlight;
 use crate::error::RpcError;
 use crate::msg::{Reply, Request};
@@ -128,18 +129,23 @@ pub fn register<S: Service>(
     Some(Registration { key, target: weak })
 }
 
-/// The target registered at `addr`, if it serves file system `fsname` as `target` with `key`.
+/// The target registered at `addr`, if it serves file system `fsname` as `target`, and the
+/// role `key` has there (none: the key is neither of its two).
 pub fn lookup(
     addr: &str,
     fsname: &str,
     target: &str,
     key: &crate::Key,
-) -> Option<Arc<LocalTarget>> {
+) -> Option<(Arc<LocalTarget>, PeerRole)> {
     if !enabled() {
         return None;
     }
     let t = REGISTRY.lock().get(addr).cloned()?;
-    (t.cfg.fsname == fsname && t.cfg.target == target && t.cfg.key == *key).then_some(t)
+    if t.cfg.fsname != fsname || t.cfg.target != target {
+        return None;
+    }
+    let role = PeerRole::of(&t.cfg.key, key)?;
+    Some((t, role))
 }
 
 /// One client's link to a local target: what a connection is over TCP.
@@ -154,10 +160,16 @@ pub struct LocalLink {
 }
 
 impl LocalLink {
-    pub fn new(target: Arc<LocalTarget>, client: &str, max_in_flight: usize) -> LocalLink {
+    pub fn new(
+        target: Arc<LocalTarget>,
+        client: &str,
+        role: PeerRole,
+        max_in_flight: usize,
+    ) -> LocalLink {
         let ctx = RequestCtx {
             peer: target.addr,
             client: client.to_string(),
+            role,
             conn_id: crate::server::next_conn_id(),
         };
         LocalLink {
@@ -203,6 +215,7 @@ impl LocalLink {
         if crate::frame::check_lengths(0, bulk.len()).is_err() {
             return Err(RpcError::Errno(Errno::EFBIG));
         }
+        crate::server::check_role(&t.cfg.target, &self.ctx, req)?;
         let reply = crate::server::reply_bytes(|r| t.handler.admit(r), req)?;
         if reply > 0 && !bulk.is_empty() {
             // A request answered with bulk brings none, as over TCP.
@@ -424,6 +437,78 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         (addr, cfg, task)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_key_is_refused_the_servers_requests_in_process_and_over_tcp() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let (addr, _cfg, _task) = start(&key, svc.clone(), sd_rx).await;
+        let destroy = Request::OstDestroy {
+            objs: vec![nacre_core::Fid::new(0x100000000, 1, 0)],
+        };
+        let wrapped = Request::Tracked {
+            client: 1,
+            xid: 7,
+            req: Box::new(destroy.clone()),
+        };
+        // In process.
+        let client = import(&addr, key.client_key());
+        let (r, _) = client
+            .call(&Request::Ping, Bytes::new())
+            .await
+            .expect("ping");
+        assert_eq!(
+            r,
+            Reply::Pong {
+                target: addr.clone()
+            },
+            "not delivered in process"
+        );
+        for req in [&destroy, &wrapped] {
+            let e = client.call(req, Bytes::new()).await.err();
+            assert_eq!(e, Some(RpcError::Errno(Errno::EPERM)), "{req:?}");
+        }
+        // The servers' key reaches the service, which does not know the request.
+        let server = import(&addr, key.clone());
+        let e = server.call(&destroy, Bytes::new()).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::ENOSYS)));
+        // Over TCP.
+        let conn_cfg = |key: Key| ConnConfig {
+            fsname: "lofs".into(),
+            client: "client-tcp".into(),
+            key,
+            max_in_flight: 4,
+            timeout: Duration::from_secs(5),
+        };
+        let c = crate::Conn::connect(&addr, &conn_cfg(key.client_key()))
+            .await
+            .expect("a client key is accepted");
+        let (r, _) = c.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert_ne!(
+            r,
+            Reply::Pong {
+                target: addr.clone()
+            },
+            "not over TCP"
+        );
+        for req in [&destroy, &wrapped] {
+            let e = c.call(req, Bytes::new()).await.err();
+            assert_eq!(e, Some(RpcError::Errno(Errno::EPERM)), "{req:?}");
+        }
+        let s = crate::Conn::connect(&addr, &conn_cfg(key.clone()))
+            .await
+            .expect("connect");
+        let e = s.call(&destroy, Bytes::new()).await.err();
+        assert_eq!(e, Some(RpcError::Errno(Errno::ENOSYS)));
+        // A key derived from the client key is neither.
+        let refused = crate::Conn::connect(&addr, &conn_cfg(key.client_key().client_key())).await;
+        assert!(
+            matches!(refused, Err(RpcError::Auth { .. })),
+            "{:?}",
+            refused.err()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

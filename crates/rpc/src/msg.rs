@@ -1061,6 +1061,34 @@ impl Request {
         }
     }
 
+    /// Sent only by the servers themselves (Lustre's MDT-to-MDT updates, the OSP's object
+    /// create and destroy, LFSCK, target registration and `set_param -P`): a target
+    /// refuses it with EPERM from a peer that proved only the client key (see
+    /// [`crate::auth::PeerRole`]). A client could otherwise destroy any object, forge a
+    /// distributed update or point the MGS at its own address.
+    pub fn needs_server_role(&self) -> bool {
+        match self {
+            Request::Tracked { req, .. } | Request::Replay { req, .. } => req.needs_server_role(),
+            Request::MgsRegister { .. }
+            | Request::MgsSetParam { .. }
+            | Request::OstDestroy { .. }
+            | Request::OstPrecreate { .. }
+            | Request::OstGetLastId { .. }
+            | Request::OstSetOwner { .. }
+            | Request::DnePrepare { .. }
+            | Request::DneCommit { .. }
+            | Request::DneAbort { .. }
+            | Request::DneResolve { .. }
+            | Request::DneSeqGrant { .. }
+            | Request::DneLookup { .. }
+            | Request::DneLinks { .. }
+            | Request::DneRenameLock { .. }
+            | Request::DnePermission { .. }
+            | Request::Lfsck(_) => true,
+            _ => false,
+        }
+    }
+
     /// Safe to send again after a lost connection: running it twice has the effect of once.
     pub fn is_idempotent(&self) -> bool {
         if let Request::Tracked { .. } = self {

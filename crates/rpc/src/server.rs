@@ -12,7 +12,7 @@
 //! target's own in [`Service::admit`]) before it reserves any of the process's
 //! [`MemoryBudget`]; one that fails is answered with an error and costs nothing.
 
-use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
+use crate::auth::{self, ClientHello, Key, PeerRole, ServerHello, ServerVerdict};
 use crate::conn::{FrameWriter, write_frame};
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
 use crate::memory::{MemoryBudget, Reservation};
@@ -50,6 +50,8 @@ pub struct RequestCtx {
     pub peer: SocketAddr,
     /// The name the client gave at the handshake.
     pub client: String,
+    /// Which key the peer proved: a client is refused the servers' own requests.
+    pub role: PeerRole,
     /// Unique per connection for the life of the server.
     pub conn_id: u64,
 }
@@ -90,6 +92,28 @@ pub struct ServerConfig {
     pub stats: Arc<crate::stats::OpStats>,
     /// The c-Network fault switch: while on, replies are dropped.
     pub net: Arc<crate::fault::NetFault>,
+}
+
+/// Refused requests of client peers, logged at a bounded rate by every target alike.
+static ROLE_REFUSALS: std::sync::LazyLock<RefusalLog> =
+    std::sync::LazyLock::new(|| RefusalLog::new(REFUSAL_LOG_INTERVAL));
+
+/// Refuses a servers' own request (see [`Request::needs_server_role`]) from a peer that
+/// proved only the client key: EPERM, and a line at a bounded rate.
+pub(crate) fn check_role(target: &str, ctx: &RequestCtx, req: &Request) -> Result<(), Errno> {
+    if ctx.role == PeerRole::Server || !req.needs_server_role() {
+        return Ok(());
+    }
+    ROLE_REFUSALS.refused(
+        target,
+        ctx.peer,
+        &format!(
+            "client '{}' sent a servers' own request (opcode {}): EPERM",
+            ctx.client,
+            req.opcode()
+        ),
+    );
+    Err(Errno::EPERM)
 }
 
 /// Checks a decoded request's reply against the wire's limit and the target's own, before
@@ -197,13 +221,13 @@ pub async fn serve<S: Service>(
     }
 }
 
-/// The server's side of the handshake on a fresh connection: the client's name once it has
-/// proved it holds the key, or why it was refused. Generic over the stream so the fuzzer
-/// can drive it from bytes.
+/// The server's side of the handshake on a fresh connection: the client's name and role
+/// once it has proved it holds the file system key or the client key, or why it was
+/// refused. Generic over the stream so the fuzzer can drive it from bytes.
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     cfg: &ServerConfig,
-) -> Result<String, String> {
+) -> Result<(String, PeerRole), String> {
     let nonce = auth::nonce();
     let hello = ServerHello {
         fsname: cfg.fsname.clone(),
@@ -219,32 +243,47 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|e| format!("handshake read failed: {e}"))?;
     let answer: ClientHello =
         msg::decode(&f.body).map_err(|e| format!("malformed client hello: {e}"))?;
-    let refuse = |reason: String| ServerVerdict::Refused { reason };
-    let verdict = if answer.fsname != cfg.fsname {
-        refuse(auth::refusal_for_fsname(&cfg.fsname, &answer.fsname))
-    } else if !auth::mac_eq(
-        &answer.proof,
-        &cfg.key.client_proof(&nonce, &answer.nonce, &cfg.fsname),
-    ) {
-        refuse(format!(
-            "client does not hold the key of file system '{}'",
-            cfg.fsname
-        ))
+    let client_key = cfg.key.client_key();
+    let outcome = if answer.fsname != cfg.fsname {
+        Err(auth::refusal_for_fsname(&cfg.fsname, &answer.fsname))
     } else {
-        ServerVerdict::Accepted {
-            proof: cfg
-                .key
+        // The key the peer proved, of the two this server knows.
+        [
+            (&cfg.key, PeerRole::Server),
+            (&client_key, PeerRole::Client),
+        ]
+        .into_iter()
+        .find(|(k, _)| {
+            auth::mac_eq(
+                &answer.proof,
+                &k.client_proof(&nonce, &answer.nonce, &cfg.fsname),
+            )
+        })
+        .ok_or_else(|| {
+            format!(
+                "client does not hold the key of file system '{}'",
+                cfg.fsname
+            )
+        })
+    };
+    let verdict = match &outcome {
+        // Answered under the key the peer holds, the only one it can check.
+        Ok((key, _)) => ServerVerdict::Accepted {
+            proof: key
                 .server_proof(&nonce, &answer.nonce, &cfg.fsname)
                 .to_vec(),
-        }
+        },
+        Err(reason) => ServerVerdict::Refused {
+            reason: reason.clone(),
+        },
     };
     let encoded = msg::encode(&verdict).map_err(|e| format!("cannot encode verdict: {e}"))?;
     write_frame(stream, 0, FLAG_HANDSHAKE, &encoded, &[])
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
-    match verdict {
-        ServerVerdict::Accepted { .. } => Ok(answer.client),
-        ServerVerdict::Refused { reason } => Err(format!("{reason} (client '{}')", answer.client)),
+    match outcome {
+        Ok((_, role)) => Ok((answer.client, role)),
+        Err(reason) => Err(format!("{reason} (client '{}')", answer.client)),
     }
 }
 
@@ -261,14 +300,16 @@ async fn serve_conn<S: Service>(
         // Unreachable: the handshake is never answered.
         return Err("network fault injected: not answering".to_string());
     }
-    let client = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
-        Ok(r) => r?,
-        Err(_) => return Err("handshake timed out".to_string()),
-    };
+    let (client, role) =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
+            Ok(r) => r?,
+            Err(_) => return Err("handshake timed out".to_string()),
+        };
     drop(handshake_slot);
     let ctx = RequestCtx {
         peer,
         client,
+        role,
         conn_id: next_conn_id(),
     };
     tracing::debug!(target: "rpc", "{}: connected {} ({})", cfg.target, ctx.client, peer);
@@ -324,7 +365,9 @@ async fn serve_conn<S: Service>(
                     tracing::warn!(target: "rpc", "undecodable request (opcode {opcode}): {e}");
                     (Err(Errno::EPROTO), Bytes::new(), Reservation::none())
                 }
-                Ok(req) => match reply_bytes(|r| svc.admit(r), &req) {
+                Ok(req) => match check_role(&cfg.target, &ctx, &req)
+                    .and_then(|()| reply_bytes(|r| svc.admit(r), &req))
+                {
                     Err(e) => (Err(e), Bytes::new(), Reservation::none()),
                     Ok(0) => (Ok(req), frame.bulk, mem),
                     Ok(_) if !frame.bulk.is_empty() => {

@@ -57,7 +57,7 @@ impl BenchFs {
         local::format(&dir, fsname, 1, osts, 0)?;
         let rt = super::runtime()?;
         let cluster = rt.block_on(LocalCluster::start(&dir, super::up::tuning_for(1 << 30, 1)))?;
-        let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
+        let key = local::client_key(&dir)?;
         let spec = MountSpec::parse(&cluster.spec(), key, &format!("bench-{bench}"))
             .map_err(anyhow::Error::msg)?;
         let client = rt.block_on(Client::mount(spec))?;

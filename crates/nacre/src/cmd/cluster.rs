@@ -31,22 +31,25 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
                 .mgsnode
                 .unwrap_or_else(|| format!("0.0.0.0:{}", crate::local::DEFAULT_MGS_PORT));
             let id = target::format_target(&a.dir, &a.fsname, name, &mgsnode)?;
-            let key_path = a.dir.join("key");
-            match &a.key {
-                Some(k) => {
-                    let key = Key::load(k)?;
-                    key.save(&key_path)?;
-                }
-                None => Key::generate().save(&key_path)?,
-            }
+            let key_path = a.dir.join(crate::local::KEY_FILE);
+            let key = match &a.key {
+                Some(k) => Key::load(k)?,
+                None => Key::generate(),
+            };
+            key.save(&key_path)?;
+            let client_path = crate::local::save_client_key(&a.dir, &key)?;
             println!(
                 "formatted {} in {}",
                 id.name().full(&id.fsname),
                 a.dir.display()
             );
             println!(
-                "  the file system key is {}; copy it to every server and client",
+                "  the file system key is {}; copy it to every server (MDT, OST) only",
                 key_path.display()
+            );
+            println!(
+                "  the client key is {}; copy it to every client (nacre mount --key)",
+                client_path.display()
             );
         }
         TargetKind::Mdt | TargetKind::Ost => {

@@ -126,10 +126,11 @@ pub fn resolve_spec(spec: &str, key: Option<&Path>) -> Result<(String, Key)> {
     let p = Path::new(spec);
     if p.is_dir() {
         let fs = crate::local::LocalFs::load(p)?;
-        let key_path = key
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| p.join(crate::local::KEY_FILE));
-        return Ok((fs.spec(), Key::load(&key_path)?));
+        let key = match key {
+            Some(k) => Key::load(k)?,
+            None => crate::local::client_key(p)?,
+        };
+        return Ok((fs.spec(), key));
     }
     // HOST:PORT:/fsname has a colon; anything else was meant as an `up` directory.
     if !spec.contains(":/") {
@@ -139,7 +140,7 @@ pub fn resolve_spec(spec: &str, key: Option<&Path>) -> Result<(String, Key)> {
     }
     let Some(key) = key else {
         bail!(
-            "mounting {spec} needs the file system's key: --key FILE (the 'key' file of the MGS's directory)"
+            "mounting {spec} needs the file system's client key: --key FILE (the 'client.key' file of the MGS's directory)"
         );
     };
     Ok((spec.to_string(), Key::load(key)?))

@@ -104,7 +104,8 @@ pub fn run_up(a: UpArgs) -> Result<()> {
     let rt = super::runtime()?;
     let tuning = tuning_for(a.memory, fs.mdts);
     let cluster = rt.block_on(LocalCluster::start(&dir, tuning))?;
-    let mspec = MountSpec::parse(&cluster.spec(), cluster.key.clone(), "local")
+    // The mount is a client like any other: it holds the client key, not the servers'.
+    let mspec = MountSpec::parse(&cluster.spec(), cluster.key.client_key(), "local")
         .map_err(anyhow::Error::msg)?;
     let client = match rt.block_on(Client::mount(mspec)) {
         Ok(c) => c,
@@ -216,7 +217,7 @@ fn print_ready(fs: &LocalFs, dir: &Path, mnt: &Path) {
     super::say(format_args!(
         "  other clients mount it with:  nacre mount {} MNT --key {}",
         fs.spec(),
-        dir.join(local::KEY_FILE).display()
+        dir.join(local::CLIENT_KEY_FILE).display()
     ));
     super::say(format_args!("  spec: {}", fs.spec()));
 }
@@ -258,7 +259,11 @@ pub fn run_status(dir: &Path) -> Result<()> {
     let fs = LocalFs::load(dir)?;
     println!("file system:  {} ({})", fs.fsname, dir.display());
     println!("mount spec:   {}", fs.spec());
-    println!("key:          {}", dir.join(local::KEY_FILE).display());
+    println!(
+        "keys:         {} (servers), {} (clients)",
+        dir.join(local::KEY_FILE).display(),
+        dir.join(local::CLIENT_KEY_FILE).display()
+    );
     let running = daemon::load_run(dir).filter(|r| daemon::pid_alive(r.pid));
     match &running {
         Some(r) => println!(
@@ -278,7 +283,7 @@ pub fn run_status(dir: &Path) -> Result<()> {
         );
         return Ok(());
     }
-    let key = nacre_rpc::Key::load(&dir.join(local::KEY_FILE))?;
+    let key = local::client_key(dir)?;
     let rt = super::runtime()?;
     rt.block_on(async {
         let spec = MountSpec::parse(&fs.spec(), key, "status").map_err(anyhow::Error::msg)?;

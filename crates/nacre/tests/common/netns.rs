@@ -215,6 +215,11 @@ impl NetnsCluster {
         self.dir("mgs").join("key")
     }
 
+    /// What the clients mount with: the servers' requests are refused to it.
+    pub fn client_key(&self) -> PathBuf {
+        self.dir("mgs").join("client.key")
+    }
+
     pub fn mgsnode(&self) -> String {
         format!("{}:{MGS_PORT}", Self::addr("mgs"))
     }
@@ -292,7 +297,7 @@ impl NetnsCluster {
                 .arg(format!("{}:/{}", self.mgsnode(), self.fsname))
                 .arg(&mnt)
                 .arg("--key")
-                .arg(self.key());
+                .arg(self.client_key());
         } else {
             let port = if node == "mgs" { MGS_PORT } else { 0 };
             cmd.arg("serve")
