@@ -1153,6 +1153,12 @@ impl ObjStore {
         if mode & !allowed != 0 {
             return Err(Errno(libc::EOPNOTSUPP).into());
         }
+        if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 && len > self.room() {
+            // More than the disk has: refused whole. The backing file system would
+            // allocate what it could before failing and keep it, filling the OST for
+            // nothing.
+            return Err(Errno::ENOSPC.into());
+        }
         let _w = self.extend.read();
         // The client's own allocation past the data must not be given back as ours.
         self.forget_reservation(fid);
@@ -2139,6 +2145,13 @@ mod tests {
             [&[7u8; 10][..], &[0; 20]].concat()
         );
         assert_eq!(s.fallocate(&o, &parent, 0, 0, 0), Err(Errno::EINVAL.into()));
+        // More than the disk holds is refused before anything is allocated.
+        let before = s.getattr(&o).expect("attr");
+        assert_eq!(
+            s.fallocate(&o, &parent, 0, 1 << 60, 0),
+            Err(Errno::ENOSPC.into())
+        );
+        assert_eq!(s.getattr(&o).expect("attr"), before);
         assert_eq!(
             s.fallocate(&o, &parent, 0, 1, 0x40),
             Err(Errno(libc::EOPNOTSUPP).into())
