@@ -358,25 +358,6 @@ fn frag_reports_extents_per_ost() {
     assert!(v["per_ost"].as_array().is_some_and(|a| a.is_empty()), "{v}");
 }
 
-/// The value of `key` in `lctl get_param -n` output.
-fn counter(text: &str, key: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in\n{text}"))
-}
-
-/// Runs `lctl lfsck_start ARGS` and waits for the run's end; the record of `kind`.
-fn lfsck_run(args: &[&str], kind: &str) -> String {
-    let mut a = vec!["lctl", "lfsck_start"];
-    a.extend_from_slice(args);
-    ok(&a);
-    ok(&["lctl", "lfsck_query", "-w"]);
-    let text = ok(&["lctl", "get_param", "-n", &format!("mdd.*.lfsck_{kind}")]);
-    assert!(text.contains("status: completed\n"), "{text}");
-    text
-}
-
 /// How long sizes may take to settle on the MDT after the files are closed.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -456,21 +437,7 @@ fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
     for (class, kind, dry_key, fix_key, fix_args) in cases {
         let dir = fs.path(class);
         let dir = dir.to_str().expect("utf8");
-        let n = N.to_string();
-        let started = std::time::Instant::now();
-        let out = loop {
-            let o = run(&["inject", class, dir, "-n", &n, "--seed", "7"]);
-            if o.status.success() {
-                break String::from_utf8_lossy(&o.stdout).into_owned();
-            }
-            let err = String::from_utf8_lossy(&o.stderr).into_owned();
-            // Sizes are not known to the MDT a moment after the close.
-            assert!(
-                err.contains(" fit ") && started.elapsed() < SETTLE,
-                "nacre inject {class}: {err}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        };
+        let out = inject_cli(class, dir, N, SETTLE);
         let items: Vec<&str> = out
             .lines()
             .filter(|l| l.starts_with(&format!("{class}: {dir}/f")))

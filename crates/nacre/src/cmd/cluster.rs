@@ -101,9 +101,9 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
             TargetKind::Mgs => {
                 let addr = a.listen.clone().unwrap_or_else(|| id.mgsnode.clone());
                 let l = node::bind(&addr).await?;
-                let (_mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l, &tuning).await?;
+                let (mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l, &tuning).await?;
                 super::say(format_args!("{full} serving on {}", s.addr));
-                (s, None)
+                (s, None, Some(mgs))
             }
             TargetKind::Mdt | TargetKind::Ost => {
                 let addr = a.listen.clone().unwrap_or_else(|| "0.0.0.0:0".to_string());
@@ -136,10 +136,10 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     .await
                     .context("cannot register with the MGS")?;
                 super::say(format_args!("{full} serving on {advertised}"));
-                (s, Some(mgc))
+                (s, Some(mgc), None)
             }
         };
-        let ctl = match serve_ctl(&a.dir, &id.fsname, &served.0) {
+        let ctl = match serve_ctl(&a.dir, &id.fsname, &served.0, served.2.clone()) {
             Ok(t) => Some(t),
             Err(e) => {
                 tracing::warn!("{full}: no control socket for lctl: {e:#}");
@@ -157,17 +157,19 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
     })
 }
 
-/// The control socket of a served MDT or OST, so `lctl` on this node reaches its
-/// parameters and its checker.
-fn serve_ctl(dir: &Path, fsname: &str, s: &node::Served) -> Result<tokio::task::JoinHandle<()>> {
+/// The control socket of a served target, so `lctl` on this node reaches its parameters
+/// and its checker (and the MGS's `set_param -P`).
+fn serve_ctl(
+    dir: &Path,
+    fsname: &str,
+    s: &node::Served,
+    mgs: Option<std::sync::Arc<nacre_mgs::Mgs>>,
+) -> Result<tokio::task::JoinHandle<()>> {
     use crate::ctl::MountEntry;
     use crate::ctl_server::CtlServer;
     use crate::lfsck_ctl::{LfsckParams, LocalLfsck};
     use crate::params::{MdtParams, NodeParams, OstParams, ParamSource, ServerStats};
     use std::sync::Arc;
-    if s.is_mgs() {
-        bail!("the MGS has no control socket");
-    }
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let entry = MountEntry {
         socket: crate::ctl::socket_path(&dir)?,
@@ -202,7 +204,7 @@ fn serve_ctl(dir: &Path, fsname: &str, s: &node::Served) -> Result<tokio::task::
     }));
     let listener = crate::ctl_server::bind_server(&entry)?;
     let targets = crate::inject_ctl::LocalTargets {
-        mgs: None,
+        mgs: mgs.map(|m| (m, s.net.clone())),
         mdts: s
             .mdt()
             .map(|m| (m.clone(), s.net.clone()))

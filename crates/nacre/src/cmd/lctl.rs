@@ -152,24 +152,34 @@ fn set_param(args: &[String]) -> Result<i32> {
     let mut rc = 0;
     for (name, value) in &r.params {
         if r.permanent {
-            // Any client of the file system can reach its MGS.
+            // The MGS served on this node keeps it; else a client holding the file
+            // system key can send it to the MGS (one holding the client key is refused).
             let value = if r.delete { None } else { value.clone() };
-            let mounts = ctl::mounts()?;
-            let Some(m) = mounts.first() else {
-                bail!("set_param -P: no nacre client runs on this node to reach the MGS");
+            let req = CtlRequest::SetParamPersistent {
+                name: name.clone(),
+                value,
             };
-            match call(
-                m,
-                &CtlRequest::SetParamPersistent {
-                    name: name.clone(),
-                    value,
-                },
-            ) {
-                Ok(_) => {}
-                Err((e, msg)) => {
-                    eprintln!("error: set_param: {name}: {msg}");
-                    rc = e.code();
+            let mut last: Option<(Errno, String)> = None;
+            let mut done = false;
+            for m in ctl::servers()?.iter().chain(ctl::mounts()?.iter()) {
+                match call(m, &req) {
+                    Ok(_) => {
+                        done = true;
+                        break;
+                    }
+                    // Not the MGS's process and no client to send it with: the next.
+                    Err((e, _)) if e == Errno::ENOTCONN => {}
+                    Err(err) => last = Some(err),
                 }
+            }
+            if !done {
+                let (e, msg) = last.unwrap_or((
+                    Errno::ENOTCONN,
+                    "no nacre process on this node serves the MGS or mounts the file system"
+                        .to_string(),
+                ));
+                eprintln!("error: set_param: {name}: {msg}");
+                rc = e.code();
             }
             continue;
         }

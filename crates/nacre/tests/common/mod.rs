@@ -328,3 +328,41 @@ pub fn md5(p: &Path) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// The value of `key` in `lctl get_param -n` output.
+pub fn counter(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+}
+
+/// Runs `lctl lfsck_start ARGS` and waits for the run's end; the record of `kind`.
+pub fn lfsck_run(args: &[&str], kind: &str) -> String {
+    let mut a = vec!["lctl", "lfsck_start"];
+    a.extend_from_slice(args);
+    ok(&a);
+    ok(&["lctl", "lfsck_query", "-w"]);
+    let text = ok(&["lctl", "get_param", "-n", &format!("mdd.*.lfsck_{kind}")]);
+    assert!(text.contains("status: completed\n"), "{text}");
+    text
+}
+
+/// `nacre inject CLASS DIR -n N`, again while the files' sizes are not yet known to the
+/// MDT (a moment after their close), at most `settle`; its output.
+pub fn inject_cli(class: &str, dir: &str, n: usize, settle: std::time::Duration) -> String {
+    let started = std::time::Instant::now();
+    let n = n.to_string();
+    loop {
+        let o = run(&["inject", class, dir, "-n", &n, "--seed", "7"]);
+        if o.status.success() {
+            return String::from_utf8_lossy(&o.stdout).into_owned();
+        }
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            err.contains(" fit ") && started.elapsed() < settle,
+            "nacre inject {class}: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
