@@ -186,6 +186,7 @@ mod tests {
             cell("a", true, 110.0),
             cell("a", true, 100.0),
             cell("a", true, 10.0),
+            cell("a", true, 1000.0),
             cell("a", false, 200.0),
             cell("b", false, 1.0),
         ];
