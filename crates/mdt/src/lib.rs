@@ -1688,27 +1688,19 @@ impl Mdt {
     }
 }
 
-/// Requests that run while the MDT recovers: the servers' own (DNE, LFSCK), syncs, pings
-/// and cache callbacks. Every other request waits until the replays are in.
+/// Requests that run while the MDT recovers: the servers' own (DNE, LFSCK; one list,
+/// [`Request::needs_server_role`]), syncs, pings, recovery status and cache callbacks.
+/// Every other request waits until the replays are in.
 fn runs_during_recovery(req: &Request) -> bool {
-    matches!(
-        req,
-        Request::Ping
-            | Request::Statfs
-            | Request::Sync { .. }
-            | Request::WaitCallbacks { .. }
-            | Request::Lfsck(_)
-            | Request::DnePrepare { .. }
-            | Request::DneCommit { .. }
-            | Request::DneAbort { .. }
-            | Request::DneResolve { .. }
-            | Request::DneSeqGrant { .. }
-            | Request::DneLookup { .. }
-            | Request::DneLinks { .. }
-            | Request::DneStatus
-            | Request::DneRenameLock { .. }
-            | Request::DnePermission { .. }
-    )
+    req.needs_server_role()
+        || matches!(
+            req,
+            Request::Ping
+                | Request::Statfs
+                | Request::Sync { .. }
+                | Request::WaitCallbacks { .. }
+                | Request::DneStatus
+        )
 }
 
 /// Requests that add names, inodes or xattrs: refused on a nearly full MDT.

@@ -24,6 +24,41 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The requests only servers send, named here apart from the servers' own list
+/// (`Request::needs_server_role`), so that a request left off that list fails this test.
+const SERVERS_OWN: &[&str] = &[
+    "MgsRegister",
+    "MgsSetParam",
+    "OstDestroy",
+    "OstPrecreate",
+    "OstGetLastId",
+    "OstSetOwner",
+    "DnePrepare",
+    "DneCommit",
+    "DneAbort",
+    "DneResolve",
+    "DneSeqGrant",
+    "DneLookup",
+    "DneLinks",
+    "DneRenameLock",
+    "DnePermission",
+    "Lfsck",
+];
+
+/// Whether `req`, or the request a `Tracked` or `Replay` carries, is in [`SERVERS_OWN`].
+fn servers_own(req: &Request) -> bool {
+    let req = match req {
+        Request::Tracked { req, .. } | Request::Replay { req, .. } => req,
+        r => r,
+    };
+    let shown = format!("{req:?}");
+    let name = shown
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    SERVERS_OWN.contains(&name)
+}
+
 /// Requests made of each variant, to each target.
 const ROUNDS: u64 = 24;
 /// The longest any answer may take: the MDT holds a callback poll up to 10 s
@@ -207,25 +242,6 @@ impl<'de> de::SeqAccess<'de> for Items<'_> {
     }
 }
 
-impl<'de> de::MapAccess<'de> for Items<'_> {
-    type Error = DeError;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, DeError> {
-        if self.left == 0 {
-            return Ok(None);
-        }
-        self.left -= 1;
-        seed.deserialize(&mut *self.g).map(Some)
-    }
-
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
-        seed.deserialize(&mut *self.g)
-    }
-}
-
 /// The variant an enum takes, then its fields.
 struct Variant<'a> {
     g: &'a mut Gen,
@@ -394,15 +410,9 @@ impl<'de> de::Deserializer<'de> for &mut Gen {
     ) -> Result<V::Value, DeError> {
         v.visit_seq(Items { g: self, left: len })
     }
-    fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, DeError> {
-        let left = self.len().min(16);
-        self.depth += 1;
-        let r = v.visit_map(Items {
-            g: &mut *self,
-            left,
-        });
-        self.depth -= 1;
-        r
+    fn deserialize_map<V: Visitor<'de>>(self, _v: V) -> Result<V::Value, DeError> {
+        // No request holds a map today: one that does fails here, by name, until made.
+        Err(de::Error::custom("a map: teach the generator to make one"))
     }
     fn deserialize_struct<V: Visitor<'de>>(
         self,
@@ -461,14 +471,13 @@ impl<'de> de::Deserializer<'de> for &mut Gen {
     }
 }
 
-/// Every FID a request could name in the tree `tree` makes: inodes, OST objects, DoM.
+/// Every FID a request could name among `infos`: the inodes and their OST objects.
 fn fids_of(infos: &[nacre_rpc::msg::InodeInfo]) -> Vec<Fid> {
     let mut out = vec![Fid::ROOT];
     for i in infos {
         out.push(i.attr.fid);
         for c in i.layout.iter().flat_map(|l| &l.components) {
             out.extend(c.objects.iter().map(|o| o.fid));
-            out.extend(c.dom_object);
         }
     }
     out
@@ -481,8 +490,8 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
     let c = mount(&cluster).await;
     let cred = Cred::root();
 
-    // A small tree to aim at: a remote directory, striped and DoM files with data, a
-    // symlink, a hard link, an xattr.
+    // A small tree to aim at: a remote directory, files of one and two stripes with
+    // data, a symlink, a hard link, an xattr.
     let d = c
         .mkdir_with_layout(
             Fid::ROOT,
@@ -586,18 +595,24 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
             let req = g
                 .request(v as u32)
                 .unwrap_or_else(|e| panic!("cannot make a {vname}: {e}"));
+            let servers_own = servers_own(&req);
+            assert_eq!(
+                req.needs_server_role(),
+                servers_own,
+                "{vname}: the servers' own list and this test's disagree"
+            );
             let bulk_len = g.pick(&[0usize, 0, 0, 1, 4096, 1 << 20, (1 << 20) + 1]);
             let bulk = Bytes::from(pattern(bulk_len, round as u8));
             for (t, conn) in conns.iter().enumerate() {
                 let (req, bulk) = (req.clone(), bulk.clone());
                 calls.push(async move {
                     let r = tokio::time::timeout(ANSWER_BOUND, conn.call(&req, bulk)).await;
-                    (t, req, r)
+                    (t, req, servers_own, r)
                 });
             }
         }
         sent += calls.len() as u64;
-        for (t, req, r) in futures::future::join_all(calls).await {
+        for (t, req, servers_own, r) in futures::future::join_all(calls).await {
             let what = match &r {
                 Err(_) => "no answer".to_string(),
                 Ok(Ok(_)) => "ok".to_string(),
@@ -607,12 +622,10 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
             *answers.entry(format!("{vname}: {what}")).or_default() += 1;
             let bad = match &r {
                 Err(_) => Some("no answer within the bound".to_string()),
-                Ok(Err(RpcError::Errno(e)))
-                    if req.needs_server_role() && *e != nacre_core::Errno::EPERM =>
-                {
+                Ok(Err(RpcError::Errno(e))) if servers_own && *e != nacre_core::Errno::EPERM => {
                     Some(format!("a servers' request answered {e:?}, not EPERM"))
                 }
-                Ok(Ok(_)) if req.needs_server_role() => {
+                Ok(Ok(_)) if servers_own => {
                     Some("a servers' request was served to a client".into())
                 }
                 Ok(Err(RpcError::Errno(_))) | Ok(Ok(_)) => None,

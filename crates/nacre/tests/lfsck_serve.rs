@@ -79,24 +79,15 @@ fn inject_lfsck_and_set_param_reach_serve_processes() {
     for (class, kind, dry_key, fix_key) in cases {
         let dir = m.0.join(class);
         let dir = dir.to_str().expect("utf8");
-        let out = inject_cli(class, dir, N, SETTLE);
-        assert!(
-            out.ends_with(&format!("injected {N} {class} under {dir}\n")),
-            "{out}"
-        );
-        let hit: Vec<String> = out
-            .lines()
-            .filter(|l| l.starts_with(&format!("{class}: {dir}/f")))
-            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-            .collect();
-        assert_eq!(hit.len(), N, "{out}");
-        untouched.retain(|(f, _)| !hit.iter().any(|h| std::path::Path::new(h) == f));
-        let t = lfsck_run(&["-M", "lsrv-MDT0000", "-n", "-t", kind], kind);
-        assert_eq!(counter(&t, dry_key), N as u64, "{class} dry run:\n{t}");
-        let t = lfsck_run(&["-M", "lsrv-MDT0000", "-t", kind], kind);
-        assert_eq!(counter(&t, fix_key), N as u64, "{class} repair:\n{t}");
-        let t = lfsck_run(&["-M", "lsrv-MDT0000", "-t", kind], kind);
-        assert_eq!(counter(&t, fix_key), 0, "{class} second run:\n{t}");
+        let case = ClassCase {
+            class,
+            kind,
+            dry_key,
+            fix_key,
+            fix_args: &[],
+        };
+        let hit = inject_and_repair(&case, dir, N, &["-M", "lsrv-MDT0000"], SETTLE);
+        untouched.retain(|(f, _)| !hit.iter().any(|h| h == f));
     }
     for (f, data) in &untouched {
         assert_eq!(

@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 
 #[test]
 fn lfs_and_lctl_on_a_mount() {
@@ -437,30 +436,15 @@ fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
     for (class, kind, dry_key, fix_key, fix_args) in cases {
         let dir = fs.path(class);
         let dir = dir.to_str().expect("utf8");
-        let out = inject_cli(class, dir, N, SETTLE);
-        let items: Vec<&str> = out
-            .lines()
-            .filter(|l| l.starts_with(&format!("{class}: {dir}/f")))
-            .collect();
-        assert_eq!(items.len(), N, "{out}");
-        assert!(items.iter().all(|l| l.contains(" [0x")), "{out}");
-        assert!(
-            out.ends_with(&format!("injected {N} {class} under {dir}\n")),
-            "{out}"
-        );
-        let hit: Vec<String> = items
-            .iter()
-            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-            .collect();
-        untouched.retain(|(p, _)| !hit.iter().any(|h| Path::new(h) == p));
-        let t = lfsck_run(&["-n", "-t", kind], kind);
-        assert_eq!(counter(&t, dry_key), N as u64, "{class} dry run:\n{t}");
-        let mut args = vec!["-t", kind];
-        args.extend_from_slice(fix_args);
-        let t = lfsck_run(&args, kind);
-        assert_eq!(counter(&t, fix_key), N as u64, "{class} repair:\n{t}");
-        let t = lfsck_run(&["-t", kind], kind);
-        assert_eq!(counter(&t, fix_key), 0, "{class} second run:\n{t}");
+        let case = ClassCase {
+            class,
+            kind,
+            dry_key,
+            fix_key,
+            fix_args,
+        };
+        let hit = inject_and_repair(&case, dir, N, &[], SETTLE);
+        untouched.retain(|(p, _)| !hit.iter().any(|h| h == p));
     }
     for (p, data) in &untouched {
         assert_eq!(

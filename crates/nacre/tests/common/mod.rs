@@ -366,3 +366,51 @@ pub fn inject_cli(class: &str, dir: &str, n: usize, settle: std::time::Duration)
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
+
+/// One LFSCK class end to end through the commands: `nacre inject CLASS DIR -n N` names N
+/// files, a dry run (`lfsck_start ARGS -n -t KIND`) counts N as `dry_key`, a repair (with
+/// `fix_args`) fixes N as `fix_key`, and a second run finds 0. The files it broke.
+pub struct ClassCase<'a> {
+    pub class: &'a str,
+    pub kind: &'a str,
+    pub dry_key: &'a str,
+    pub fix_key: &'a str,
+    pub fix_args: &'a [&'a str],
+}
+
+pub fn inject_and_repair(
+    c: &ClassCase<'_>,
+    dir: &str,
+    n: usize,
+    lfsck_args: &[&str],
+    settle: std::time::Duration,
+) -> Vec<PathBuf> {
+    let class = c.class;
+    let out = inject_cli(class, dir, n, settle);
+    let items: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with(&format!("{class}: {dir}/f")))
+        .collect();
+    assert_eq!(items.len(), n, "{out}");
+    assert!(items.iter().all(|l| l.contains(" [0x")), "{out}");
+    assert!(
+        out.ends_with(&format!("injected {n} {class} under {dir}\n")),
+        "{out}"
+    );
+    let run_with = |extra: &[&str]| {
+        let mut a = lfsck_args.to_vec();
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["-t", c.kind]);
+        lfsck_run(&a, c.kind)
+    };
+    let t = run_with(&["-n"]);
+    assert_eq!(counter(&t, c.dry_key), n as u64, "{class} dry run:\n{t}");
+    let t = run_with(c.fix_args);
+    assert_eq!(counter(&t, c.fix_key), n as u64, "{class} repair:\n{t}");
+    let t = run_with(&[]);
+    assert_eq!(counter(&t, c.fix_key), 0, "{class} second run:\n{t}");
+    items
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1).map(PathBuf::from))
+        .collect()
+}
