@@ -441,6 +441,7 @@ impl Client {
         }
         let mut sets = Vec::new();
         let mut size = None;
+        let mut rebuilt = 0u64;
         for comp in layout.components.iter().filter(|c| !c.is_parity()) {
             let Some(parity) = parity_of(&layout, comp) else {
                 continue;
@@ -455,7 +456,7 @@ impl Client {
                     Some(s) => s,
                     None => *size.insert(self.getattr(fid).await?.attr.size),
                 };
-                self.ec_rebuild_lost(fid, &layout, comp, size).await?;
+                rebuilt += self.ec_rebuild_lost(fid, &layout, comp, size).await?;
                 continue;
             }
             let (d, p) = parity.ec_counts().ok_or(Errno::EINVAL)?;
@@ -473,6 +474,12 @@ impl Client {
             .map(|(objs, pobjs, first)| self.ec_code_set(fid, objs, pobjs, *first));
         for r in join_all(calls).await {
             r?;
+        }
+        // The MDT's word that parity is in sync is kept as soon as it is given: the
+        // parity and the data it was coded from must be on stable storage first, or a
+        // power cut leaves parity that decodes into bytes nobody wrote.
+        if !sets.is_empty() || rebuilt > 0 {
+            self.sync_objects(fid, &layout).await?;
         }
         let req = Request::EcParitySynced {
             fid,

@@ -1,7 +1,8 @@
 //! Erasure coding (`lfs setstripe --ec D+P`): 4+2 files read back identical with one and
 //! two of their OSTs stopped and after an OST's directory is deleted; bit flips in data
 //! objects are found, read around and rewritten; stale parity is never read from; bad
-//! geometries get EINVAL from `lfs` and from the MDT.
+//! geometries get EINVAL from `lfs` and from the MDT; parity made at a close is synced
+//! before the MDT hears it is in sync.
 
 mod common;
 
@@ -12,7 +13,7 @@ use nacre_client::Client;
 use nacre_core::ec::with_parity;
 use nacre_core::layout::{Component, EOF, LCME_FL_PARITY, Pattern};
 use nacre_core::{Errno, Fid, Layout, StripeObject, TargetName};
-use nacre_rpc::msg::{Cred, LayoutRequest};
+use nacre_rpc::msg::{Cred, LayoutRequest, Request};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -379,4 +380,75 @@ fn lfs_makes_and_prints_4_2_files_and_refuses_bad_geometries() {
         assert!(!o.status.success(), "--ec {bad}: {o:?}");
     }
     assert!(!fs.path("ec-4+5").exists());
+}
+
+/// Parity computed at a writer's close is on stable storage, with the data it was coded
+/// from, before the MDT is told it is in sync (which it keeps as soon as it is told): a
+/// power cut after the close must never leave "in sync" parity that decodes into bytes
+/// nobody wrote. Seen as a sync of every object of the file, on its OST, by the close
+/// of a handle that never called fsync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parity_is_synced_before_the_mdt_is_told_it_is_in_sync() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "ecsync", 1, 6).await;
+    let c = mount(&cluster).await;
+    let (info, h) = c
+        .create(
+            c.root(),
+            b"f",
+            FILE,
+            0,
+            &Cred::root(),
+            None,
+            LayoutRequest::Explicit(ec42()),
+            Some(common::cluster::rw()),
+            true,
+        )
+        .await
+        .expect("create");
+    let f = nacre_client::file::OpenFile::new(
+        info.attr.fid,
+        h.expect("handle"),
+        common::cluster::rw(),
+        info.layout.clone(),
+    );
+    let data = pattern(1_000_000, 3);
+    c.write(&f, 0, bytes::Bytes::from(data.clone()))
+        .await
+        .expect("write");
+    let oscs = c.oscs();
+    let ost_sync = Request::OstSync { objs: Vec::new() }.opcode();
+    // What syncs each OST saw before the close: none expected, but counted anyway.
+    let syncs = |i: u32| {
+        oscs[i as usize]
+            .stats()
+            .samples()
+            .iter()
+            .find(|s| s.opcode == ost_sync)
+            .map_or(0, |s| s.count)
+    };
+    let (dobj, pobj, _) = objects(&c, info.attr.fid).await;
+    let before: Vec<u64> = dobj.iter().chain(&pobj).map(|o| syncs(o.ost_idx)).collect();
+    c.release(&f).await.expect("close");
+    let (_, _, l) = objects(&c, info.attr.fid).await;
+    assert!(
+        l.components
+            .iter()
+            .filter(|p| p.is_parity())
+            .all(|p| !p.is_stale()),
+        "parity stale after the close: {l:?}"
+    );
+    for (o, b) in dobj.iter().chain(&pobj).zip(before) {
+        assert!(
+            syncs(o.ost_idx) > b,
+            "object {} on OST{:04x} was not synced by the close that made its parity",
+            o.fid,
+            o.ost_idx
+        );
+    }
+    let got = read_within(&c, info.attr.fid, data.len())
+        .await
+        .expect("read");
+    assert!(got == data, "contents differ");
+    cluster.stop().await;
 }
