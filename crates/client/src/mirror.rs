@@ -82,9 +82,15 @@ impl Client {
     }
 
     /// `lfs mirror resync [--only IDS]`: copies in-sync data over the stale components of
-    /// the mirrors in `only` (every mirror if empty) and clears their stale flags.
+    /// the mirrors in `only` (every mirror if empty) and clears their stale flags. For an
+    /// erasure-coded file (Lustre's EC resync), recomputes stale parity instead
+    /// ([`Client::ec_resync`]); it has no mirrors to name, so `only` must be empty.
     pub async fn mirror_resync(&self, fid: Fid, only: &[u32]) -> Result<ResyncOutcome, Errno> {
-        let info = self.mirror_request(fid, MirrorOp::ResyncStart).await?;
+        let info = match self.mirror_request(fid, MirrorOp::ResyncStart).await {
+            // Not mirrored: perhaps erasure-coded.
+            Err(Errno::EINVAL) => return self.parity_resync(fid, only).await,
+            r => r?,
+        };
         let layout = info.layout.ok_or(Errno::EINVAL)?;
         if !layout.has_stale() {
             // Nothing to do: the MDT began no resync.
@@ -167,6 +173,30 @@ impl Client {
                 .map_err(crate::rpc_errno)?;
         }
         Ok(())
+    }
+
+    /// `lfs mirror resync` of an erasure-coded file: its stale parity components are
+    /// recomputed and in sync again. EINVAL for a file that is neither mirrored nor
+    /// erasure-coded, as Lustre's resync gives.
+    async fn parity_resync(&self, fid: Fid, only: &[u32]) -> Result<ResyncOutcome, Errno> {
+        let before = self.getattr(fid).await?.layout.ok_or(Errno::EINVAL)?;
+        if !nacre_core::ec::is_ec(&before) || !only.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let after = self.ec_resync(fid, None).await?;
+        let synced = before
+            .components
+            .iter()
+            .filter(|c| c.is_parity() && c.is_stale())
+            .filter(|c| {
+                after
+                    .components
+                    .iter()
+                    .any(|a| a.id == c.id && !a.is_stale())
+            })
+            .map(|c| c.id)
+            .collect();
+        Ok(ResyncOutcome { synced, bytes: 0 })
     }
 
     /// `lfs mirror verify [--only IDS]`: each chunk's in-sync mirrors (those in `only` if

@@ -380,6 +380,28 @@ fn lfs_makes_and_prints_4_2_files_and_refuses_bad_geometries() {
         assert!(!o.status.success(), "--ec {bad}: {o:?}");
     }
     assert!(!fs.path("ec-4+5").exists());
+    // Lustre's offline EC: parity stale after the close until `lfs mirror resync`.
+    ok(&["lctl", "set_param", "llite.*.ec_parity_on_close=0"]);
+    let h = fs.path("offline");
+    let hp = h.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "4", "--ec", "4+2", hp]);
+    std::fs::write(&h, &data).expect("write");
+    let gs = lfs(&["getstripe", hp]);
+    assert!(
+        gs.contains("    lcme_flags:          init,stale,parity\n"),
+        "{gs}"
+    );
+    lfs(&["mirror", "resync", hp]);
+    let gs = lfs(&["getstripe", hp]);
+    assert!(!gs.contains("stale"), "{gs}");
+    assert!(std::fs::read(&h).expect("read") == data);
+    // Neither mirrored nor erasure-coded: EINVAL, as Lustre's resync.
+    let o = run(&["lfs", "mirror", "resync", gp]);
+    assert!(o.status.success(), "{o:?}");
+    let plain = fs.path("plain");
+    std::fs::write(&plain, b"x").expect("write");
+    let o = run(&["lfs", "mirror", "resync", plain.to_str().expect("utf8")]);
+    assert!(!o.status.success(), "{o:?}");
 }
 
 /// Parity computed at a writer's close is on stable storage, with the data it was coded

@@ -288,7 +288,8 @@ and only a mirror whose OST fails goes stale. Reads use an in-sync mirror and fa
         take a mirror out of a file: into NEW_FILE (default FILE.mirror~ID), or destroyed\n\
   resync [--only MIRROR_ID[,...]] FILE...\n\
         copy in-sync data over stale components and clear 'stale' (lcm_flags back to ro);\n\
-        refused (EBUSY) while the file is open for writing\n\
+        refused (EBUSY) while the file is open for writing; of an erasure-coded file\n\
+        (--ec), recompute its stale parity\n\
   verify [--only MIRROR_ID[,...]] [--stale|-s] [--verbose|-v] FILE...\n\
         compare the mirrors chunk by chunk; exit status EUCLEAN if they differ, ESTALE if a\n\
         mirror is stale; with --stale, mark the mirrors that differ stale (then resync)\n\
