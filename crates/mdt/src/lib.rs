@@ -9,6 +9,7 @@
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
 //! - [`callback`]: telling clients that hold a file open to drop their cache of it;
 //! - [`recovery`]: transnos, `last_rcvd` and replay after a restart;
+//! - [`exports`]: which client each connection is, so none acts in another's name;
 //! - [`records`]: how inodes and entries are encoded in the store;
 //! - [`dne`]: the namespace over several MDTs (remote and striped directories, operations
 //!   across MDTs and their recovery); [`fail`]: fault-injection points.
@@ -22,6 +23,7 @@ pub mod callback;
 pub mod dne;
 pub mod dom;
 pub mod ec;
+pub mod exports;
 pub mod fail;
 pub mod flr;
 pub mod layout_change;
@@ -113,6 +115,8 @@ pub struct Mdt {
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
     /// Replay recovery after a restart, and the clients' records.
     pub recovery: recovery::Recovery,
+    /// Which client uuid each connection proved.
+    pub exports: exports::Exports,
     /// Passing a file's owner to its OST objects, one file at a time.
     pub owner_locks: owner::OwnerLocks,
 }
@@ -198,6 +202,7 @@ impl Mdt {
             lfsck: std::sync::OnceLock::new(),
             oi_rebuilt,
             recovery,
+            exports: exports::Exports::default(),
             owner_locks: owner::OwnerLocks::default(),
         });
         let cc = cfg.conn.clone();
@@ -1742,13 +1747,17 @@ impl Service for Mdt {
         };
         self.health().ensure()?;
         let r = match req {
-            Request::MdtConnect { client } => self.mds_connect(client).await,
+            Request::MdtConnect { client } => {
+                self.exports.bind(&ctx, client)?;
+                self.mds_connect(client).await
+            }
             Request::Replay {
                 client,
                 transno,
                 req,
                 outcome,
             } => {
+                self.exports.check(&ctx, client)?;
                 let rx = self.recovery.queue(client, transno, ctx, *req, outcome)?;
                 match rx.await {
                     Ok(r) => r.map(|r| (r, Bytes::new())),
@@ -1756,11 +1765,13 @@ impl Service for Mdt {
                 }
             }
             Request::MdtDisconnect { client } => {
+                self.exports.check(&ctx, client)?;
                 recovery::forget_clients(&self.store, vec![client]).await?;
                 self.recovery.replies.forget(client);
                 Ok((Reply::Ok, Bytes::new()))
             }
             Request::ReplayDone { client } => {
+                self.exports.check(&ctx, client)?;
                 self.recovery.replay_done(client).await?;
                 Ok((
                     Reply::Recovered {
@@ -1770,6 +1781,7 @@ impl Service for Mdt {
                 ))
             }
             Request::Tracked { client, xid, req } => {
+                self.exports.check(&ctx, client)?;
                 self.recovery.wait_ended().await;
                 if let Some(saved) = self.recovery.replies.lookup(client, xid) {
                     // A resend of a request that ran: its answer, not a second run.
@@ -1807,6 +1819,7 @@ impl Service for Mdt {
     }
 
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
+        self.exports.unbind(ctx.conn_id);
         self.callbacks.disconnected(ctx.conn_id);
         for h in self.opens.handles_of(ctx.conn_id) {
             let _ = self.close(h, false, true).await;

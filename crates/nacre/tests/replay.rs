@@ -340,10 +340,12 @@ async fn a_resent_request_gets_its_first_answer_back() {
     use nacre_rpc::msg::{LayoutRequest, Reply, Request};
     let tmp = tempfile::tempdir().expect("tmp");
     let cl = common::cluster::start(tmp.path(), "rpresend", 1, 1).await;
-    let c = common::cluster::mount(&cl).await;
+    // Client-role peers, as mounts are: a server's requests are not bound to a client.
+    let c = common::cluster::mount_as_client(&cl).await;
     let imp = c.mdcs()[0].clone();
+    let me = c.mdc_replay(0).expect("replay list").client;
     let req = Request::Tracked {
-        client: 0x5e5e,
+        client: me,
         xid: 42,
         req: Box::new(Request::Create {
             parent: Fid::ROOT,
@@ -370,6 +372,28 @@ async fn a_resent_request_gets_its_first_answer_back() {
     let first = fid_of(imp.call(&req, Bytes::new()).await.expect("first").0);
     let again = imp.call(&req, Bytes::new()).await.expect("resend");
     assert_eq!(fid_of(again.0), first, "the resend made another file");
+    // Another client (another connection) naming this one's uuid: refused, so it can
+    // neither read this client's saved answers, nor run requests in its name, nor drop
+    // its record (Lustre's exports: a uuid belongs to the connection that connected as it).
+    let other = common::cluster::mount_as_client(&cl).await;
+    let oimp = other.mdcs()[0].clone();
+    let refused = |r: Result<(Reply, Bytes), nacre_rpc::error::RpcError>| match r {
+        Err(e) => assert_eq!(e.errno(), Errno::EPERM, "{e}"),
+        Ok((r, _)) => panic!("an impostor was answered: {r:?}"),
+    };
+    refused(oimp.call(&req, Bytes::new()).await);
+    refused(
+        oimp.call(&Request::MdtDisconnect { client: me }, Bytes::new())
+            .await,
+    );
+    refused(
+        oimp.call(&Request::ReplayDone { client: me }, Bytes::new())
+            .await,
+    );
+    // The owner still gets its answer.
+    let again = imp.call(&req, Bytes::new()).await.expect("still its own");
+    assert_eq!(fid_of(again.0), first);
+    other.unmount();
     c.unmount();
     cl.stop().await;
 }

@@ -26,6 +26,12 @@ pub async fn mount(c: &LocalCluster) -> Arc<Client> {
     Client::mount(spec).await.expect("mount")
 }
 
+/// Mounts with the client key, as `nacre mount` does: a client-role peer.
+pub async fn mount_as_client(c: &LocalCluster) -> Arc<Client> {
+    let spec = MountSpec::parse(&c.spec(), c.key.client_key(), "test-client").expect("spec");
+    Client::mount(spec).await.expect("mount")
+}
+
 /// Creates `name` in `dir` as root (`mode`: [`FILE`], [`DIR`], ...) with what it inherits.
 pub async fn create(c: &Client, dir: Fid, name: &[u8], mode: u32) -> Result<InodeInfo, Errno> {
     c.create(
