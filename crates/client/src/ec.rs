@@ -22,6 +22,7 @@
 
 use crate::cksum::ChunkReadError;
 use crate::io::{Chunk, plan};
+use crate::log_limit::held_note;
 use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
@@ -151,6 +152,11 @@ impl Client {
         match size {
             Ok(size) if at < size => {}
             Ok(_) => return Ok(got),
+            // The file is gone (a readahead that outlived it): nothing to check.
+            Err(e @ (Errno::ESTALE | Errno::ENOENT)) => {
+                tracing::debug!(target: "client", "file {fid}: no size to check a short read against: {e}");
+                return Ok(got);
+            }
             Err(e) => {
                 tracing::warn!(target: "client", "file {fid}: no size to check a short read against: {e}");
                 return Ok(got);
@@ -278,7 +284,9 @@ impl Client {
             tracing::error!(target: "client", "file {fid}: {e}: parity is stale, nothing to rebuild from: EIO");
             return Err(Errno::EIO);
         }
-        tracing::warn!(target: "client", "file {fid}: {e}: rebuilding from parity");
+        if let Some(held) = self.degraded_log.allow() {
+            tracing::warn!(target: "client", "file {fid}: {e}: rebuilding from parity{}", held_note(held));
+        }
         let file_off = off + c.buf_off;
         let comp = data.component_at(file_off).ok_or(Errno::EIO)?;
         let Some(parity) = parity_of(layout, comp).filter(|p| p.is_init()) else {
@@ -327,7 +335,9 @@ impl Client {
                 // An object never written is a hole: zeros, if nothing else will do.
                 (true, Err(ChunkReadError::Failed(Errno::ENOENT))) => absent_data.push(i),
                 (_, Err(e2)) => {
-                    tracing::warn!(target: "client", "file {fid}: RAID set stripe unreadable too: {e2}")
+                    if let Some(held) = self.degraded_log.allow() {
+                        tracing::warn!(target: "client", "file {fid}: RAID set stripe unreadable too: {e2}{}", held_note(held));
+                    }
                 }
             }
         }

@@ -699,6 +699,11 @@ impl Client {
                                     .read_short_elsewhere(fid, layout, first, others, at, c.len, data, size)
                                     .await)
                             }
+                            // The file is gone (a readahead that outlived it).
+                            Err(e @ (Errno::ESTALE | Errno::ENOENT)) => {
+                                tracing::debug!(target: "client", "file {fid}: no size to check a short read of mirror {first} against: {e}");
+                                Ok(data)
+                            }
                             Err(e) => {
                                 tracing::warn!(target: "client", "file {fid}: no size to check a short read of mirror {first} against: {e}");
                                 Ok(data)
@@ -791,7 +796,9 @@ impl Client {
         if let ChunkReadError::Corrupt { target, .. } = &e {
             self.cksum_stats.corrupt(*target);
         }
-        tracing::warn!(target: "client", "file {fid}: mirror {first}: {e}: reading another mirror");
+        if let Some(held) = self.degraded_log.allow() {
+            tracing::warn!(target: "client", "file {fid}: mirror {first}: {e}: reading another mirror{}", crate::log_limit::held_note(held));
+        }
         // Whole blocks around the range, so a repair needs nothing of the bad copy.
         let block = nacre_core::cksum::BLOCK as u64;
         let lead = c.obj_off % block;
@@ -801,7 +808,9 @@ impl Client {
             let (good, found) = match self.read_copy(fid, &layout.mirror(m), file_off, span).await {
                 Ok(r) => r,
                 Err(e2) => {
-                    tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}");
+                    if let Some(held) = self.degraded_log.allow() {
+                        tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}{}", crate::log_limit::held_note(held));
+                    }
                     continue;
                 }
             };
