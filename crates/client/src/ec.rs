@@ -22,13 +22,13 @@
 
 use crate::cksum::ChunkReadError;
 use crate::io::{Chunk, plan};
-use crate::log_limit::held_note;
 use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::BLOCK;
 use nacre_core::ec::{data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
 use nacre_core::layout::{Component, LCME_FL_INIT};
+use nacre_core::log_limit::held_note;
 use nacre_core::{Errno, Fid, Layout, StripeObject, TargetName};
 use nacre_rpc::msg::{Reply, Request, WriteGrant};
 

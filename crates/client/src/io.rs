@@ -797,7 +797,7 @@ impl Client {
             self.cksum_stats.corrupt(*target);
         }
         if let Some(held) = self.degraded_log.allow() {
-            tracing::warn!(target: "client", "file {fid}: mirror {first}: {e}: reading another mirror{}", crate::log_limit::held_note(held));
+            tracing::warn!(target: "client", "file {fid}: mirror {first}: {e}: reading another mirror{}", nacre_core::log_limit::held_note(held));
         }
         // Whole blocks around the range, so a repair needs nothing of the bad copy.
         let block = nacre_core::cksum::BLOCK as u64;
@@ -809,7 +809,7 @@ impl Client {
                 Ok(r) => r,
                 Err(e2) => {
                     if let Some(held) = self.degraded_log.allow() {
-                        tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}{}", crate::log_limit::held_note(held));
+                        tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}{}", nacre_core::log_limit::held_note(held));
                     }
                     continue;
                 }

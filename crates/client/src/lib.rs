@@ -20,7 +20,6 @@ pub mod file;
 pub mod grant;
 pub mod io;
 pub mod lmv;
-pub mod log_limit;
 pub mod md;
 pub mod migrate;
 pub mod mirror;
@@ -121,7 +120,7 @@ pub struct Client {
     /// Damage injected into bulks, for tests (Lustre's checksum fail_loc values).
     pub checksum_faults: cksum::ChecksumFaults,
     /// Rate limit of the lines degraded reads write per chunk.
-    pub(crate) degraded_log: log_limit::LogLimit,
+    pub(crate) degraded_log: nacre_core::log_limit::LogLimit,
     /// `llite.*.stats`: the calls the mount (or any caller) made, by [`VfsOp`].
     pub llite_stats: nacre_rpc::stats::OpStats,
     /// This client itself, for background work that outlives a call.
@@ -171,7 +170,7 @@ impl Client {
             rpc_stats: stats::RpcStats::default(),
             cksum_stats: cksum::CksumStats::default(),
             checksum_faults: cksum::ChecksumFaults::default(),
-            degraded_log: log_limit::LogLimit::default(),
+            degraded_log: nacre_core::log_limit::LogLimit::default(),
             llite_stats: nacre_rpc::stats::OpStats::default(),
             me: std::sync::OnceLock::new(),
             lmvs: Default::default(),

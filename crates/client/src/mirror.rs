@@ -24,7 +24,7 @@ pub const RESYNC_CHUNK: u64 = 4 << 20;
 pub struct ResyncOutcome {
     /// The components made in sync again (`lcme_id`s).
     pub synced: Vec<u32>,
-    /// Bytes copied.
+    /// Bytes copied (none for an erasure-coded file: its parity is recomputed).
     pub bytes: u64,
 }
 

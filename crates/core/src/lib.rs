@@ -15,6 +15,7 @@ pub mod fiemap;
 pub mod layout;
 pub mod layout_rules;
 pub mod lmv;
+pub mod log_limit;
 pub mod size;
 pub mod target;
 

@@ -10,9 +10,11 @@
 //! connection (a client reconnecting before the server saw its old connection end).
 //! Servers (the MDTs of a DNE file system) prove the server key and are not bound.
 //!
-//! Bounded by the live connections: a binding ends with its connection.
+//! Bounded by the live connections: a binding ends with its connection. Refusals are
+//! logged at a bounded rate, so a client sending in another's name cannot fill the log.
 
 use nacre_core::Errno;
+use nacre_core::log_limit::{LogLimit, held_note};
 use nacre_rpc::auth::PeerRole;
 use nacre_rpc::msg::ClientUuid;
 use nacre_rpc::server::RequestCtx;
@@ -32,6 +34,7 @@ struct Binds {
 #[derive(Default)]
 pub struct Exports {
     binds: Mutex<Binds>,
+    refusals: LogLimit,
 }
 
 impl Exports {
@@ -45,11 +48,14 @@ impl Exports {
             && conn != ctx.conn_id
         {
             if node != ctx.peer.ip() && b.by_conn.contains_key(&conn) {
-                tracing::warn!(
-                    target: "mdt",
-                    "refusing client {client:#x} from {}: already connected from {node}",
-                    ctx.peer
-                );
+                if let Some(held) = self.refusals.allow() {
+                    tracing::warn!(
+                        target: "mdt",
+                        "refusing client {client:#x} from {}: already connected from {node}{}",
+                        ctx.peer,
+                        held_note(held)
+                    );
+                }
                 return Err(Errno::EALREADY);
             }
             b.by_conn.remove(&conn);
@@ -72,12 +78,15 @@ impl Exports {
         {
             return Ok(());
         }
-        tracing::warn!(
-            target: "mdt",
-            "{} ({}) named client {client:#x}, which is not the client of its connection",
-            ctx.client,
-            ctx.peer
-        );
+        if let Some(held) = self.refusals.allow() {
+            tracing::warn!(
+                target: "mdt",
+                "{} ({}) named client {client:#x}, which is not the client of its connection{}",
+                ctx.client,
+                ctx.peer,
+                held_note(held)
+            );
+        }
         Err(Errno::EPERM)
     }
 

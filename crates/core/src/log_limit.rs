@@ -1,7 +1,8 @@
-//! A console rate limit for lines a fault repeats once per request (as Lustre's console
-//! messages are rate-limited): a read of a file with a stopped OST decodes every chunk
-//! from parity, and a line per chunk would be thousands for one large read. One line per
-//! [`LOG_LIMIT_INTERVAL`] is written, saying how many were held back since the last.
+//! A console rate limit for lines a fault or a peer repeats once per request (as Lustre's
+//! console messages are rate-limited): a read of a file with a stopped OST decodes every
+//! chunk from parity, and a line per chunk would be thousands for one large read; a
+//! client sending requests in another's name would write a line per request. One line
+//! per [`LOG_LIMIT_INTERVAL`] is written, saying how many were held back since the last.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
