@@ -446,6 +446,16 @@ impl Client {
             Reply::Inode(i) => i.layout.ok_or(Errno::EINVAL)?,
             _ => return Err(Errno::EPROTO),
         };
+        self.ec_resync_layout(fid, layout, handle).await
+    }
+
+    /// [`Client::ec_resync`] of `fid` as its MDT gave `layout` just now.
+    pub(crate) async fn ec_resync_layout(
+        &self,
+        fid: Fid,
+        layout: Layout,
+        handle: Option<u64>,
+    ) -> Result<Layout, Errno> {
         if !is_ec(&layout) {
             return Err(Errno::EINVAL);
         }

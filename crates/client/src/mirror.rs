@@ -179,11 +179,12 @@ impl Client {
     /// recomputed and in sync again. EINVAL for a file that is neither mirrored nor
     /// erasure-coded, as Lustre's resync gives.
     async fn parity_resync(&self, fid: Fid, only: &[u32]) -> Result<ResyncOutcome, Errno> {
-        let before = self.getattr(fid).await?.layout.ok_or(Errno::EINVAL)?;
-        if !nacre_core::ec::is_ec(&before) || !only.is_empty() {
+        if !only.is_empty() {
             return Err(Errno::EINVAL);
         }
-        let after = self.ec_resync(fid, None).await?;
+        let before = self.getattr(fid).await?.layout.ok_or(Errno::EINVAL)?;
+        // EINVAL there too for a file that is not erasure-coded.
+        let after = self.ec_resync_layout(fid, before.clone(), None).await?;
         let synced = before
             .components
             .iter()

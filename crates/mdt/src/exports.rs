@@ -100,7 +100,7 @@ impl Exports {
         }
     }
 
-    /// Live bindings (for tests and `get_param`).
+    /// Live bindings.
     pub fn len(&self) -> usize {
         self.binds.lock().by_conn.len()
     }

@@ -414,26 +414,9 @@ async fn parity_is_synced_before_the_mdt_is_told_it_is_in_sync() {
     let dir = tempfile::tempdir().expect("tmp");
     let cluster = start(dir.path(), "ecsync", 1, 6).await;
     let c = mount(&cluster).await;
-    let (info, h) = c
-        .create(
-            c.root(),
-            b"f",
-            FILE,
-            0,
-            &Cred::root(),
-            None,
-            LayoutRequest::Explicit(ec42()),
-            Some(common::cluster::rw()),
-            true,
-        )
+    let (info, f) = common::integrity::create_open(&c, c.root(), "f", Some(ec42()))
         .await
         .expect("create");
-    let f = nacre_client::file::OpenFile::new(
-        info.attr.fid,
-        h.expect("handle"),
-        common::cluster::rw(),
-        info.layout.clone(),
-    );
     let data = pattern(1_000_000, 3);
     c.write(&f, 0, bytes::Bytes::from(data.clone()))
         .await

@@ -10,7 +10,7 @@ use nacre_client::file::OpenFile;
 use nacre_core::layout::{Component, EOF};
 use nacre_core::{Errno, Fid, Layout, TargetName};
 use nacre_osd::inject::{self, Flip};
-use nacre_rpc::msg::{Cred, LayoutRequest, OpenFlags};
+use nacre_rpc::msg::{Cred, InodeInfo, LayoutRequest, OpenFlags};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +24,21 @@ pub async fn write_file(
     layout: Option<Layout>,
     data: &[u8],
 ) -> Result<Fid, Errno> {
+    let (info, f) = create_open(c, dir, name, layout).await?;
+    c.write(&f, 0, Bytes::copy_from_slice(data)).await?;
+    let synced = c.fsync(&f).await;
+    c.release(&f).await?;
+    synced.map(|_| info.attr.fid)
+}
+
+/// Creates `name` in `dir` as root, with `layout` (else what it inherits), open for
+/// reading and writing.
+pub async fn create_open(
+    c: &Client,
+    dir: Fid,
+    name: &str,
+    layout: Option<Layout>,
+) -> Result<(InodeInfo, OpenFile), Errno> {
     let req = match layout {
         Some(l) => LayoutRequest::Explicit(l),
         None => LayoutRequest::Inherit,
@@ -47,10 +62,7 @@ pub async fn write_file(
         rw(),
         info.layout.clone(),
     );
-    c.write(&f, 0, Bytes::copy_from_slice(data)).await?;
-    let synced = c.fsync(&f).await;
-    c.release(&f).await?;
-    synced.map(|_| info.attr.fid)
+    Ok((info, f))
 }
 
 /// Reads a whole file through a fresh handle (nothing cached from before).
