@@ -26,11 +26,13 @@ use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::BLOCK;
-use nacre_core::ec::{data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
+use nacre_core::ec::{RaidSet, data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
 use nacre_core::layout::{Component, LCME_FL_INIT};
 use nacre_core::log_limit::held_note;
 use nacre_core::{Errno, Fid, Layout, StripeObject, TargetName};
 use nacre_rpc::msg::{Reply, Request, WriteGrant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of each data object coded at once by a resync: it holds (D + P) such rows of a
 /// RAID set in memory (at most 36 MiB for 32+4), and each is one RPC per object.
@@ -49,20 +51,26 @@ pub fn encode(data: &[Vec<u8>], parity: usize) -> Result<Vec<Vec<u8>>, Errno> {
     })
 }
 
-/// Data shard `want` of a set of `k` data and `p` parity shards, from those that could be
-/// read (by their index among the data and among the parity shards); EIO if too few.
-pub fn reconstruct(
+/// The data shards of a set of `k` data and `p` parity shards that are not among those
+/// that could be read (by their index among the data and among the parity shards),
+/// restored from them; EIO if too few.
+pub fn reconstruct_all(
     k: usize,
     p: usize,
     data: &[(usize, Vec<u8>)],
     parity: &[(usize, Vec<u8>)],
-    want: usize,
-) -> Result<Vec<u8>, Errno> {
-    if let Some((_, d)) = data.iter().find(|(i, _)| *i == want) {
-        return Ok(d.clone());
+) -> Result<Vec<(usize, Vec<u8>)>, Errno> {
+    let missing: Vec<usize> = (0..k)
+        .filter(|i| !data.iter().any(|(j, _)| j == i))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
     }
     if k == 1 {
-        return parity.first().map(|(_, s)| s.clone()).ok_or(Errno::EIO);
+        return parity
+            .first()
+            .map(|(_, s)| vec![(0, s.clone())])
+            .ok_or(Errno::EIO);
     }
     if data.len() + parity.len() < k {
         return Err(Errno::EIO);
@@ -73,7 +81,43 @@ pub fn reconstruct(
         tracing::error!(target: "client", "EC decode of {k}+{p} shards: {e}");
         Errno::EIO
     })?;
-    restored.remove(&want).ok_or(Errno::EIO)
+    missing
+        .into_iter()
+        .map(|i| restored.remove(&i).map(|s| (i, s)).ok_or(Errno::EIO))
+        .collect()
+}
+
+/// What degraded reads of erasure-coded files did (`llite.*.ec_degraded_reads`,
+/// `llite.*.ec_rows_decoded`): object ranges read from their RAID set instead of their
+/// object, and rows decoded for them (one per row however many of its stripes are lost).
+#[derive(Default, Debug)]
+pub struct EcStats {
+    degraded_reads: AtomicU64,
+    rows_decoded: AtomicU64,
+}
+
+impl EcStats {
+    pub fn degraded_reads(&self) -> u64 {
+        self.degraded_reads.load(Ordering::Relaxed)
+    }
+
+    pub fn rows_decoded(&self) -> u64 {
+        self.rows_decoded.load(Ordering::Relaxed)
+    }
+}
+
+/// One row of a RAID set, as a degraded read decodes it: object range `[start, start + n)`
+/// of the set's data stripes (of component `comp`) and parity stripes (of `parity`), of
+/// file `fid` at change count `changes`.
+#[derive(Clone, Copy)]
+struct RaidRow<'a> {
+    fid: Fid,
+    comp: &'a Component,
+    parity: &'a Component,
+    set: &'a RaidSet,
+    start: u64,
+    n: u64,
+    changes: u64,
 }
 
 /// One shard as read: its bytes (zero-padded to the range), or why it could not be.
@@ -284,6 +328,7 @@ impl Client {
             tracing::error!(target: "client", "file {fid}: {e}: parity is stale, nothing to rebuild from: EIO");
             return Err(Errno::EIO);
         }
+        self.ec_stats.degraded_reads.fetch_add(1, Ordering::Relaxed);
         if let Some(held) = self.degraded_log.allow() {
             tracing::warn!(target: "client", "file {fid}: {e}: rebuilding from parity{}", held_note(held));
         }
@@ -306,10 +351,74 @@ impl Client {
         let start = c.obj_off - c.obj_off % BLOCK_U64;
         let end = (c.obj_off + c.len).div_ceil(BLOCK_U64) * BLOCK_U64;
         let n = end - start;
+        let changes = self.local_changes.of(&fid);
+        let row = RaidRow {
+            fid,
+            comp,
+            parity,
+            set: &set,
+            start,
+            n,
+            changes,
+        };
+        // The row's other lost stripes, read beside this one, join this decode.
+        let key = ec_shards::RowKey {
+            first: ec_shards::Key {
+                file: fid,
+                obj: comp.objects[set.data.start].fid,
+                off: start,
+                len: n,
+                changes,
+            },
+            data_stripes: set.data.len() as u32,
+        };
+        let slot = self.ec_rows.slot(key);
+        let decoded = slot
+            .get_or_init(|| self.ec_decode_row(&row, stripe))
+            .await
+            .clone();
+        if decoded.is_err() {
+            self.ec_rows.forget(key);
+        }
+        let want = stripe - set.data.start;
+        let shard = match decoded.and_then(|r| r.get(want).cloned().ok_or(Errno::EIO)) {
+            Ok(s) => s,
+            // An object that does not exist where no other shard can say otherwise: a hole.
+            Err(_) if missing => return Ok(Bytes::new()),
+            Err(e2) => {
+                tracing::error!(target: "client", "file {fid}: {e}: too few stripes of the RAID set left: EIO");
+                return Err(e2);
+            }
+        };
+        if corrupt {
+            self.ec_repair(fid, data, comp, c, start, shard.clone())
+                .await;
+        }
+        let lead = (c.obj_off - start) as usize;
+        let piece = shard.slice(lead..lead + c.len as usize);
+        // The decoded stripe runs on in zeros past its object's end: trailing zeros are not
+        // reported as data found, so the file size, not the codec, decides where it ends.
+        let found = piece.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        Ok(piece.slice(..found))
+    }
+
+    /// Every data stripe of `row`, read or decoded from the rest of the set and its parity
+    /// (`lost`, whose read failed, is not read again). A stripe the codec restored is kept
+    /// for the reads that follow (see [`crate::ec_shards`]).
+    async fn ec_decode_row(&self, row: &RaidRow<'_>, lost: usize) -> ec_shards::Row {
+        let RaidRow {
+            fid,
+            comp,
+            parity,
+            set,
+            start,
+            n,
+            changes,
+        } = *row;
         let others: Vec<(bool, usize, StripeObject)> = set
             .data
             .clone()
-            .filter(|&i| i != stripe)
+            .filter(|&i| i != lost)
             .map(|i| (true, i - set.data.start, comp.objects[i]))
             .chain(
                 set.parity
@@ -317,7 +426,6 @@ impl Client {
                     .map(|j| (false, j - set.parity.start, parity.objects[j])),
             )
             .collect();
-        let changes = self.local_changes.of(&fid);
         let reads = others.iter().map(|&(is_data, i, o)| async move {
             (
                 is_data,
@@ -342,41 +450,37 @@ impl Client {
             }
         }
         let (k, pk) = (set.data.len(), set.parity.len());
-        let want = stripe - set.data.start;
         if have_data.len() + have_parity.len() < k {
             have_data.extend(absent_data.into_iter().map(|i| (i, vec![0u8; n as usize])));
         }
-        let shard = match reconstruct(k, pk, &have_data, &have_parity, want) {
-            Ok(s) => Bytes::from(s),
-            // An object that does not exist where no other shard can say otherwise: a hole.
-            Err(_) if missing => return Ok(Bytes::new()),
-            Err(e2) => {
-                tracing::error!(target: "client", "file {fid}: {e}: too few stripes of the RAID set left: EIO");
-                return Err(e2);
-            }
-        };
-        if corrupt {
-            self.ec_repair(fid, data, comp, c, start, shard.clone())
-                .await;
+        self.ec_stats.rows_decoded.fetch_add(1, Ordering::Relaxed);
+        let restored = reconstruct_all(k, pk, &have_data, &have_parity)?;
+        let mut stripes: Vec<Option<Bytes>> = vec![None; k];
+        for (i, s) in have_data {
+            stripes[i] = Some(Bytes::from(s));
         }
-        // The next read of this range (a reader's own, or a decode of another lost stripe
-        // of the set) takes it from here; trailing zeros may be past the object's end, so
-        // they are left out, as below.
-        let shard_end = shard.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        let key = ec_shards::Key {
-            file: fid,
-            obj: c.obj.fid,
-            off: start,
-            len: n,
-            changes,
-        };
-        self.ec_shards.put(key, Ok(shard.slice(..shard_end)));
-        let lead = (c.obj_off - start) as usize;
-        let piece = shard.slice(lead..lead + c.len as usize);
-        // The decoded stripe runs on in zeros past its object's end: trailing zeros are not
-        // reported as data found, so the file size, not the codec, decides where it ends.
-        let found = piece.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        Ok(piece.slice(..found))
+        for (i, s) in restored {
+            let shard = Bytes::from(s);
+            // The next read of this range takes it from here; trailing zeros may be past
+            // the object's end, so they are left out, as a read would.
+            let shard_end = shard.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            let key = ec_shards::Key {
+                file: fid,
+                obj: comp.objects[set.data.start + i].fid,
+                off: start,
+                len: n,
+                changes,
+            };
+            self.ec_shards.put(key, Ok(shard.slice(..shard_end)));
+            if let Some(slot) = stripes.get_mut(i) {
+                *slot = Some(shard);
+            }
+        }
+        stripes
+            .into_iter()
+            .collect::<Option<Vec<Bytes>>>()
+            .map(Arc::from)
+            .ok_or(Errno::EIO)
     }
 
     /// Rewrites the blocks of chunk `c` from `[start, ...)` of its object with `shard`, cut
@@ -678,21 +782,26 @@ mod tests {
             .collect();
         let parity = encode(&data, 2).expect("encode");
         assert_eq!(parity.len(), 2);
-        // Lose two data shards: each comes back from the other two and the parity.
+        // Lose two data shards: both come back, in one decode, from the other two and
+        // the parity.
         let have: Vec<(usize, Vec<u8>)> = vec![(1, data[1].clone()), (3, data[3].clone())];
         let par: Vec<(usize, Vec<u8>)> = parity.iter().cloned().enumerate().collect();
-        for want in [0, 2] {
-            assert_eq!(
-                reconstruct(k, 2, &have, &par, want).expect("decode"),
-                data[want]
-            );
-        }
+        assert_eq!(
+            reconstruct_all(k, 2, &have, &par).expect("decode"),
+            vec![(0, data[0].clone()), (2, data[2].clone())]
+        );
+        // Nothing lost, nothing to decode.
+        let all: Vec<(usize, Vec<u8>)> = data.iter().cloned().enumerate().collect();
+        assert_eq!(reconstruct_all(k, 2, &all, &[]), Ok(vec![]));
         // Three lost is too many.
         let one: Vec<(usize, Vec<u8>)> = vec![(3, data[3].clone())];
-        assert_eq!(reconstruct(k, 2, &one, &par, 0), Err(Errno::EIO));
+        assert_eq!(reconstruct_all(k, 2, &one, &par), Err(Errno::EIO));
         // A one-stripe set's parity is its copy.
         let single = encode(&data[..1], 1).expect("copy");
         let p1: Vec<(usize, Vec<u8>)> = vec![(0, single[0].clone())];
-        assert_eq!(reconstruct(1, 1, &[], &p1, 0).expect("copy"), data[0]);
+        assert_eq!(
+            reconstruct_all(1, 1, &[], &p1).expect("copy"),
+            vec![(0, data[0].clone())]
+        );
     }
 }

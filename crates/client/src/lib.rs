@@ -109,6 +109,10 @@ pub struct Client {
     pub(crate) ra_bytes: std::sync::atomic::AtomicU64,
     /// Shards of degraded erasure-coded reads, for the reads that follow.
     pub(crate) ec_shards: ec_shards::ShardCache,
+    /// Rows decoded by degraded erasure-coded reads, for the row's other lost stripes.
+    pub(crate) ec_rows: ec_shards::RowCache,
+    /// Degraded reads of erasure-coded files and the rows they decoded.
+    pub ec_stats: ec::EcStats,
     /// Write-behind data, bounded by `osc.*.max_dirty_mb`.
     pub(crate) dirty: writeback::DirtyCache,
     /// Space each OST promised for cached writes (`osc.*.cur_grant_bytes`).
@@ -165,6 +169,8 @@ impl Client {
             stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),
             ec_shards: ec_shards::ShardCache::default(),
+            ec_rows: ec_shards::RowCache::default(),
+            ec_stats: ec::EcStats::default(),
             dirty: writeback::DirtyCache::default(),
             grants: grant::OscGrants::default(),
             rpc_stats: stats::RpcStats::default(),

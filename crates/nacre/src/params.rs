@@ -168,6 +168,17 @@ impl ParamSource for ClientParams {
                 .render_with(nacre_client::stats::VfsOp::name_of),
             writable: true,
         });
+        // Degraded reads of erasure-coded files (see nacre_client::ec).
+        v.push(ParamValue {
+            name: format!("llite.{fs}-{}.ec_degraded_reads", self.sb),
+            value: self.client.ec_stats.degraded_reads().to_string(),
+            writable: false,
+        });
+        v.push(ParamValue {
+            name: format!("llite.{fs}-{}.ec_rows_decoded", self.sb),
+            value: self.client.ec_stats.rows_decoded().to_string(),
+            writable: false,
+        });
         v.push(ParamValue {
             name: format!("llite.{fs}-{}.cur_dirty_bytes", self.sb),
             value: self.client.dirty_bytes().to_string(),

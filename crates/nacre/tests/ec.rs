@@ -112,9 +112,18 @@ async fn a_4_2_file_reads_back_with_one_and_two_osts_stopped() {
         .expect("read, 1 OST down");
     assert!(got == data, "contents differ with one OST stopped");
     cluster.stop_ost(dobj[3].ost_idx).await;
+    // Another client, whose reads cannot be answered from what the first one's decoded.
+    let c = mount(&cluster).await;
     let got = read_within(&c, fid, data.len())
         .await
         .expect("read, 2 OSTs down");
+    // The codec restores both lost stripes of a row at once: a row is decoded once for
+    // its two degraded chunks.
+    let (chunks, rows) = (c.ec_stats.degraded_reads(), c.ec_stats.rows_decoded());
+    assert!(
+        chunks >= 2 && rows * 2 <= chunks,
+        "{rows} rows decoded for {chunks} degraded chunks"
+    );
     let first = got.iter().zip(&data).position(|(a, b)| a != b);
     assert!(
         got == data,
