@@ -182,6 +182,9 @@ impl Client {
             if info.attr.is_dir() {
                 return Err(Errno::EISDIR);
             }
+            if handle.is_none() && info.layout.as_ref().is_some_and(nacre_core::ec::is_ec) {
+                return Box::pin(self.ec_truncate_by_path(fid, attr, cred)).await;
+            }
             if let Some(l) = &info.layout {
                 if size > l.max_file_size() {
                     return Err(Errno::EFBIG);
@@ -212,6 +215,29 @@ impl Client {
             return self.getattr(fid).await;
         }
         Ok(info)
+    }
+
+    /// A size change of erasure-coded `fid` with no handle (`truncate -s`): it goes
+    /// through a handle opened for write, as `ftruncate` does, so the MDT marks the parity
+    /// stale before any object is cut and the close codes it again from what is left (a
+    /// row cut short no longer matches the parity coded from the bytes cut).
+    async fn ec_truncate_by_path(
+        &self,
+        fid: Fid,
+        attr: SetAttr,
+        cred: &Cred,
+    ) -> Result<InodeInfo, Errno> {
+        let flags = OpenFlags {
+            write: true,
+            ..OpenFlags::default()
+        };
+        let (f, _) = self.open(fid, flags, cred).await?;
+        let r = self.setattr(fid, attr, cred, Some(f.handle)).await;
+        let closed = self.release(&f).await;
+        r?;
+        closed?;
+        // The close moved the layout on (parity in sync again).
+        self.getattr(fid).await
     }
 
     /// Creates a file, directory, device, fifo, socket or symlink; opens it when `open`.

@@ -466,3 +466,64 @@ async fn parity_is_synced_before_the_mdt_is_told_it_is_in_sync() {
     assert!(got == data, "contents differ");
     cluster.stop().await;
 }
+
+/// A truncate by path (no open handle, as `truncate -s` sends it) of a 4+2 file cuts a row
+/// of stripes short, so the parity coded from the bytes cut no longer matches. The client
+/// truncates through a write handle, whose close codes the parity again: with a data OST
+/// stopped, the file reads back as truncated, never with bytes decoded from the old
+/// parity. The MDT marks parity stale at any size change, whatever path it took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4_2_file_truncated_by_path_reads_back_right_with_an_ost_stopped() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "ectrunc", 1, 6).await;
+    let c = mount(&cluster).await;
+    // Rows of 4 x 64 KiB; the cut falls in stripe 1 of row 2 and empties its stripes 2, 3.
+    let data = pattern(1_000_000, 11);
+    let fid = write_file(&c, c.root(), "f", Some(ec42()), &data)
+        .await
+        .expect("write");
+    let stale = |l: &Layout| l.components.iter().any(|c| c.is_parity() && c.is_stale());
+    let (dobj, _, l) = objects(&c, fid).await;
+    assert!(!stale(&l), "{l:?}");
+    let cut = 600_000usize;
+    let size = |n: usize| nacre_core::SetAttr {
+        size: Some(n as u64),
+        ..Default::default()
+    };
+    let info = c
+        .setattr(fid, size(cut), &Cred::root(), None)
+        .await
+        .expect("truncate");
+    assert_eq!(info.attr.size, cut as u64);
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        !stale(&l),
+        "parity not coded again after the truncate: {l:?}"
+    );
+    settled(&c, fid).await;
+    cluster.stop_ost(dobj[0].ost_idx).await;
+    // Another client, with nothing of the file cached.
+    let c2 = mount(&cluster).await;
+    let got = read_within(&c2, fid, cut).await.expect("read");
+    let first = got.iter().zip(&data).position(|(a, b)| a != b);
+    assert!(
+        got == data[..cut],
+        "contents differ after the truncate: {} vs {cut} bytes, first at {first:?}",
+        got.len()
+    );
+    cluster.start_ost(dobj[0].ost_idx).await.expect("restart");
+    // A size change sent straight to the MDT, with no handle: parity is stale after it.
+    let req = Request::Setattr {
+        fid,
+        attr: size(cut / 2),
+        cred: Cred::root(),
+        handle: None,
+    };
+    c.mdcs()[0]
+        .call(&req, bytes::Bytes::new())
+        .await
+        .expect("setattr");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(stale(&l), "a size change left parity in sync: {l:?}");
+    cluster.stop().await;
+}
