@@ -41,9 +41,9 @@ pub const EC_ROW_BYTES: u64 = 1 << 20;
 const BLOCK_U64: u64 = BLOCK as u64;
 
 /// The parity shards of `data`: `k` shards of one even length.
-pub fn encode(data: &[Vec<u8>], parity: usize) -> Result<Vec<Vec<u8>>, Errno> {
+pub fn encode<S: AsRef<[u8]>>(data: &[S], parity: usize) -> Result<Vec<Vec<u8>>, Errno> {
     if data.len() == 1 {
-        return Ok(vec![data[0].clone(); parity]);
+        return Ok(vec![data[0].as_ref().to_vec(); parity]);
     }
     reed_solomon_simd::encode(data.len(), parity, data).map_err(|e| {
         tracing::error!(target: "client", "EC encode of {}+{parity} shards: {e}", data.len());
@@ -54,11 +54,11 @@ pub fn encode(data: &[Vec<u8>], parity: usize) -> Result<Vec<Vec<u8>>, Errno> {
 /// The data shards of a set of `k` data and `p` parity shards that are not among those
 /// that could be read (by their index among the data and among the parity shards),
 /// restored from them; EIO if too few.
-pub fn reconstruct_all(
+pub fn reconstruct_all<S: AsRef<[u8]>>(
     k: usize,
     p: usize,
-    data: &[(usize, Vec<u8>)],
-    parity: &[(usize, Vec<u8>)],
+    data: &[(usize, S)],
+    parity: &[(usize, S)],
 ) -> Result<Vec<(usize, Vec<u8>)>, Errno> {
     let missing: Vec<usize> = (0..k)
         .filter(|i| !data.iter().any(|(j, _)| j == i))
@@ -69,22 +69,55 @@ pub fn reconstruct_all(
     if k == 1 {
         return parity
             .first()
-            .map(|(_, s)| vec![(0, s.clone())])
+            .map(|(_, s)| vec![(0, s.as_ref().to_vec())])
             .ok_or(Errno::EIO);
     }
     if data.len() + parity.len() < k {
         return Err(Errno::EIO);
     }
-    let data_in = data.iter().map(|(i, s)| (*i, s.as_slice()));
-    let parity_in = parity.iter().map(|(i, s)| (*i, s.as_slice()));
-    let mut restored = reed_solomon_simd::decode(k, p, data_in, parity_in).map_err(|e| {
+    let fail = |e: reed_solomon_simd::Error| {
         tracing::error!(target: "client", "EC decode of {k}+{p} shards: {e}");
         Errno::EIO
-    })?;
-    missing
-        .into_iter()
-        .map(|i| restored.remove(&i).map(|s| (i, s)).ok_or(Errno::EIO))
-        .collect()
+    };
+    let len = data
+        .iter()
+        .chain(parity)
+        .map(|(_, s)| s.as_ref().len())
+        .next()
+        .unwrap_or(0);
+    // A decoder per thread, kept: its work space is as large as the shards, and a new
+    // one per row costs fresh pages each time.
+    thread_local! {
+        static DECODER: std::cell::RefCell<Option<reed_solomon_simd::ReedSolomonDecoder>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    DECODER.with_borrow_mut(|kept| {
+        let dec = match kept {
+            Some(d) => {
+                d.reset(k, p, len).map_err(fail)?;
+                d
+            }
+            None => {
+                kept.insert(reed_solomon_simd::ReedSolomonDecoder::new(k, p, len).map_err(fail)?)
+            }
+        };
+        for (i, s) in data {
+            dec.add_original_shard(*i, s).map_err(fail)?;
+        }
+        for (i, s) in parity {
+            dec.add_recovery_shard(*i, s).map_err(fail)?;
+        }
+        let restored = dec.decode().map_err(fail)?;
+        missing
+            .iter()
+            .map(|&i| {
+                restored
+                    .restored_original(i)
+                    .map(|s| (i, s.to_vec()))
+                    .ok_or(Errno::EIO)
+            })
+            .collect()
+    })
 }
 
 /// What degraded reads of erasure-coded files did (`llite.*.ec_degraded_reads`,
@@ -121,7 +154,7 @@ struct RaidRow<'a> {
 }
 
 /// One shard as read: its bytes (zero-padded to the range), or why it could not be.
-type Shard = Result<Vec<u8>, ChunkReadError>;
+type Shard = Result<Bytes, ChunkReadError>;
 
 impl Client {
     /// A read of an erasure-coded file: the data mirror, each object range reconstructed
@@ -280,7 +313,7 @@ impl Client {
         len: u64,
     ) -> Shard {
         let max = self.tunables.max_rpc_bytes().max(BLOCK_U64);
-        let mut out = vec![0u8; len as usize];
+        let mut out: Option<BytesMut> = None;
         let mut at = 0u64;
         while at < len {
             let n = (len - at).min(max);
@@ -298,10 +331,17 @@ impl Client {
                     .await
                     .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))),
             }?;
-            out[at as usize..at as usize + b.len()].copy_from_slice(&b);
+            if n == len && b.len() as u64 == len {
+                // The whole range in one piece: no copy.
+                return Ok(b);
+            }
+            let o = out.get_or_insert_with(|| BytesMut::zeroed(len as usize));
+            o[at as usize..at as usize + b.len()].copy_from_slice(&b);
             at += n;
         }
-        Ok(out)
+        Ok(out
+            .map(BytesMut::freeze)
+            .unwrap_or_else(|| Bytes::from(vec![0u8; len as usize])))
     }
 
     /// Chunk `c` of data layout `data` (of a read at `off`) failed with `e`: its bytes
@@ -451,13 +491,17 @@ impl Client {
         }
         let (k, pk) = (set.data.len(), set.parity.len());
         if have_data.len() + have_parity.len() < k {
-            have_data.extend(absent_data.into_iter().map(|i| (i, vec![0u8; n as usize])));
+            have_data.extend(
+                absent_data
+                    .into_iter()
+                    .map(|i| (i, Bytes::from(vec![0u8; n as usize]))),
+            );
         }
         self.ec_stats.rows_decoded.fetch_add(1, Ordering::Relaxed);
         let restored = reconstruct_all(k, pk, &have_data, &have_parity)?;
         let mut stripes: Vec<Option<Bytes>> = vec![None; k];
         for (i, s) in have_data {
-            stripes[i] = Some(Bytes::from(s));
+            stripes[i] = Some(s);
         }
         for (i, s) in restored {
             let shard = Bytes::from(s);
@@ -694,7 +738,7 @@ impl Client {
                 match r {
                     Ok(s) => shards.push(s),
                     Err(ChunkReadError::Failed(Errno::ENOENT)) => {
-                        shards.push(vec![0u8; n as usize])
+                        shards.push(Bytes::from(vec![0u8; n as usize]))
                     }
                     Err(e) => {
                         tracing::error!(target: "client", "file {fid}: parity not recomputed: {e}");
