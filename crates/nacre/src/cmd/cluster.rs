@@ -102,8 +102,9 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                 let addr = a.listen.clone().unwrap_or_else(|| id.mgsnode.clone());
                 let l = node::bind(&addr).await?;
                 let (mgs, s) = node::serve_mgs(&a.dir, &id.fsname, &key, l, &tuning).await?;
+                let ctl = ctl_or_warn(&a.dir, &id.fsname, &s, Some(mgs.clone()), &full);
                 super::say(format_args!("{full} serving on {}", s.addr));
-                (s, None, Some(mgs))
+                (s, None, ctl)
             }
             TargetKind::Mdt | TargetKind::Ost => {
                 let addr = a.listen.clone().unwrap_or_else(|| "0.0.0.0:0".to_string());
@@ -125,6 +126,9 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     node::serve_ost(&a.dir, &id.fsname, id.index, &key, l, mgc.config(), &tuning)
                         .await?
                 };
+                // lctl reaches the target before any client can: a client that sees it
+                // back (a restart's recovery) can read its parameters at once.
+                let ctl = ctl_or_warn(&a.dir, &id.fsname, &s, None, &full);
                 // Advertise an address peers can reach: the listener's, with the host
                 // the MGS connection used when listening on every interface.
                 let advertised = if s.addr.ip().is_unspecified() {
@@ -136,16 +140,10 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     .await
                     .context("cannot register with the MGS")?;
                 super::say(format_args!("{full} serving on {advertised}"));
-                (s, Some(mgc), None)
+                (s, Some(mgc), ctl)
             }
         };
-        let ctl = match serve_ctl(&a.dir, &id.fsname, &served.0, served.2.clone()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::warn!("{full}: no control socket for lctl: {e:#}");
-                None
-            }
-        };
+        let ctl = served.2;
         daemon::wait_for_signal().await;
         super::say(format_args!("{full} stopping"));
         if let Some(t) = ctl {
@@ -155,6 +153,23 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
         served.0.stop().await;
         Ok::<(), anyhow::Error>(())
     })
+}
+
+/// [`serve_ctl`], or a warning that `lctl` cannot reach the target (it serves anyway).
+fn ctl_or_warn(
+    dir: &Path,
+    fsname: &str,
+    s: &node::Served,
+    mgs: Option<std::sync::Arc<nacre_mgs::Mgs>>,
+    full: &str,
+) -> Option<tokio::task::JoinHandle<()>> {
+    match serve_ctl(dir, fsname, s, mgs) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!("{full}: no control socket for lctl: {e:#}");
+            None
+        }
+    }
 }
 
 /// The control socket of a served target, so `lctl` on this node reaches its parameters
