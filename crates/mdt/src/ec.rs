@@ -124,12 +124,13 @@ impl Mdt {
     }
 }
 
-/// An open for write of an erasure-coded file: its parity components become stale in the
-/// open's own transaction, before any write can reach the data (Lustre marks them at the
+/// A change that may reach an erasure-coded file's data (an open for write, a create that
+/// opens, a size change): its parity components become stale in the change's own
+/// transaction, before any write or punch can reach the data (Lustre marks them at the
 /// write intent). The layout generation moves even when parity was stale already, so a
-/// recomputation that began before this open cannot clear it (see
+/// recomputation that began before the change cannot clear it (see
 /// [`Mdt::ec_parity_synced`]).
-pub(crate) fn stale_on_write_open(l: &mut Layout) {
+pub(crate) fn stale_on_data_change(l: &mut Layout) {
     if is_ec(l) {
         mark_parity_stale(l);
         l.layout_gen += 1;

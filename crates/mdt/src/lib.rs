@@ -675,7 +675,7 @@ impl Mdt {
             self.lod.instantiate_at_create(&mut l).await?;
             // A new erasure-coded file's parity codes nothing yet: stale until computed,
             // since a create that opens the file writes without another open.
-            ec::stale_on_write_open(&mut l);
+            ec::stale_on_data_change(&mut l);
             file_layout = Some(l);
         }
         drop(v);
@@ -799,7 +799,7 @@ impl Mdt {
                 .write(move |tx| {
                     let mut i = mdd::get_inode(tx, &fid)?;
                     if let Some(l) = i.layout.as_mut() {
-                        ec::stale_on_write_open(l);
+                        ec::stale_on_data_change(l);
                     }
                     i.lsom_valid = false;
                     mdd::put_inode(tx, &i)?;

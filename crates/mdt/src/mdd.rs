@@ -1324,10 +1324,10 @@ pub fn setattr(
         ino.attr.size = size;
         ino.lsom_valid = !writers_open(fid);
         // A row cut short or grown no longer matches its parity (the client goes
-        // through a write handle, which marked it at the open; this holds whatever
+        // through a write handle, whose open marked it already; this holds whatever
         // path the size change took).
         if let Some(l) = ino.layout.as_mut() {
-            crate::ec::stale_on_write_open(l);
+            crate::ec::stale_on_data_change(l);
         }
     }
     if let Some(t) = a.atime {
