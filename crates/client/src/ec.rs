@@ -595,6 +595,42 @@ impl Client {
         }
     }
 
+    /// After the close of write handle `f` that wrote nothing (`closed`: the MDT's answer).
+    /// Its MDT put parity back in sync itself when nothing changed the file while the
+    /// handle was open; if parity is still stale (a size change through the handle, a
+    /// writer that came and went meanwhile, a restarted MDT) and no other writer holds the
+    /// file, it is coded now, as at a writer's close.
+    pub(crate) async fn ec_untouched_close(&self, f: &crate::file::OpenFile, closed: Reply) {
+        if !self.tunables.ec_parity_on_close() || !f.layout().is_some_and(|l| is_ec(&l)) {
+            return;
+        }
+        let layout = match closed {
+            Reply::Layout(Some(l)) => Ok(l),
+            // Other writers hold the file: the last one's close codes the parity.
+            Reply::Layout(None) => return,
+            // A restarted MDT forgot the handle, or parity was stale at the open: ask.
+            _ => self
+                .getattr(f.fid)
+                .await
+                .and_then(|i| i.layout.ok_or(Errno::EINVAL)),
+        };
+        let r = match layout {
+            Ok(l) if l.components.iter().any(|c| c.is_parity() && c.is_stale()) => {
+                self.ec_resync_layout(f.fid, l, None).await.map(|_| ())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => {}
+            // Another writer holds the file: its close codes the parity.
+            Err(Errno::EBUSY) => {}
+            Err(e) => {
+                tracing::warn!(target: "client", "file {}: parity left stale at close: {e}", f.fid)
+            }
+        }
+    }
+
     /// Recomputes the parity of erasure-coded `fid` from its data and tells its MDT, which
     /// clears `stale` (`handle`: the caller's own write handle, which does not count as
     /// another writer). Returns the layout as it is now.

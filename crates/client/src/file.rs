@@ -382,20 +382,26 @@ impl Client {
     /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
         let flushed = self.flush_handle(&f.writeback, f.fid).await;
-        if flushed.is_ok() && f.flags.write {
+        let wrote = f.flags.write && f.wrote();
+        // A handle that wrote nothing leaves parity to its MDT (see `ec_untouched_close`).
+        if flushed.is_ok() && wrote {
             self.ec_parity_at_close(f).await;
         }
         self.dirty.forget(&f.fid, &f.writeback);
         // Fetched readahead goes back to the client's budget.
         f.readahead.lock().clear(self);
-        self.md_call(
-            self.mdt_of(&f.fid),
-            Request::Close {
-                handle: f.handle,
-                wrote: f.flags.write && f.wrote(),
-            },
-        )
-        .await?;
+        let closed = self
+            .md_call(
+                self.mdt_of(&f.fid),
+                Request::Close {
+                    handle: f.handle,
+                    wrote,
+                },
+            )
+            .await?;
+        if flushed.is_ok() && f.flags.write && !wrote {
+            self.ec_untouched_close(f, closed).await;
+        }
         flushed
     }
 }

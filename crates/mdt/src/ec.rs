@@ -124,6 +124,32 @@ impl Mdt {
     }
 }
 
+impl Mdt {
+    /// The close of a write handle of `fid` that wrote nothing, opened while parity was in
+    /// sync and leaving the layout at generation `layout_gen`; `writers` are those still open.
+    /// With no other writer and the layout still at `layout_gen` (no size change, no other write
+    /// open, no layout change since), the data is what the parity was coded from: parity is
+    /// in sync again without being coded. Returns the layout as it is now, or `None` while
+    /// other writers hold the file (the last one's close sees to the parity).
+    pub(crate) async fn ec_untouched_close(
+        &self,
+        fid: Fid,
+        layout_gen: u32,
+        writers: u32,
+    ) -> Result<Option<Layout>, Errno> {
+        if writers > 0 {
+            return Ok(None);
+        }
+        let (ino, ()) = self
+            .change_layout(fid, move |_, l, _| {
+                let untouched = is_ec(l) && l.layout_gen == layout_gen;
+                Ok((untouched && clear_parity_stale(l), ()))
+            })
+            .await?;
+        ino.layout.ok_or(Errno::EINVAL).map(Some)
+    }
+}
+
 /// A change that may reach an erasure-coded file's data (an open for write, a create that
 /// opens, a size change): its parity components become stale in the change's own
 /// transaction, before any write or punch can reach the data (Lustre marks them at the

@@ -798,16 +798,24 @@ impl Mdt {
                 .store
                 .write(move |tx| {
                     let mut i = mdd::get_inode(tx, &fid)?;
+                    let mut in_sync_gen = None;
                     if let Some(l) = i.layout.as_mut() {
+                        let in_sync = ec && nacre_core::ec::parity_in_sync(l, 0, u64::MAX);
                         ec::stale_on_data_change(l);
+                        in_sync_gen = in_sync.then_some(l.layout_gen);
                     }
                     i.lsom_valid = false;
                     mdd::put_inode(tx, &i)?;
-                    Ok(i)
+                    Ok((i, in_sync_gen))
                 })
                 .await;
             match r {
-                Ok(i) => i,
+                Ok((i, in_sync_gen)) => {
+                    if let Some(layout_gen) = in_sync_gen {
+                        self.opens.set_ec_gen(handle, layout_gen);
+                    }
+                    i
+                }
                 Err(e) => {
                     self.opens.close(handle);
                     return Err(e);
@@ -825,13 +833,33 @@ impl Mdt {
 
     /// Closes a handle. `wrote` says the handle changed the file's data; `lost` that its
     /// client vanished (it may have written). When the last writer of a dirty file is gone,
-    /// the size is settled from the objects in the background.
-    async fn close(self: &Arc<Self>, handle: u64, wrote: bool, lost: bool) -> Result<(), Errno> {
+    /// the size is settled from the objects in the background. For an untouched write
+    /// handle of an erasure-coded file, returns what [`Mdt::ec_untouched_close`] did.
+    async fn close(
+        self: &Arc<Self>,
+        handle: u64,
+        wrote: bool,
+        lost: bool,
+    ) -> Result<Option<Option<Layout>>, Errno> {
+        let ec_gen = self.opens.ec_untouched_gen(handle);
         let Some((h, last, writers)) = self.opens.close(handle) else {
             // Unknown handle: from before a restart, or already closed.
-            return Ok(());
+            return Ok(None);
         };
         let fid = h.fid;
+        let ec_layout = match ec_gen {
+            Some(layout_gen) if h.write && !wrote && !lost => {
+                match self.ec_untouched_close(fid, layout_gen, writers).await {
+                    Ok(l) => Some(l),
+                    // Parity stays stale; the close goes on.
+                    Err(e) => {
+                        tracing::debug!(target: "mdt", "file {fid}: parity left stale at an untouched close: {e}");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         if h.write && (wrote || lost) {
             self.opens.mark_dirty(fid);
         }
@@ -857,12 +885,12 @@ impl Mdt {
             }
         }
         if !last {
-            return Ok(());
+            return Ok(ec_layout);
         }
         let ino = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid));
-        let Ok(ino) = ino else { return Ok(()) };
+        let Ok(ino) = ino else { return Ok(ec_layout) };
         if ino.attr.nlink > 0 {
-            return Ok(());
+            return Ok(ec_layout);
         }
         // The last close of an unlinked file: now it goes.
         let destroyed = self
@@ -876,7 +904,7 @@ impl Mdt {
         if destroyed {
             self.llog_kick.notify_one();
         }
-        Ok(())
+        Ok(ec_layout)
     }
 
     /// `fsync` of a file whose names live on other MDTs (under a remote or striped
@@ -1449,8 +1477,12 @@ impl Mdt {
             }
             Request::Open { fid, flags, cred } => self.open(&ctx, fid, flags, &cred).await,
             Request::Close { handle, wrote } => {
-                self.close(handle, wrote, false).await?;
-                Ok(Reply::Ok)
+                Ok(match self.close(handle, wrote, false).await? {
+                    // An erasure-coded file's layout: the client codes parity if it is still
+                    // stale; none: other writers hold the file, whose closes see to it.
+                    Some(l) => Reply::Layout(l),
+                    None => Reply::Ok,
+                })
             }
             Request::EcParitySynced {
                 fid,

@@ -51,6 +51,9 @@ struct Inner {
     clean: std::collections::HashSet<Fid>,
     /// Files being migrated: write opens since the migration began (it must see none).
     migrating: HashMap<Fid, u64>,
+    /// Write handles of erasure-coded files whose parity was in sync before they opened,
+    /// with the layout generation their open left (see [`OpenTable::ec_untouched_gen`]).
+    ec_gens: HashMap<u64, u32>,
 }
 
 /// Files whose clean state is remembered; beyond this the set is dropped (costing glimpses).
@@ -88,10 +91,27 @@ impl OpenTable {
         Some(id)
     }
 
+    /// Write handle `id` of an erasure-coded file opened with its parity in sync; its
+    /// open left the layout at generation `layout_gen`. A close that wrote nothing may put parity
+    /// back in sync while the generation is still `layout_gen`.
+    pub fn set_ec_gen(&self, id: u64, layout_gen: u32) {
+        let mut g = self.inner.lock();
+        if g.handles.contains_key(&id) {
+            g.ec_gens.insert(id, layout_gen);
+        }
+    }
+
+    /// The generation [`OpenTable::set_ec_gen`] recorded for handle `id`, taken.
+    pub fn ec_untouched_gen(&self, id: u64) -> Option<u32> {
+        self.inner.lock().ec_gens.remove(&id)
+    }
+
     /// Removes a handle; returns it and whether it was the last open of its file.
     pub fn close(&self, id: u64) -> Option<(OpenHandle, bool, u32)> {
         let mut g = self.inner.lock();
         let h = g.handles.remove(&id)?;
+        // Never more generations kept than handles open.
+        g.ec_gens.remove(&id);
         let (last, writers) = match g.counts.get_mut(&h.fid) {
             Some(c) => {
                 c.opens -= 1;
@@ -244,6 +264,32 @@ impl OpenTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ec_generation_is_kept_for_an_open_handle_and_taken_once() {
+        let t = OpenTable::new();
+        let f = Fid::new(0x200000401, 9, 0);
+        let h = t
+            .open(OpenHandle {
+                fid: f,
+                conn_id: 1,
+                write: true,
+            })
+            .expect("open");
+        t.set_ec_gen(h + 1, 7);
+        assert_eq!(
+            t.ec_untouched_gen(h + 1),
+            None,
+            "kept for a handle not open"
+        );
+        t.set_ec_gen(h, 7);
+        assert_eq!(t.ec_untouched_gen(h), Some(7));
+        assert_eq!(t.ec_untouched_gen(h), None);
+        // A handle closed without taking it leaves nothing behind.
+        t.set_ec_gen(h, 8);
+        t.close(h).expect("close");
+        assert!(t.inner.lock().ec_gens.is_empty());
+    }
 
     #[test]
     fn counts_opens_and_writers() {

@@ -528,3 +528,107 @@ async fn a_4_2_file_truncated_by_path_reads_back_right_with_an_ost_stopped() {
     assert!(stale(&l), "a size change left parity in sync: {l:?}");
     cluster.stop().await;
 }
+
+/// A write handle that writes nothing (an `O_RDWR` open and close, a `touch`) leaves the
+/// parity of a 4+2 file in sync without coding it again: its MDT puts it back itself,
+/// and no data is read. A size change through the handle, or another writer while it is
+/// open, still gets the parity coded again at the close, and a degraded read then returns
+/// what is in the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_handle_that_wrote_nothing_leaves_parity_in_sync_uncoded() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "ecidle", 1, 6).await;
+    let c = mount(&cluster).await;
+    let data = pattern(1_000_000, 13);
+    let fid = write_file(&c, c.root(), "f", Some(ec42()), &data)
+        .await
+        .expect("write");
+    let stale = |l: &Layout| l.components.iter().any(|c| c.is_parity() && c.is_stale());
+    let (dobj, _, l) = objects(&c, fid).await;
+    assert!(!stale(&l), "{l:?}");
+    let rw = nacre_rpc::msg::OpenFlags {
+        read: true,
+        write: true,
+        ..Default::default()
+    };
+    let ost_read = Request::OstRead {
+        obj: fid,
+        offset: 0,
+        len: 0,
+        cksum: None,
+    }
+    .opcode();
+    let reads = || -> u64 {
+        c.oscs()
+            .iter()
+            .flat_map(|o| o.stats().samples())
+            .filter(|s| s.opcode == ost_read)
+            .map(|s| s.count)
+            .sum()
+    };
+    // Opened for write and closed untouched: in sync, nothing read.
+    let before = reads();
+    let (f, _) = c.open(fid, rw, &Cred::root()).await.expect("open");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        stale(&l),
+        "parity in sync while a writer holds the file: {l:?}"
+    );
+    c.release(&f).await.expect("close");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(!stale(&l), "parity stale after an untouched close: {l:?}");
+    assert_eq!(
+        reads(),
+        before,
+        "the untouched close read data to code parity"
+    );
+    // A size change through the handle: coded again at the close.
+    let cut = 700_000usize;
+    let (f, _) = c.open(fid, rw, &Cred::root()).await.expect("open");
+    let attr = nacre_core::SetAttr {
+        size: Some(cut as u64),
+        ..Default::default()
+    };
+    c.setattr(fid, attr, &Cred::root(), Some(f.handle))
+        .await
+        .expect("ftruncate");
+    c.release(&f).await.expect("close");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        !stale(&l),
+        "parity stale after an ftruncate and close: {l:?}"
+    );
+    // Another writer, on a client that leaves parity to `lfs mirror resync`, comes and goes
+    // while an untouched handle is open: the data changed under the parity, so the
+    // untouched close cannot put it back in sync, and codes it.
+    let w_client = mount(&cluster).await;
+    w_client
+        .tunables
+        .set("llite", "ec_parity_on_close", 0)
+        .expect("set");
+    let (idle, _) = c.open(fid, rw, &Cred::root()).await.expect("open");
+    let (w, _) = w_client.open(fid, rw, &Cred::root()).await.expect("open");
+    let new = pattern(cut, 17);
+    w_client
+        .write(&w, 0, bytes::Bytes::from(new.clone()))
+        .await
+        .expect("write");
+    w_client.release(&w).await.expect("close");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        stale(&l),
+        "parity in sync while a writer holds the file: {l:?}"
+    );
+    c.release(&idle).await.expect("close");
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        !stale(&l),
+        "parity stale after the last writer closed: {l:?}"
+    );
+    settled(&c, fid).await;
+    cluster.stop_ost(dobj[0].ost_idx).await;
+    let c2 = mount(&cluster).await;
+    let got = read_within(&c2, fid, cut).await.expect("read");
+    assert!(got == new, "contents differ after the writers closed");
+    cluster.stop().await;
+}
