@@ -44,9 +44,13 @@ pub struct OpenTable {
 struct Inner {
     handles: HashMap<u64, OpenHandle>,
     counts: HashMap<Fid, Counts>,
-    /// Written since the size was last known; the value counts size events (truncates,
-    /// new writes) so a settle started before one does not commit a stale size.
+    /// Written since the size was last known; the value is the generation of the last size
+    /// event (a truncate, a new write), so a settle started before one does not commit a
+    /// stale size.
     dirty: HashMap<Fid, u64>,
+    /// The last generation given out. One counter for all files: a file whose entry went
+    /// and came back never reuses a number a settle still in flight holds.
+    last_gen: u64,
     /// Size exact in memory although not flagged so on disk.
     clean: std::collections::HashSet<Fid>,
     /// Files being migrated: write opens since the migration began (it must see none).
@@ -151,7 +155,9 @@ impl OpenTable {
     pub fn mark_dirty(&self, fid: Fid) {
         let mut g = self.inner.lock();
         g.clean.remove(&fid);
-        *g.dirty.entry(fid).or_insert(0) += 1;
+        g.last_gen += 1;
+        let generation = g.last_gen;
+        g.dirty.insert(fid, generation);
     }
 
     /// The dirty generation of `fid`, if dirty.
@@ -191,9 +197,11 @@ impl OpenTable {
     /// A truncate set an exact size: nothing is dirty any more.
     pub fn size_set(&self, fid: &Fid) {
         let mut g = self.inner.lock();
+        g.last_gen += 1;
+        let generation = g.last_gen;
         if let Some(gen_) = g.dirty.get_mut(fid) {
             // Invalidate any settle in flight; the size stays unknown while writers remain.
-            *gen_ += 1;
+            *gen_ = generation;
         }
         let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
         if !busy {
@@ -322,5 +330,30 @@ mod tests {
         assert!(last);
         assert!(!t.is_open(&f));
         assert!(t.close(b).is_none());
+    }
+
+    /// A settle that started before a truncate, and a write after it, must not record its
+    /// size: the generation it holds is never given out again, even though the truncate
+    /// (with no writer open) dropped the file's entry in between.
+    #[test]
+    fn a_settle_from_before_a_truncate_and_a_new_write_is_stale() {
+        let t = OpenTable::new();
+        let f = Fid::new(0x200000401, 10, 0);
+        t.mark_dirty(f);
+        let stale = t.dirty_gen(&f).expect("dirty");
+        assert!(t.may_settle(&f, stale));
+        t.size_set(&f);
+        assert!(
+            t.dirty_gen(&f).is_none(),
+            "a truncate with no writer open settles"
+        );
+        t.mark_dirty(f);
+        let current = t.dirty_gen(&f).expect("dirty");
+        assert_ne!(current, stale);
+        assert!(
+            !t.may_settle(&f, stale),
+            "the old settle would record its size"
+        );
+        assert!(t.may_settle(&f, current));
     }
 }
