@@ -18,6 +18,9 @@ pub type CacheHook = Arc<dyn Fn(Option<&[Fid]>) + Send + Sync>;
 
 /// Pause after a failed poll (target down, reconnecting) before the next.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// How long a poll is waited for: the MDT's hold and a round trip under load. A shorter
+/// recovery timeout would time every idle poll out, and with it the connection.
+const POLL_WAIT: Duration = Duration::from_secs(nacre_rpc::msg::WAIT_CALLBACKS_HOLD.as_secs() + 5);
 
 impl Client {
     /// Sets what is called (on a blocking thread) to drop cached data of files another
@@ -52,7 +55,7 @@ pub(crate) async fn follow(
             return;
         }
         let req = Request::WaitCallbacks { acked };
-        let poll = imp.call(&req, Bytes::new());
+        let poll = imp.call_within(&req, Bytes::new(), POLL_WAIT);
         let r = tokio::select! {
             r = poll => r,
             _ = stop.changed() => return,

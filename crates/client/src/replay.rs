@@ -219,11 +219,8 @@ impl ConnectHook for MdcReplay {
     fn connected<'a>(
         &'a self,
         link: NewLink<'a>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
-            if let Err(e) = self.connect(&link).await {
-                tracing::warn!(target: "client", "MDT connect and replay failed: {e}");
-            }
-        })
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RpcError>> + Send + 'a>>
+    {
+        Box::pin(async move { self.connect(&link).await })
     }
 }

@@ -26,9 +26,8 @@ use tokio::sync::Notify;
 /// Callbacks queued for one connection; beyond this the queue is replaced by one "drop
 /// everything" callback, so a client that stopped polling cannot grow the MDT's memory.
 pub const CALLBACK_QUEUE_MAX: usize = 1024;
-/// How long a poll is held when nothing is queued: well under the client's request
-/// deadline (30 s), so an idle poll is answered, not timed out.
-pub const CALLBACK_HOLD: Duration = Duration::from_secs(10);
+/// How long a poll is held when nothing is queued; the client waits longer for it.
+pub const CALLBACK_HOLD: Duration = nacre_rpc::msg::WAIT_CALLBACKS_HOLD;
 /// How long a changing call waits for a client to answer its callback before going on
 /// without it (Lustre would evict such a client; this one only costs itself stale data).
 pub const CALLBACK_WAIT: Duration = Duration::from_secs(5);

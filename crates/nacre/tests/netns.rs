@@ -154,14 +154,28 @@ fn oss_partitioned_longer_than_timeout_gives_eio_then_recovers() {
             match std::fs::write(&a, &d).and_then(|_| std::fs::File::open(&a)?.sync_all()) {
                 Ok(()) => return,
                 Err(e) if start.elapsed() < RPC_TIMEOUT => {
-                    eprintln!("after heal: {e}, retrying");
+                    eprintln!("after heal: {e} at {:?}, retrying", start.elapsed());
                     std::thread::sleep(Duration::from_secs(1));
                 }
                 Err(e) => panic!("write after heal: {e}"),
             }
         }
     });
-    assert!(std::fs::read(&again).expect("read after heal") == data);
+    // A write the application was told had failed (the first try) must not land after
+    // the one that succeeded: the bytes and the size are those of the last write.
+    let got = std::fs::read(&again).expect("read after heal");
+    if got != data {
+        let first = got.iter().zip(&data).position(|(a, b)| a != b);
+        panic!(
+            "read after heal: {} bytes of {}, first difference at {first:?}\n{}",
+            got.len(),
+            data.len(),
+            ["c0", "mdt0", "ost1"]
+                .iter()
+                .map(|n| format!("== {n}\n{}", c.log_text(n)))
+                .collect::<String>()
+        );
+    }
     assert!(std::fs::read(c.mnt("c1").join("after")).expect("read on c1") == data);
 }
 

@@ -232,6 +232,9 @@ pub(crate) struct ClientHello {
     pub client: String,
     pub nonce: Vec<u8>,
     pub proof: Vec<u8>,
+    /// The connecting import's id (0: none), so the target can order a reconnect after
+    /// the requests of the connection it replaces ([`crate::reconnect`]).
+    pub import: u64,
 }
 
 /// The reason a server serving `ours` refuses a peer that asked for `theirs`.
@@ -302,6 +305,7 @@ mod tests {
             client: "\u{10ffff}".repeat(MAX_CLIENT_NAME / 4),
             nonce: nonce().to_vec(),
             proof: k.client_proof(b"s", b"c", &fsname).to_vec(),
+            import: u64::MAX,
         };
         assert_eq!(hello.client.len(), MAX_CLIENT_NAME);
         let n = crate::msg::encode(&hello).expect("encode").len();

@@ -181,8 +181,19 @@ impl std::fmt::Debug for Conn {
 impl Conn {
     /// Connects to `addr`, proves we hold the key and checks that the server does too.
     pub async fn connect(addr: &str, cfg: &ConnConfig) -> Result<Conn, RpcError> {
+        Self::connect_import(addr, cfg, 0).await
+    }
+
+    /// [`Conn::connect`] for import `import` (nonzero): the target serves this connection
+    /// only once the requests of the import's previous connection have finished
+    /// ([`crate::reconnect`]).
+    pub async fn connect_import(
+        addr: &str,
+        cfg: &ConnConfig,
+        import: u64,
+    ) -> Result<Conn, RpcError> {
         let peer = addr.to_string();
-        let res = tokio::time::timeout(CONNECT_TIMEOUT, Self::handshake(addr, cfg)).await;
+        let res = tokio::time::timeout(CONNECT_TIMEOUT, Self::handshake(addr, cfg, import)).await;
         let (stream, target) = match res {
             Ok(r) => r?,
             Err(_) => {
@@ -208,7 +219,11 @@ impl Conn {
         Ok(Conn { inner })
     }
 
-    async fn handshake(addr: &str, cfg: &ConnConfig) -> Result<(TcpStream, String), RpcError> {
+    async fn handshake(
+        addr: &str,
+        cfg: &ConnConfig,
+        import: u64,
+    ) -> Result<(TcpStream, String), RpcError> {
         let peer = addr.to_string();
         let disc = |reason: String| RpcError::Disconnected {
             peer: peer.clone(),
@@ -253,6 +268,7 @@ impl Conn {
                 .key
                 .client_proof(&hello.nonce, &client_nonce, &cfg.fsname)
                 .to_vec(),
+            import,
         };
         let answer = msg::encode(&answer).map_err(|e| disc(format!("cannot encode hello: {e}")))?;
         write_frame(&mut stream, 0, FLAG_HANDSHAKE, &answer, &[])

@@ -41,12 +41,14 @@ impl NewLink<'_> {
     }
 }
 
-/// What runs on each new connection before it carries other requests.
+/// What runs on each new connection before it carries other requests. An error leaves the
+/// connection unused: the request that made it meets the error as a transport failure and
+/// is retried (or failed) as any other.
 pub trait ConnectHook: Send + Sync + 'static {
     fn connected<'a>(
         &'a self,
         link: NewLink<'a>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RpcError>> + Send + 'a>>;
 }
 
 pub struct Import {
@@ -72,6 +74,9 @@ pub struct Import {
     hook: std::sync::OnceLock<Arc<dyn ConnectHook>>,
     /// A new in-process link has not had its connect hook run yet.
     lo_hook_due: std::sync::atomic::AtomicBool,
+    /// This import's id in its hello: a target serves a new connection of it only once
+    /// the old one's requests are done ([`crate::reconnect`]). Random, never 0.
+    id: u64,
 }
 
 impl Import {
@@ -92,6 +97,7 @@ impl Import {
             connect_attempts: std::sync::atomic::AtomicU64::new(0),
             hook: std::sync::OnceLock::new(),
             lo_hook_due: std::sync::atomic::AtomicBool::new(false),
+            id: rand::random::<u64>().max(1),
         }
     }
 
@@ -231,15 +237,26 @@ impl Import {
         cfg.max_in_flight = self
             .max_in_flight
             .load(std::sync::atomic::Ordering::Acquire);
-        let c = Conn::connect(&addr, &cfg).await?;
+        let c = Conn::connect_import(&addr, &cfg, self.id).await?;
         if let Some(h) = self.hook.get() {
             // Under the lock: other requests wait for the connect and replay.
-            h.connected(NewLink::Tcp(&c)).await;
+            h.connected(NewLink::Tcp(&c))
+                .await
+                .map_err(|e| self.connect_failed(e))?;
         }
         *g = Some(c.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(c)
+    }
+
+    /// A connect hook's error, as the transport error the request that connected meets.
+    fn connect_failed(&self, e: RpcError) -> RpcError {
+        tracing::warn!(target: "rpc", "{}: connect failed: {e}", self.target);
+        RpcError::Disconnected {
+            peer: self.target.short(),
+            reason: format!("connect to {} failed: {e}", self.target),
+        }
     }
 
     /// Drops the current connection (after a protocol error, or to force a reconnect).
@@ -274,8 +291,20 @@ impl Import {
     }
 
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
+        self.call_within(req, bulk, Duration::ZERO).await
+    }
+
+    /// [`Import::call`] with a deadline of at least `at_least`, for a request the target
+    /// may hold that long (a long poll) whatever the recovery timeout.
+    pub async fn call_within(
+        &self,
+        req: &Request,
+        bulk: Bytes,
+        at_least: Duration,
+    ) -> Result<(Reply, Bytes), RpcError> {
         let start = Instant::now();
-        let r = self.call_inner(req, bulk).await;
+        let within = self.recovery_timeout().max(at_least);
+        let r = self.call_inner(req, bulk, within).await;
         if !matches!(&r, Err(e) if e.is_transport() || matches!(e, RpcError::Disconnected { .. })) {
             self.failing
                 .store(false, std::sync::atomic::Ordering::Release);
@@ -284,8 +313,13 @@ impl Import {
         r
     }
 
-    async fn call_inner(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
-        let deadline = Instant::now() + self.recovery_timeout();
+    async fn call_inner(
+        &self,
+        req: &Request,
+        bulk: Bytes,
+        within: Duration,
+    ) -> Result<(Reply, Bytes), RpcError> {
+        let deadline = Instant::now() + within;
         let mut backoff = BACKOFF_START;
         loop {
             if let Some(link) = self.local_link() {
@@ -293,8 +327,18 @@ impl Import {
                     .lo_hook_due
                     .swap(false, std::sync::atomic::Ordering::AcqRel)
                     && let Some(h) = self.hook.get()
+                    && let Err(e) = h.connected(NewLink::Lo(&link)).await
                 {
-                    h.connected(NewLink::Lo(&link)).await;
+                    // Run again before the next request uses the link.
+                    self.lo_hook_due
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    let e = self.connect_failed(e);
+                    if Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
                 }
                 let left = deadline
                     .saturating_duration_since(Instant::now())
@@ -348,7 +392,7 @@ impl Import {
                         reason: format!(
                             "no answer from {} within {}s: {e}",
                             self.target,
-                            self.recovery_timeout().as_secs()
+                            within.as_secs()
                         ),
                     });
                 }

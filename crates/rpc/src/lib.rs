@@ -23,6 +23,7 @@ pub mod lo;
 pub mod memory;
 pub mod mgc;
 pub mod msg;
+pub mod reconnect;
 pub mod server;
 pub mod stats;
 

@@ -30,7 +30,8 @@ use std::sync::{Arc, LazyLock, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
-type Handled = Pin<Box<dyn Future<Output = Result<(Reply, Bytes), Errno>> + Send>>;
+type HandlerResult = Result<(Reply, Bytes), Errno>;
+type Handled = Pin<Box<dyn Future<Output = HandlerResult> + Send>>;
 type Done = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A service behind a type-erased handle.
@@ -157,6 +158,98 @@ pub struct LocalLink {
     ctx: RequestCtx,
     /// `max_rpcs_in_flight`, as a connection bounds it.
     in_flight: InFlight,
+    /// Handlers still running whose callers stopped waiting (timed out).
+    abandoned: Arc<Abandoned>,
+}
+
+/// Handlers whose callers gave up. A caller told its request failed must not see it finish
+/// after a newer one: the link serves nothing new until they are done, as a target serves a
+/// TCP client's new connection only once the old one's requests are ([`crate::reconnect`]).
+#[derive(Default)]
+struct Abandoned {
+    running: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// A handler's task while its caller waits; dropped before it ends, the task is
+/// [`Abandoned`].
+struct Watched<'a> {
+    task: Option<tokio::task::JoinHandle<HandlerResult>>,
+    abandoned: &'a Arc<Abandoned>,
+    rt: Option<&'a tokio::runtime::Handle>,
+    /// A long poll: given up on, it is ended instead (it changes nothing).
+    poll: bool,
+}
+
+impl Watched<'_> {
+    async fn wait(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Result<HandlerResult, tokio::task::JoinError>, tokio::time::error::Elapsed> {
+        let Some(task) = self.task.as_mut() else {
+            return Ok(Ok(Err(Errno::EIO)));
+        };
+        let r = tokio::time::timeout(timeout, task).await;
+        if r.is_ok() {
+            self.task = None;
+        }
+        r
+    }
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take()
+            && !t.is_finished()
+        {
+            if self.poll {
+                t.abort();
+            } else {
+                self.abandoned.add(t, self.rt);
+            }
+        }
+    }
+}
+
+impl Abandoned {
+    /// Counts `task` until it ends; watched from `rt` (the server's runtime, where it runs)
+    /// so a caller's runtime that ends cannot leave it counted for good.
+    fn add(
+        self: &Arc<Self>,
+        task: tokio::task::JoinHandle<HandlerResult>,
+        rt: Option<&tokio::runtime::Handle>,
+    ) {
+        self.running
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let me = self.clone();
+        let watch = async move {
+            let _ = task.await;
+            if me.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                me.idle.notify_waiters();
+            }
+        };
+        match rt {
+            Some(rt) => drop(rt.spawn(watch)),
+            None => drop(tokio::spawn(watch)),
+        }
+    }
+
+    /// Waits until no abandoned handler runs; false if `bound` passed first.
+    async fn wait_idle(&self, bound: Duration) -> bool {
+        let idle = async {
+            loop {
+                let n = self.idle.notified();
+                let mut n = std::pin::pin!(n);
+                // Registered before the count is read, so a wake in between is not lost.
+                n.as_mut().enable();
+                if self.running.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                    return;
+                }
+                n.await;
+            }
+        };
+        tokio::time::timeout(bound, idle).await.is_ok()
+    }
 }
 
 impl LocalLink {
@@ -178,6 +271,7 @@ impl LocalLink {
             name: target.cfg.target.clone(),
             ctx,
             in_flight: InFlight::new(max_in_flight),
+            abandoned: Arc::default(),
         }
     }
 
@@ -221,6 +315,13 @@ impl LocalLink {
             // A request answered with bulk brings none, as over TCP.
             return Err(RpcError::Errno(Errno::EPROTO));
         }
+        if !self.abandoned.wait_idle(timeout).await {
+            // Not run: requests this client was told had failed are still running.
+            return Err(RpcError::Timeout {
+                peer: peer(),
+                secs: timeout.as_secs(),
+            });
+        }
         let permit = self
             .in_flight
             .acquire()
@@ -242,6 +343,7 @@ impl LocalLink {
             })?;
         let opcode = req.opcode();
         let quick = req.is_quick();
+        let poll = req.is_long_poll();
         let stats = t.cfg.stats.clone();
         let fut = t.handler.handle(self.ctx.clone(), req.clone(), bulk);
         let work = async move {
@@ -280,7 +382,15 @@ impl LocalLink {
                         Some(rt) => rt.spawn(work),
                         None => tokio::spawn(work),
                     };
-                    match tokio::time::timeout(timeout, task).await {
+                    // Counted as abandoned if this caller stops waiting, by its timeout or
+                    // by being dropped.
+                    let mut watched = Watched {
+                        task: Some(task),
+                        abandoned: &self.abandoned,
+                        rt: t.rt.as_ref(),
+                        poll,
+                    };
+                    match watched.wait(timeout).await {
                         Ok(Ok(r)) => Ok(r),
                         Ok(Err(e)) => Ok(Err(failed(&e))),
                         Err(e) => Err(e),
@@ -348,6 +458,8 @@ mod tests {
         gone: AtomicU64,
         /// Slow requests that ran to their end.
         finished: AtomicU64,
+        /// What ran, in the order it ended.
+        order: parking_lot::Mutex<Vec<&'static str>>,
     }
 
     impl Service for Peer {
@@ -358,16 +470,20 @@ mod tests {
             bulk: Bytes,
         ) -> Result<(Reply, Bytes), Errno> {
             match req {
-                Request::Ping => Ok((
-                    Reply::Pong {
-                        target: ctx.peer.to_string(),
-                    },
-                    bulk,
-                )),
+                Request::Ping => {
+                    self.order.lock().push("ping");
+                    Ok((
+                        Reply::Pong {
+                            target: ctx.peer.to_string(),
+                        },
+                        bulk,
+                    ))
+                }
                 Request::Statfs => {
                     // Slow: outlives a caller that gives up.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     self.finished.fetch_add(1, Ordering::Relaxed);
+                    self.order.lock().push("slow");
                     Err(Errno::ENOSPC)
                 }
                 _ => Err(Errno::ENOSYS),
@@ -578,6 +694,51 @@ mod tests {
             Arc::strong_count(&svc),
             1,
             "the stopped service is still referenced"
+        );
+    }
+
+    /// A request the caller gave up on (its timeout passed) still runs; the next request of
+    /// the same client runs only after it, so the caller never sees an operation it was
+    /// told had failed land after a newer one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_given_up_on_ends_before_the_next_one_of_its_client_runs() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let (addr, _cfg, _task) = start(&key, svc.clone(), sd_rx).await;
+        let imp = import(&addr, key.clone());
+        imp.set_recovery_timeout(Duration::from_millis(60));
+        match imp.call(&Request::Statfs, Bytes::new()).await {
+            Err(RpcError::Timeout { .. }) => {}
+            other => panic!("the slow request gave {other:?}"),
+        }
+        assert_eq!(svc.finished.load(Ordering::Relaxed), 0, "not still running");
+        imp.set_recovery_timeout(Duration::from_secs(5));
+        imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert_eq!(*svc.order.lock(), ["slow", "ping"]);
+        // A caller dropped midway counts as one that gave up.
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            imp.call(&Request::Statfs, Bytes::new()),
+        )
+        .await;
+        assert!(dropped.is_err(), "the slow request answered within 50 ms");
+        imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert_eq!(*svc.order.lock(), ["slow", "ping", "slow", "ping"]);
+        // A link whose abandoned request outlasts the next caller's deadline fails that
+        // caller without running its request.
+        imp.set_recovery_timeout(Duration::from_millis(60));
+        let _ = imp.call(&Request::Statfs, Bytes::new()).await;
+        imp.set_recovery_timeout(Duration::from_millis(30));
+        match imp.call(&Request::Ping, Bytes::new()).await {
+            Err(RpcError::Timeout { .. }) => {}
+            other => panic!("ran beside an abandoned request: {other:?}"),
+        }
+        imp.set_recovery_timeout(Duration::from_secs(5));
+        imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert_eq!(
+            *svc.order.lock(),
+            ["slow", "ping", "slow", "ping", "slow", "ping"]
         );
     }
 

@@ -50,6 +50,10 @@ pub struct Cred {
 
 /// Supplementary groups a [`Cred`] may carry (Linux's `NGROUPS_MAX`).
 pub const MAX_GROUPS: usize = 65536;
+/// How long an MDT holds a [`Request::WaitCallbacks`] poll with nothing to return. A
+/// client waits for the answer at least this plus its round trip, whatever its recovery
+/// timeout, so an idle poll is answered, not timed out.
+pub const WAIT_CALLBACKS_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Linux capability numbers the MDT honours (`linux/capability.h`).
 pub mod cap {
@@ -495,7 +499,8 @@ pub enum Request {
     // --- Cache coherence and durability (appended) ---
     /// Client to MDT: a long poll for the files this connection holds open that another
     /// client changed (Lustre's blocking ASTs); `acked` is the last callback sequence
-    /// this client has handled. See `nacre_mdt::callback`.
+    /// this client has handled. Held at most [`WAIT_CALLBACKS_HOLD`]. See
+    /// `nacre_mdt::callback`.
     WaitCallbacks {
         acked: u64,
     },
@@ -1021,6 +1026,13 @@ impl Request {
 
     /// Read-only requests a server answers in microseconds, from local state: it answers
     /// them as they arrive instead of giving each a task.
+    /// A request the target holds until something happens (a long poll): it changes
+    /// nothing, so a caller that gives up on it needs no ordering after it, and the target
+    /// drops it when its connection is replaced ([`crate::reconnect`]).
+    pub fn is_long_poll(&self) -> bool {
+        matches!(self, Request::WaitCallbacks { .. })
+    }
+
     pub fn is_quick(&self) -> bool {
         matches!(
             self,

@@ -17,6 +17,7 @@ use crate::conn::{FrameWriter, write_frame};
 use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY};
 use crate::memory::{MemoryBudget, Reservation};
 use crate::msg::{self, Reply, Request};
+use crate::reconnect::{RECONNECT_WAIT, Succession, Successions};
 use bytes::Bytes;
 use nacre_core::Errno;
 use parking_lot::Mutex;
@@ -186,6 +187,7 @@ pub async fn serve<S: Service>(
     };
     let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
     let refusals = Arc::new(RefusalLog::new(REFUSAL_LOG_INTERVAL));
+    let successions = Arc::new(Successions::default());
     loop {
         tokio::select! {
             res = listener.accept() => {
@@ -200,8 +202,10 @@ pub async fn serve<S: Service>(
                         let svc = svc.clone();
                         let sd = shutdown.clone();
                         let refusals = refusals.clone();
+                        let successions = successions.clone();
                         tokio::spawn(async move {
-                            if let Err(reason) = serve_conn(stream, peer, cfg.clone(), svc, sd, slot).await {
+                            let conn = serve_conn(stream, peer, cfg.clone(), svc, sd, slot, &successions);
+                            if let Err(reason) = conn.await {
                                 refusals.refused(&cfg.target, peer, &reason);
                             }
                         });
@@ -221,13 +225,14 @@ pub async fn serve<S: Service>(
     }
 }
 
-/// The server's side of the handshake on a fresh connection: the client's name and role
-/// once it has proved it holds the file system key or the client key, or why it was
-/// refused. Generic over the stream so the fuzzer can drive it from bytes.
+/// The server's side of the handshake on a fresh connection: the client's name, role and
+/// import id ([`crate::reconnect`]) once it has proved it holds the file system key or the
+/// client key, or why it was refused. Generic over the stream so the fuzzer can drive it
+/// from bytes.
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     cfg: &ServerConfig,
-) -> Result<(String, PeerRole), String> {
+) -> Result<(String, PeerRole, u64), String> {
     let nonce = auth::nonce();
     let hello = ServerHello {
         fsname: cfg.fsname.clone(),
@@ -282,7 +287,7 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(|e| format!("handshake write failed: {e}"))?;
     match outcome {
-        Ok((_, role)) => Ok((answer.client, role)),
+        Ok((_, role)) => Ok((answer.client, role, answer.import)),
         Err(reason) => Err(format!("{reason} (client '{}')", answer.client)),
     }
 }
@@ -294,18 +299,37 @@ async fn serve_conn<S: Service>(
     svc: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
     handshake_slot: tokio::sync::OwnedSemaphorePermit,
+    successions: &Successions,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     if cfg.net.dropping() {
         // Unreachable: the handshake is never answered.
         return Err("network fault injected: not answering".to_string());
     }
-    let (client, role) =
+    let (client, role, import) =
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut stream, &cfg)).await {
             Ok(r) => r?,
             Err(_) => return Err("handshake timed out".to_string()),
         };
     drop(handshake_slot);
+    let mut succession = successions.begin(import);
+    if let Some(s) = succession.as_mut() {
+        let drained = tokio::select! {
+            d = s.previous_drained(RECONNECT_WAIT) => d,
+            _ = shutdown.changed() => false,
+        };
+        if !drained {
+            // Nothing of this connection ran: it may go without waiting, but the line
+            // counts it drained only once the connection it replaced is.
+            drop(stream);
+            if let Some(s) = succession {
+                s.finish(successions).await;
+            }
+            return Err(format!(
+                "{client} reconnected while requests of its previous connection still ran; closed unserved"
+            ));
+        }
+    }
     let ctx = RequestCtx {
         peer,
         client,
@@ -322,9 +346,22 @@ async fn serve_conn<S: Service>(
             Ok(p) => p,
             Err(_) => break,
         };
+        // A newer connection of the same import stops this one's reading: what it had not
+        // read yet never runs ([`crate::reconnect`]).
+        let replaced = {
+            let signal = succession.as_ref().map(Succession::replaced_signal);
+            async move {
+                match signal {
+                    Some(s) => s.await,
+                    None => std::future::pending().await,
+                }
+            }
+        };
+        tokio::pin!(replaced);
         let header = tokio::select! {
             h = frame::read_header(&mut rd) => h,
             _ = shutdown.changed() => break,
+            () = &mut replaced => break,
         };
         let header = match header {
             Ok(h) => h,
@@ -348,7 +385,11 @@ async fn serve_conn<S: Service>(
                 break;
             }
         };
-        let frame = match frame::read_payload(&mut rd, header).await {
+        let payload = tokio::select! {
+            f = frame::read_payload(&mut rd, header) => f,
+            () = &mut replaced => break,
+        };
+        let frame = match payload {
             Ok(f) => f,
             Err(frame::FrameError::Closed) => break,
             Err(e) => {
@@ -395,15 +436,31 @@ async fn serve_conn<S: Service>(
         let stats = cfg.stats.clone();
         let net = cfg.net.clone();
         let quick = decoded.as_ref().map_or(true, Request::is_quick);
+        // A long poll ends, unanswered, when a newer connection replaces this one: it
+        // changes nothing, and the new connection waits for what this one still runs.
+        let poll_end = match (&decoded, &succession) {
+            (Ok(r), Some(s)) if r.is_long_poll() => Some(s.replaced_signal()),
+            _ => None,
+        };
         let work = async move {
             let _permit = permit;
             let _mem = mem;
             let start = std::time::Instant::now();
             let (reply, bulk) = match decoded {
-                Ok(req) => match svc.handle(ctx, req, bulk).await {
-                    Ok(r) => r,
-                    Err(e) => (Reply::Error(e), Bytes::new()),
-                },
+                Ok(req) => {
+                    let handled = svc.handle(ctx, req, bulk);
+                    let r = match poll_end {
+                        Some(end) => tokio::select! {
+                            r = handled => r,
+                            () = end => return,
+                        },
+                        None => handled.await,
+                    };
+                    match r {
+                        Ok(r) => r,
+                        Err(e) => (Reply::Error(e), Bytes::new()),
+                    }
+                }
                 Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
@@ -433,6 +490,9 @@ async fn serve_conn<S: Service>(
     let _ = limit.acquire_many(MAX_REQUESTS_PER_CONN as u32).await;
     writer.close().await;
     svc.disconnected(ctx).await;
+    if let Some(s) = succession {
+        s.finish(successions).await;
+    }
     Ok(())
 }
 
@@ -493,6 +553,124 @@ mod tests {
             max_in_flight: 8,
             timeout: Duration::from_secs(5),
         }
+    }
+
+    /// Records what ran, in the order it ended: `OstRead` of length 1 is slow.
+    #[derive(Default)]
+    struct Ordered(parking_lot::Mutex<Vec<&'static str>>);
+
+    impl Service for Ordered {
+        async fn handle(
+            self: Arc<Self>,
+            _ctx: RequestCtx,
+            req: Request,
+            _bulk: Bytes,
+        ) -> Result<(Reply, Bytes), Errno> {
+            match req {
+                Request::OstRead { len: 1, .. } => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    self.0.lock().push("slow");
+                }
+                Request::Statfs => self.0.lock().push("statfs"),
+                Request::WaitCallbacks { .. } => {
+                    // A long poll with nothing to return.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    self.0.lock().push("poll");
+                }
+                _ => return Err(Errno::ENOSYS),
+            }
+            Ok((Reply::Ok, Bytes::new()))
+        }
+    }
+
+    /// A client that gave up on a request and reconnected is served on its new connection
+    /// only once that request has finished; what it sent on the old connection after the
+    /// new one was made never runs. Connections that name no import are not ordered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reconnect_is_served_after_the_old_connections_requests() {
+        let key = Key::generate();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let scfg = Arc::new(ServerConfig {
+            fsname: "testfs".into(),
+            target: "testfs-OST0000".into(),
+            key: key.clone(),
+            memory: MemoryBudget::new(64 << 20),
+            stats: Default::default(),
+            net: Default::default(),
+        });
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let svc = Arc::new(Ordered::default());
+        tokio::spawn(serve(listener, scfg, svc.clone(), sd_rx));
+        let slow = Request::OstRead {
+            obj: nacre_core::Fid::new(0x100000000, 1, 0),
+            offset: 0,
+            len: 1,
+            cksum: None,
+        };
+        let c = cfg(key.clone());
+        let old = Conn::connect_import(&addr, &c, 42).await.expect("connect");
+        let r = old
+            .call_with_timeout(&slow, Bytes::new(), Duration::from_millis(50))
+            .await;
+        assert!(matches!(r, Err(RpcError::Timeout { .. })), "{r:?}");
+        let new = Conn::connect_import(&addr, &c, 42)
+            .await
+            .expect("reconnect");
+        new.call(&Request::Statfs, Bytes::new())
+            .await
+            .expect("statfs on the new connection");
+        assert_eq!(*svc.0.lock(), ["slow", "statfs"]);
+        // The old connection reads nothing more: a request sent on it now never runs.
+        let r = old
+            .call_with_timeout(&Request::Statfs, Bytes::new(), Duration::from_millis(300))
+            .await;
+        assert!(r.is_err(), "the replaced connection ran a request: {r:?}");
+        assert_eq!(*svc.0.lock(), ["slow", "statfs"]);
+        // A long poll held on the old connection does not hold the reconnect: it ends.
+        let polling = Conn::connect_import(&addr, &c, 43).await.expect("connect");
+        let poll = tokio::spawn(async move {
+            polling
+                .call_with_timeout(
+                    &Request::WaitCallbacks { acked: 0 },
+                    Bytes::new(),
+                    Duration::from_secs(60),
+                )
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t = Instant::now();
+        let again = Conn::connect_import(&addr, &c, 43)
+            .await
+            .expect("reconnect");
+        again
+            .call(&Request::Statfs, Bytes::new())
+            .await
+            .expect("statfs after the poll's connection was replaced");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        let ended = tokio::time::timeout(Duration::from_secs(5), poll).await;
+        assert!(
+            matches!(ended, Ok(Ok(Err(_)))),
+            "the replaced connection's poll: {ended:?}"
+        );
+        assert_eq!(*svc.0.lock(), ["slow", "statfs", "statfs"]);
+        // Untracked connections (id 0) run side by side.
+        let a = Conn::connect(&addr, &c).await.expect("connect");
+        let b = Conn::connect(&addr, &c).await.expect("connect");
+        let _ = a
+            .call_with_timeout(&slow, Bytes::new(), Duration::from_millis(50))
+            .await;
+        b.call(&Request::Statfs, Bytes::new())
+            .await
+            .expect("statfs");
+        a.call(&Request::Statfs, Bytes::new())
+            .await
+            .expect("statfs");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            *svc.0.lock(),
+            ["slow", "statfs", "statfs", "statfs", "statfs", "slow"]
+        );
     }
 
     #[tokio::test]
@@ -750,6 +928,7 @@ mod tests {
             client: "raw".into(),
             nonce: nonce.to_vec(),
             proof: key.client_proof(&hello.nonce, &nonce, "testfs").to_vec(),
+            import: 0,
         };
         write_frame(
             &mut s,
