@@ -615,7 +615,7 @@ impl Client {
                 .and_then(|i| i.layout.ok_or(Errno::EINVAL)),
         };
         let r = match layout {
-            Ok(l) if l.components.iter().any(|c| c.is_parity() && c.is_stale()) => {
+            Ok(l) if !parity_in_sync(&l, 0, u64::MAX) => {
                 self.ec_resync_layout(f.fid, l, None).await.map(|_| ())
             }
             Ok(_) => Ok(()),

@@ -16,6 +16,7 @@
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -36,24 +37,27 @@ struct Track {
 /// The latest connection of each import, per target.
 #[derive(Default)]
 pub struct Successions {
-    latest: Mutex<HashMap<u64, Arc<Track>>>,
+    latest: Mutex<HashMap<(IpAddr, u64), Arc<Track>>>,
 }
 
 /// A tracked connection's place in its import's line of connections.
 pub struct Succession {
-    import: u64,
+    /// The node it came from and its import id: an id is a client's claim, so a peer on
+    /// another node naming it starts a line of its own instead of stopping the client's.
+    import: (IpAddr, u64),
     track: Arc<Track>,
     previous: Option<Arc<Track>>,
     stop: watch::Receiver<bool>,
 }
 
 impl Successions {
-    /// A new connection of `import` (0: untracked, `None`); the one it replaces, if any, is
-    /// told to stop reading.
-    pub fn begin(&self, import: u64) -> Option<Succession> {
+    /// A new connection from `node` of `import` (0: untracked, `None`); the one it
+    /// replaces, if any, is told to stop reading.
+    pub fn begin(&self, node: IpAddr, import: u64) -> Option<Succession> {
         if import == 0 {
             return None;
         }
+        let import = (node, import);
         let (stop, stop_rx) = watch::channel(false);
         let (drained, _) = watch::channel(false);
         let track = Arc::new(Track { stop, drained });
@@ -134,10 +138,11 @@ mod tests {
     #[tokio::test]
     async fn a_new_connection_waits_for_the_whole_line_before_it() {
         let all = Arc::new(Successions::default());
-        assert!(all.begin(0).is_none(), "id 0 is untracked");
-        let mut first = all.begin(7).expect("tracked");
+        let node: IpAddr = [10, 0, 0, 1].into();
+        assert!(all.begin(node, 0).is_none(), "id 0 is untracked");
+        let mut first = all.begin(node, 7).expect("tracked");
         assert!(first.previous_drained(Duration::from_millis(1)).await);
-        let mut second = all.begin(7).expect("tracked");
+        let mut second = all.begin(node, 7).expect("tracked");
         // The first is told to stop reading.
         tokio::time::timeout(Duration::from_secs(1), first.replaced_signal())
             .await
@@ -145,7 +150,7 @@ mod tests {
         assert!(!second.previous_drained(Duration::from_millis(20)).await);
         // A third replaces the second before the first drained: the second ends (nothing
         // ran on it), but the third still waits for the first.
-        let mut third = all.begin(7).expect("tracked");
+        let mut third = all.begin(node, 7).expect("tracked");
         assert!(!second.previous_drained(Duration::from_secs(5)).await);
         let all2 = all.clone();
         let second_done = tokio::spawn(async move { second.finish(&all2).await });
@@ -153,6 +158,10 @@ mod tests {
         assert!(!second_done.is_finished());
         first.finish(&all).await;
         assert!(third.previous_drained(Duration::from_secs(5)).await);
+        // The same id from another node replaces nothing of this line.
+        let mut other = all.begin([10, 0, 0, 2].into(), 7).expect("tracked");
+        assert!(other.previous_drained(Duration::from_millis(1)).await);
+        other.finish(&all).await;
         second_done.await.expect("second finished");
         assert_eq!(all.len(), 1, "only the third is live");
         third.finish(&all).await;

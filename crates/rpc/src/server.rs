@@ -312,7 +312,7 @@ async fn serve_conn<S: Service>(
             Err(_) => return Err("handshake timed out".to_string()),
         };
     drop(handshake_slot);
-    let mut succession = successions.begin(import);
+    let mut succession = successions.begin(peer.ip(), import);
     if let Some(s) = succession.as_mut() {
         let drained = tokio::select! {
             d = s.previous_drained(RECONNECT_WAIT) => d,
@@ -341,23 +341,24 @@ async fn serve_conn<S: Service>(
     // Each handler writes its own reply: no writer task to hop through.
     let writer = Arc::new(FrameWriter::new(wr));
     let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
+    // A newer connection of the same import stops this one's reading: what it had not read
+    // yet never runs ([`crate::reconnect`]). Once it resolves the loop ends, so it is never
+    // polled again.
+    let replaced = {
+        let signal = succession.as_ref().map(Succession::replaced_signal);
+        async move {
+            match signal {
+                Some(s) => s.await,
+                None => std::future::pending().await,
+            }
+        }
+    };
+    tokio::pin!(replaced);
     loop {
         let permit = match limit.clone().acquire_owned().await {
             Ok(p) => p,
             Err(_) => break,
         };
-        // A newer connection of the same import stops this one's reading: what it had not
-        // read yet never runs ([`crate::reconnect`]).
-        let replaced = {
-            let signal = succession.as_ref().map(Succession::replaced_signal);
-            async move {
-                match signal {
-                    Some(s) => s.await,
-                    None => std::future::pending().await,
-                }
-            }
-        };
-        tokio::pin!(replaced);
         let header = tokio::select! {
             h = frame::read_header(&mut rd) => h,
             _ = shutdown.changed() => break,
@@ -530,6 +531,14 @@ mod tests {
     }
 
     async fn start_with(key: Key, memory: Arc<MemoryBudget>) -> (String, watch::Sender<bool>) {
+        start_service(key, memory, Arc::new(Echo)).await
+    }
+
+    async fn start_service<S: Service>(
+        key: Key,
+        memory: Arc<MemoryBudget>,
+        svc: Arc<S>,
+    ) -> (String, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let cfg = Arc::new(ServerConfig {
@@ -541,7 +550,7 @@ mod tests {
             net: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
-        tokio::spawn(serve(listener, cfg, Arc::new(Echo), sd_rx));
+        tokio::spawn(serve(listener, cfg, svc, sd_rx));
         (addr, sd_tx)
     }
 
@@ -589,19 +598,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reconnect_is_served_after_the_old_connections_requests() {
         let key = Key::generate();
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let scfg = Arc::new(ServerConfig {
-            fsname: "testfs".into(),
-            target: "testfs-OST0000".into(),
-            key: key.clone(),
-            memory: MemoryBudget::new(64 << 20),
-            stats: Default::default(),
-            net: Default::default(),
-        });
-        let (_sd_tx, sd_rx) = watch::channel(false);
         let svc = Arc::new(Ordered::default());
-        tokio::spawn(serve(listener, scfg, svc.clone(), sd_rx));
+        let (addr, _sd) =
+            start_service(key.clone(), MemoryBudget::new(64 << 20), svc.clone()).await;
         let slow = Request::OstRead {
             obj: nacre_core::Fid::new(0x100000000, 1, 0),
             offset: 0,
