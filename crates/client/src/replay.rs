@@ -125,14 +125,24 @@ impl MdcReplay {
     }
 
     async fn connect(&self, link: &NewLink<'_>) -> Result<(), RpcError> {
-        let r = link
-            .call(
-                &Request::MdtConnect {
-                    client: self.client,
-                },
-                self.timeout,
-            )
-            .await?;
+        self.connect_with(|req| async move { link.call(&req, self.timeout).await })
+            .await
+    }
+
+    /// Connects and, to a restarted MDT, replays: `call` sends one request over the new
+    /// connection. The instance is recorded only once the replay is whole (the MDT's
+    /// answer to [`Request::ReplayDone`]): a replay cut off by a lost connection or a
+    /// timeout is started again on the next connection to the same instance, and the MDT
+    /// answers the requests it had already applied without applying them twice.
+    async fn connect_with<F, Fut>(&self, call: F) -> Result<(), RpcError>
+    where
+        F: Fn(Request) -> Fut,
+        Fut: std::future::Future<Output = Result<Reply, RpcError>>,
+    {
+        let hello = Request::MdtConnect {
+            client: self.client,
+        };
+        let r = call(hello).await?;
         let Reply::MdtConnected {
             instance,
             last_committed,
@@ -141,73 +151,65 @@ impl MdcReplay {
             return Err(RpcError::Errno(Errno::EPROTO));
         };
         self.committed(last_committed);
-        let (restarted, todo) = {
+        let todo = {
             let mut l = self.list.lock();
-            let restarted = l.instance != 0 && l.instance != instance;
-            l.instance = instance;
-            let todo: Vec<(u64, Request, Option<ReplayOutcome>)> = if restarted {
-                l.kept
-                    .iter()
-                    .map(|(t, k)| (*t, k.req.clone(), k.outcome.clone()))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            (restarted, todo)
+            if l.instance == 0 || l.instance == instance {
+                // The first connect, or the instance this list was replayed to: nothing
+                // this MDT has not kept.
+                l.instance = instance;
+                return Ok(());
+            }
+            l.kept
+                .iter()
+                .map(|(t, k)| (*t, k.req.clone(), k.outcome.clone()))
+                .collect::<Vec<(u64, Request, Option<ReplayOutcome>)>>()
         };
-        if !restarted {
-            return Ok(());
-        }
         tracing::info!(target: "client", "MDT restarted: replaying {} uncommitted requests", todo.len());
         for (transno, req, outcome) in todo {
-            let r = link
-                .call(
-                    &Request::Replay {
-                        client: self.client,
-                        transno,
-                        req: Box::new(req),
-                        outcome,
-                    },
-                    self.timeout,
-                )
-                .await;
+            let r = call(Request::Replay {
+                client: self.client,
+                transno,
+                req: Box::new(req),
+                outcome,
+            })
+            .await;
             match r {
                 Ok(_) => {
                     self.replayed.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(),
+                Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
                 Err(RpcError::Errno(e)) => {
                     tracing::warn!(target: "client", "replay of transno {transno} failed: {e}");
                 }
                 Err(e) => return Err(e),
             }
         }
-        match link
-            .call(
-                &Request::ReplayDone {
-                    client: self.client,
-                },
-                self.timeout,
-            )
-            .await
+        match call(Request::ReplayDone {
+            client: self.client,
+        })
+        .await
         {
             Ok(Reply::Recovered { last_committed }) => {
                 // Recovery ends with everything replayed committed.
                 let mut l = self.list.lock();
                 l.kept.clear();
+                l.instance = instance;
                 l.last_committed = last_committed;
                 l.last_transno = l.last_transno.max(last_committed);
                 Ok(())
             }
             Ok(_) => Err(RpcError::Errno(Errno::EPROTO)),
-            Err(RpcError::Errno(Errno::ESTALE)) => self.evicted(),
+            Err(RpcError::Errno(Errno::ESTALE)) => self.evicted(instance),
             Err(e) => Err(e),
         }
     }
 
-    fn evicted(&self) -> Result<(), RpcError> {
+    /// The MDT did not wait for this client: what it kept is lost, and the list starts
+    /// over with this instance.
+    fn evicted(&self, instance: u64) -> Result<(), RpcError> {
         let lost = {
             let mut l = self.list.lock();
+            l.instance = instance;
             std::mem::take(&mut l.kept).len()
         };
         tracing::error!(target: "client", "evicted by the MDT (missed its recovery window): {lost} uncommitted requests lost");
@@ -222,5 +224,154 @@ impl ConnectHook for MdcReplay {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RpcError>> + Send + 'a>>
     {
         Box::pin(async move { self.connect(&link).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_core::Fid;
+    use nacre_rpc::msg::Cred;
+    use std::sync::Arc;
+
+    const CLIENT: ClientUuid = 7;
+
+    fn unlink(name: &str) -> Request {
+        Request::Unlink {
+            parent: Fid::ROOT,
+            name: name.as_bytes().to_vec(),
+            dir: false,
+            cred: Cred::root(),
+        }
+    }
+
+    /// A scripted MDT: answers the connect with `instance` and `last_committed` 0, records
+    /// each replayed transno and, if `cut_at` names one, times out on it (the connection
+    /// lost in the middle of the replay).
+    struct FakeMdt {
+        instance: u64,
+        cut_at: Option<u64>,
+        replayed: parking_lot::Mutex<Vec<u64>>,
+        done: AtomicU64,
+    }
+
+    impl FakeMdt {
+        fn new(instance: u64, cut_at: Option<u64>) -> Arc<FakeMdt> {
+            Arc::new(FakeMdt {
+                instance,
+                cut_at,
+                replayed: Default::default(),
+                done: AtomicU64::new(0),
+            })
+        }
+
+        async fn call(self: Arc<Self>, req: Request) -> Result<Reply, RpcError> {
+            match req {
+                Request::MdtConnect { client } => {
+                    assert_eq!(client, CLIENT);
+                    Ok(Reply::MdtConnected {
+                        instance: self.instance,
+                        last_committed: 0,
+                    })
+                }
+                Request::Replay { transno, .. } if Some(transno) == self.cut_at => {
+                    Err(RpcError::Timeout {
+                        peer: "mdt".into(),
+                        secs: 1,
+                    })
+                }
+                Request::Replay { transno, .. } => {
+                    self.replayed.lock().push(transno);
+                    Ok(Reply::Ok)
+                }
+                Request::ReplayDone { .. } => {
+                    self.done.fetch_add(1, Ordering::Relaxed);
+                    Ok(Reply::Recovered { last_committed: 12 })
+                }
+                other => panic!("unexpected request {other:?}"),
+            }
+        }
+    }
+
+    async fn connect(r: &MdcReplay, mdt: &Arc<FakeMdt>) -> Result<(), RpcError> {
+        r.connect_with(|req| mdt.clone().call(req)).await
+    }
+
+    /// Three acknowledged, uncommitted requests (transnos 10, 11, 12).
+    fn with_three_kept() -> MdcReplay {
+        let r = MdcReplay::new(CLIENT, Duration::from_secs(1));
+        for (t, n) in [(10, "a"), (11, "b"), (12, "c")] {
+            r.answered(unlink(n), t, 9, &Reply::Ok);
+        }
+        assert_eq!(r.kept(), 3);
+        r
+    }
+
+    #[tokio::test]
+    async fn a_first_connect_replays_nothing_and_a_restart_replays_in_transno_order() {
+        let r = with_three_kept();
+        let first = FakeMdt::new(1, None);
+        connect(&r, &first).await.expect("connect");
+        assert!(first.replayed.lock().is_empty());
+        // A reconnect to the same instance: it kept everything.
+        connect(&r, &first).await.expect("reconnect");
+        assert!(first.replayed.lock().is_empty());
+        assert_eq!(r.kept(), 3);
+        let restarted = FakeMdt::new(2, None);
+        connect(&r, &restarted)
+            .await
+            .expect("connect after the restart");
+        assert_eq!(*restarted.replayed.lock(), vec![10, 11, 12]);
+        assert_eq!(restarted.done.load(Ordering::Relaxed), 1);
+        assert_eq!(r.kept(), 0, "recovery commits what was replayed");
+    }
+
+    /// The connection is lost in the middle of the replay: the next connection to the
+    /// same (restarted) instance replays again, up to the end.
+    #[tokio::test]
+    async fn a_replay_cut_off_is_started_again_on_the_next_connection() {
+        let r = with_three_kept();
+        connect(&r, &FakeMdt::new(1, None)).await.expect("connect");
+        let restarted = FakeMdt::new(2, Some(11));
+        assert!(matches!(
+            connect(&r, &restarted).await,
+            Err(RpcError::Timeout { .. })
+        ));
+        assert_eq!(*restarted.replayed.lock(), vec![10]);
+        assert_eq!(restarted.done.load(Ordering::Relaxed), 0);
+        assert_eq!(r.kept(), 3, "nothing is dropped before the replay ends");
+        // The same instance answers the next connection (its recovery still waits).
+        let again = FakeMdt::new(2, None);
+        connect(&r, &again).await.expect("reconnect");
+        assert_eq!(*again.replayed.lock(), vec![10, 11, 12]);
+        assert_eq!(again.done.load(Ordering::Relaxed), 1);
+        assert_eq!(r.kept(), 0);
+        // And once it is whole, later connections to that instance replay nothing.
+        let later = FakeMdt::new(2, None);
+        connect(&r, &later).await.expect("later connect");
+        assert!(later.replayed.lock().is_empty());
+        assert_eq!(later.done.load(Ordering::Relaxed), 0);
+    }
+
+    /// An MDT that ended its recovery without this client says ESTALE: the kept requests
+    /// are dropped (with an error in the log) and the client goes on with the new instance.
+    #[tokio::test]
+    async fn an_evicted_client_drops_its_list_and_goes_on() {
+        let r = with_three_kept();
+        connect(&r, &FakeMdt::new(1, None)).await.expect("connect");
+        let call = |req: Request| async move {
+            match req {
+                Request::MdtConnect { .. } => Ok(Reply::MdtConnected {
+                    instance: 3,
+                    last_committed: 0,
+                }),
+                _ => Err(RpcError::Errno(Errno::ESTALE)),
+            }
+        };
+        r.connect_with(call).await.expect("connect");
+        assert_eq!(r.kept(), 0);
+        let same = FakeMdt::new(3, None);
+        connect(&r, &same).await.expect("reconnect");
+        assert!(same.replayed.lock().is_empty());
     }
 }

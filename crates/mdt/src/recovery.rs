@@ -137,8 +137,6 @@ struct State {
     /// The transno expected next (one past `last_committed` at start, then past each
     /// replay applied).
     next_transno: u64,
-    /// `last_committed` at start: replays at or below it are already on disk.
-    committed_at_start: u64,
     last_transno: u64,
     replayed: u64,
     /// Every client recorded, recovery or not (so a new client's record is written once).
@@ -195,7 +193,6 @@ impl Recovery {
                 queue: BTreeMap::new(),
                 queued_by: HashMap::new(),
                 next_transno: last_committed + 1,
-                committed_at_start: last_committed,
                 last_transno: last_committed,
                 replayed: 0,
                 recorded,
@@ -277,12 +274,26 @@ impl Recovery {
         {
             return Err(Errno::ESTALE);
         }
-        if transno <= st.committed_at_start {
-            // Already on disk.
+        if transno < st.next_transno {
+            // Already on disk (at or below `last_committed` at start), or applied in this
+            // recovery: the same client replaying again after its connection was lost in
+            // the middle of its replay. Replays apply in transno order, so applying it
+            // again would undo what later ones did.
             let _ = done.send(Ok(Reply::Ok));
             return Ok(rx);
         }
-        if st.queue.len() >= REPLAY_QUEUE_MAX || st.queue.contains_key(&transno) {
+        if let Some(q) = st.queue.get_mut(&transno) {
+            if q.client != client {
+                return Err(Errno::EBUSY);
+            }
+            // Sent again over a new connection while the first is still queued: the
+            // answer goes to the new one.
+            q.ctx = ctx;
+            q.done = done;
+            st.last_activity = Instant::now();
+            return Ok(rx);
+        }
+        if st.queue.len() >= REPLAY_QUEUE_MAX {
             return Err(Errno::EBUSY);
         }
         st.connected.insert(client);
@@ -489,4 +500,79 @@ pub async fn forget_clients(store: &MdStore, clients: Vec<ClientUuid>) -> Result
             Ok(())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_core::Fid;
+    use nacre_rpc::auth::PeerRole;
+    use nacre_rpc::msg::Cred;
+
+    fn ctx(conn_id: u64) -> RequestCtx {
+        RequestCtx {
+            peer: "10.0.0.1:1234".parse().expect("addr"),
+            client: "test".into(),
+            role: PeerRole::Client,
+            conn_id,
+        }
+    }
+
+    fn unlink() -> Request {
+        Request::Unlink {
+            parent: Fid::ROOT,
+            name: b"f".to_vec(),
+            dir: false,
+            cred: Cred::root(),
+        }
+    }
+
+    fn applied(r: &Recovery) -> Option<u64> {
+        match r.next_step() {
+            Step::Apply(t, q) => {
+                let _ = q.done.send(Ok(Reply::Ok));
+                Some(t)
+            }
+            _ => None,
+        }
+    }
+
+    /// Lustre's replay of a request the target already has (`transno <=
+    /// last_committed`, or applied earlier in this recovery) is answered without
+    /// running it again.
+    #[test]
+    fn a_replay_sent_again_after_a_lost_connection_applies_once() {
+        let (a, b) = (1, 2);
+        let r = Recovery::new([a, b].into_iter().collect(), 9);
+        assert!(r.is_recovering());
+        // At or below last_committed at start: answered at once.
+        let mut rx = r.queue(a, 9, ctx(1), unlink(), None).expect("queue 9");
+        assert!(matches!(rx.try_recv(), Ok(Ok(Reply::Ok))));
+        let _rx10 = r.queue(a, 10, ctx(1), unlink(), None).expect("queue 10");
+        assert_eq!(applied(&r), Some(10));
+        let _rx11 = r.queue(b, 11, ctx(2), unlink(), None).expect("queue 11");
+        assert_eq!(applied(&r), Some(11));
+        // a lost its connection after 10 and replays from the start again: 10 is not
+        // applied again (it would undo 11).
+        let mut rx = r
+            .queue(a, 10, ctx(3), unlink(), None)
+            .expect("queue 10 again");
+        assert!(matches!(rx.try_recv(), Ok(Ok(Reply::Ok))));
+        assert_eq!(applied(&r), None, "nothing left to apply");
+        // 12, queued over the lost connection and sent again over the new one: one
+        // entry, answered on the new one.
+        let mut old = r.queue(a, 12, ctx(1), unlink(), None).expect("queue 12");
+        let mut new = r
+            .queue(a, 12, ctx(3), unlink(), None)
+            .expect("queue 12 again");
+        // Another client naming the same transno is refused.
+        assert_eq!(
+            r.queue(b, 12, ctx(2), unlink(), None).err(),
+            Some(Errno::EBUSY)
+        );
+        assert_eq!(applied(&r), Some(12));
+        assert_eq!(applied(&r), None);
+        assert!(old.try_recv().is_err(), "the old connection gets no answer");
+        assert!(matches!(new.try_recv(), Ok(Ok(Reply::Ok))));
+    }
 }
