@@ -50,9 +50,22 @@ pub(crate) async fn follow(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut acked = 0;
+    let mut generation = imp.generation();
     loop {
         if *stop.borrow() {
             return;
+        }
+        if imp.generation() != generation {
+            // A new connection: callbacks queued for the old one while it was down are
+            // lost (the MDT's queue is per connection), so nothing cached of this MDT's
+            // files can be trusted. The new queue counts from 0.
+            let first = generation == 0;
+            generation = imp.generation();
+            acked = 0;
+            if !first && let Some(c) = client.upgrade() {
+                tracing::debug!(target: "client", "{}: reconnected: dropping cached data", imp.target());
+                c.drop_cached(None).await;
+            }
         }
         let req = Request::WaitCallbacks { acked };
         let poll = imp.call_within(&req, Bytes::new(), POLL_WAIT);

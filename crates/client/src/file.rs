@@ -104,6 +104,7 @@ impl Client {
                 },
                 data,
             ) => {
+                self.keep_open(fid, handle, flags, cred);
                 let f = OpenFile::new(fid, handle, flags, inode.layout.clone());
                 let inode = self.complete(inode).await?;
                 // Read-on-open: the MDT sent the whole (small, DoM-only) file. Damaged on
@@ -379,6 +380,13 @@ impl Client {
         objects.and(mdt)
     }
 
+    /// Keeps an open handle for its replay after a restart of its MDT (until its close).
+    pub(crate) fn keep_open(&self, fid: Fid, handle: u64, flags: OpenFlags, cred: &Cred) {
+        if let Ok(r) = self.mdc_replay(self.mdt_of(&fid)) {
+            r.opened(handle, fid, flags, cred);
+        }
+    }
+
     /// Closes the handle, telling the MDT whether this handle wrote.
     pub async fn release(&self, f: &OpenFile) -> Result<(), Errno> {
         let flushed = self.flush_handle(&f.writeback, f.fid).await;
@@ -390,6 +398,9 @@ impl Client {
         self.dirty.forget(&f.fid, &f.writeback);
         // Fetched readahead goes back to the client's budget.
         f.readahead.lock().clear(self);
+        if let Ok(r) = self.mdc_replay(self.mdt_of(&f.fid)) {
+            r.closed(f.handle);
+        }
         let closed = self
             .md_call(
                 self.mdt_of(&f.fid),

@@ -270,21 +270,29 @@ impl Client {
                 async move { self.md_call(mdt, req).await }
             })
             .await?;
+        let flags = open.unwrap_or_default();
         match r {
             Reply::Created { inode, handle } => {
                 self.remember_lmv(&inode);
+                if let Some(h) = handle {
+                    self.keep_open(inode.attr.fid, h, flags, cred);
+                }
                 Ok((inode, handle))
             }
-            Reply::Opened { inode, handle, .. } => Ok((self.complete(inode).await?, Some(handle))),
+            Reply::Opened { inode, handle, .. } => {
+                self.keep_open(inode.attr.fid, handle, flags, cred);
+                Ok((self.complete(inode).await?, Some(handle)))
+            }
             // An existing name whose inode is on another MDT: open it there.
             Reply::RemoteFid(fid) => {
                 let req = Request::Open {
                     fid,
-                    flags: open.unwrap_or_default(),
+                    flags,
                     cred: cred.clone(),
                 };
                 match self.md_call(self.mdt_of(&fid), req).await? {
                     Reply::Opened { inode, handle, .. } => {
+                        self.keep_open(fid, handle, flags, cred);
                         Ok((self.complete(inode).await?, Some(handle)))
                     }
                     _ => Err(Errno::EPROTO),

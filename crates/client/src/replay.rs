@@ -7,13 +7,19 @@
 //!
 //! The list is bounded ([`REPLAY_LIST_MAX`]): when it is full, the client asks the MDT to
 //! commit (a sync, which covers every reply received before it) instead of growing it.
+//!
+//! Open handles are kept too, from open to close ([`OPEN_LIST_MAX`]): a restarted MDT
+//! has none, so each is made again under its number ([`Request::Reopen`]) in the replay,
+//! placed after the requests answered before it opened and before those answered after
+//! (an uncommitted create is made again before its file is reopened, and an unlink of the
+//! open file finds it open and keeps it as an orphan).
 
-use nacre_core::Errno;
+use nacre_core::{Errno, Fid};
 use nacre_rpc::RpcError;
 use nacre_rpc::import::{ConnectHook, NewLink};
-use nacre_rpc::msg::{ClientUuid, ReplayOutcome, Reply, Request};
+use nacre_rpc::msg::{ClientUuid, Cred, OpenFlags, ReplayOutcome, Reply, Request};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -23,9 +29,30 @@ use std::time::Duration;
 /// 64 KiB xattr value).
 pub const REPLAY_LIST_MAX: usize = 8192;
 
+/// Open handles kept per MDT for their replay; past it a handle is not kept (it would not
+/// survive a restart of its MDT), with a warning. The MDT's own bound is larger
+/// (`nacre_mdt::open::MAX_OPEN_HANDLES`); a process rarely holds more than its file limit.
+pub const OPEN_LIST_MAX: usize = 1 << 18;
+
 struct Kept {
     req: Request,
     outcome: Option<ReplayOutcome>,
+}
+
+/// An open handle, as it is made again after a restart.
+#[derive(Clone)]
+struct KeptOpen {
+    fid: Fid,
+    flags: OpenFlags,
+    cred: Cred,
+    /// The highest transno answered when it opened: its reopen goes after that replay.
+    after: u64,
+}
+
+/// One step of a replay, in the order the MDT must see them.
+enum Step {
+    Replay(u64, Request, Option<ReplayOutcome>),
+    Reopen(u64, KeptOpen),
 }
 
 #[derive(Default)]
@@ -36,6 +63,10 @@ struct List {
     /// The highest transno answered so far.
     last_transno: u64,
     kept: BTreeMap<u64, Kept>,
+    /// Open handles by number.
+    opens: HashMap<u64, KeptOpen>,
+    /// Opens not kept because the list was full (warned about once).
+    opens_dropped: u64,
 }
 
 /// One MDC's recovery state: its client identity, request numbers and replay list.
@@ -48,6 +79,8 @@ pub struct MdcReplay {
     timeout: Duration,
     /// Requests replayed, for tests and `mdc.*.import`-style reports.
     pub replayed: AtomicU64,
+    /// Handles reopened after a restart.
+    pub reopened: AtomicU64,
 }
 
 /// Requests the MDC keeps for replay: the namespace changes a client makes.
@@ -73,6 +106,7 @@ impl MdcReplay {
             list: Mutex::new(List::default()),
             timeout,
             replayed: AtomicU64::new(0),
+            reopened: AtomicU64::new(0),
         }
     }
 
@@ -124,6 +158,38 @@ impl MdcReplay {
         l.kept.insert(transno, Kept { req, outcome });
     }
 
+    /// Handle `handle` of `fid` opened with `flags` as `cred`: kept until its close.
+    pub fn opened(&self, handle: u64, fid: Fid, flags: OpenFlags, cred: &Cred) {
+        let mut l = self.list.lock();
+        if l.opens.len() >= OPEN_LIST_MAX && !l.opens.contains_key(&handle) {
+            if l.opens_dropped == 0 {
+                tracing::warn!(target: "client", "more than {OPEN_LIST_MAX} files open on one MDT: later opens will not survive its restart");
+            }
+            l.opens_dropped += 1;
+            return;
+        }
+        let after = l.last_transno;
+        l.opens.insert(
+            handle,
+            KeptOpen {
+                fid,
+                flags,
+                cred: cred.clone(),
+                after,
+            },
+        );
+    }
+
+    /// Handle `handle` closed.
+    pub fn closed(&self, handle: u64) {
+        self.list.lock().opens.remove(&handle);
+    }
+
+    /// Open handles kept now.
+    pub fn open_handles(&self) -> usize {
+        self.list.lock().opens.len()
+    }
+
     async fn connect(&self, link: &NewLink<'_>) -> Result<(), RpcError> {
         self.connect_with(|req| async move { link.call(&req, self.timeout).await })
             .await
@@ -159,29 +225,65 @@ impl MdcReplay {
                 l.instance = instance;
                 return Ok(());
             }
-            l.kept
+            // Replays in transno order; each reopen after the replay of the transno it
+            // saw answered last (ties: the replay first).
+            let mut steps: Vec<((u64, u8), Step)> = l
+                .kept
                 .iter()
-                .map(|(t, k)| (*t, k.req.clone(), k.outcome.clone()))
-                .collect::<Vec<(u64, Request, Option<ReplayOutcome>)>>()
+                .map(|(t, k)| ((*t, 0), Step::Replay(*t, k.req.clone(), k.outcome.clone())))
+                .collect();
+            steps.extend(
+                l.opens
+                    .iter()
+                    .map(|(h, o)| ((o.after, 1), Step::Reopen(*h, o.clone()))),
+            );
+            steps.sort_by_key(|(k, _)| *k);
+            (l.kept.len(), l.opens.len(), steps)
         };
-        tracing::info!(target: "client", "MDT restarted: replaying {} uncommitted requests", todo.len());
-        for (transno, req, outcome) in todo {
-            let r = call(Request::Replay {
-                client: self.client,
-                transno,
-                req: Box::new(req),
-                outcome,
-            })
-            .await;
-            match r {
-                Ok(_) => {
-                    self.replayed.fetch_add(1, Ordering::Relaxed);
+        let (replays, reopens, steps) = todo;
+        tracing::info!(target: "client", "MDT restarted: replaying {replays} uncommitted requests and reopening {reopens} files");
+        for (_, step) in steps {
+            match step {
+                Step::Replay(transno, req, outcome) => {
+                    let r = call(Request::Replay {
+                        client: self.client,
+                        transno,
+                        req: Box::new(req),
+                        outcome,
+                    })
+                    .await;
+                    match r {
+                        Ok(_) => {
+                            self.replayed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
+                        Err(RpcError::Errno(e)) => {
+                            tracing::warn!(target: "client", "replay of transno {transno} failed: {e}");
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
-                Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
-                Err(RpcError::Errno(e)) => {
-                    tracing::warn!(target: "client", "replay of transno {transno} failed: {e}");
+                Step::Reopen(handle, o) => {
+                    let r = call(Request::Reopen {
+                        client: self.client,
+                        handle,
+                        fid: o.fid,
+                        flags: o.flags,
+                        cred: o.cred,
+                    })
+                    .await;
+                    match r {
+                        Ok(_) => {
+                            self.reopened.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
+                        Err(RpcError::Errno(e)) => {
+                            tracing::warn!(target: "client", "reopen of {} failed: {e}: its open file is lost", o.fid);
+                            self.closed(handle);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
-                Err(e) => return Err(e),
             }
         }
         match call(Request::ReplayDone {
@@ -210,6 +312,8 @@ impl MdcReplay {
         let lost = {
             let mut l = self.list.lock();
             l.instance = instance;
+            // Its handles are gone with the export.
+            l.opens.clear();
             std::mem::take(&mut l.kept).len()
         };
         tracing::error!(target: "client", "evicted by the MDT (missed its recovery window): {lost} uncommitted requests lost");
@@ -252,6 +356,8 @@ mod tests {
         instance: u64,
         cut_at: Option<u64>,
         replayed: parking_lot::Mutex<Vec<u64>>,
+        /// Replays and reopens in the order they came.
+        steps: parking_lot::Mutex<Vec<String>>,
         done: AtomicU64,
     }
 
@@ -261,6 +367,7 @@ mod tests {
                 instance,
                 cut_at,
                 replayed: Default::default(),
+                steps: Default::default(),
                 done: AtomicU64::new(0),
             })
         }
@@ -282,6 +389,11 @@ mod tests {
                 }
                 Request::Replay { transno, .. } => {
                     self.replayed.lock().push(transno);
+                    self.steps.lock().push(format!("replay {transno}"));
+                    Ok(Reply::Ok)
+                }
+                Request::Reopen { handle, .. } => {
+                    self.steps.lock().push(format!("reopen {handle}"));
                     Ok(Reply::Ok)
                 }
                 Request::ReplayDone { .. } => {
@@ -373,5 +485,45 @@ mod tests {
         let same = FakeMdt::new(3, None);
         connect(&r, &same).await.expect("reconnect");
         assert!(same.replayed.lock().is_empty());
+    }
+
+    /// Open handles are reopened after a restart, each between the replays answered
+    /// before and after it opened; a closed one is not.
+    #[tokio::test]
+    async fn open_handles_are_reopened_between_the_replays_around_their_open() {
+        let r = MdcReplay::new(CLIENT, Duration::from_secs(1));
+        let flags = nacre_rpc::msg::OpenFlags::default();
+        let f = Fid::new(0x200000401, 1, 0);
+        r.opened(100, f, flags, &Cred::root());
+        r.answered(unlink("a"), 10, 9, &Reply::Ok);
+        r.opened(101, f, flags, &Cred::root());
+        r.answered(unlink("b"), 11, 9, &Reply::Ok);
+        r.opened(102, f, flags, &Cred::root());
+        r.opened(103, f, flags, &Cred::root());
+        r.closed(103);
+        assert_eq!(r.open_handles(), 3);
+        connect(&r, &FakeMdt::new(1, None)).await.expect("connect");
+        let restarted = FakeMdt::new(2, None);
+        connect(&r, &restarted)
+            .await
+            .expect("connect after the restart");
+        assert_eq!(
+            *restarted.steps.lock(),
+            vec![
+                "reopen 100",
+                "replay 10",
+                "reopen 101",
+                "replay 11",
+                "reopen 102"
+            ]
+        );
+        assert_eq!(r.reopened.load(Ordering::Relaxed), 3);
+        // Kept until closed: a second restart reopens them again.
+        assert_eq!((r.kept(), r.open_handles()), (0, 3));
+        let again = FakeMdt::new(3, None);
+        connect(&r, &again)
+            .await
+            .expect("connect after a second restart");
+        assert_eq!(again.steps.lock().len(), 3);
     }
 }

@@ -209,7 +209,10 @@ impl Mdt {
         mdt.add_osts(&config, &cc, &sd_rx)
             .await
             .map_err(|e| setup(format!("cannot set up OST pools: {e}")))?;
-        mdt.clean_orphans().await;
+        if !mdt.recovery.is_recovering() {
+            // Otherwise after the recovery: its clients reopen what they hold first.
+            mdt.clean_orphans().await;
+        }
         mdt.dne_start(sd_rx.clone())
             .await
             .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
@@ -470,15 +473,20 @@ impl Mdt {
         })
     }
 
-    /// Orphans of a previous run: nobody can hold them open any more.
+    /// Orphans of a previous run that no client reopened in recovery: nobody can hold
+    /// them open any more.
     async fn clean_orphans(&self) {
+        let held = self.opens.open_fids();
         let res = self
             .store
-            .write(|tx| {
+            .write(move |tx| {
                 let orphans = tx.range(Table::Orphans, &[], &[0xff; 17], usize::MAX)?;
                 let mut n = 0;
                 for (k, _) in orphans {
                     let fid = Fid::from_bytes(&k).ok_or(Errno::EIO)?;
+                    if held.contains(&fid) {
+                        continue;
+                    }
                     match mdd::get_inode(tx, &fid) {
                         Ok(ino) => {
                             mdd::destroy_inode(tx, &ino)?;
@@ -759,18 +767,35 @@ impl Mdt {
         flags: OpenFlags,
         cred: &Cred,
     ) -> Result<Reply, Errno> {
+        self.open_handle(ctx, fid, flags, cred, None).await
+    }
+
+    /// Opens `fid`; `reopen`: the handle number it had before this MDT restarted (open
+    /// replay), which the file's owner may reopen whatever its mode is now.
+    async fn open_handle(
+        &self,
+        ctx: &RequestCtx,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: &Cred,
+        reopen: Option<u64>,
+    ) -> Result<Reply, Errno> {
         // Register first, then look: an unlink that commits after this sees the file open.
-        let handle = self
-            .opens
-            .open(OpenHandle {
-                fid,
-                conn_id: ctx.conn_id,
-                write: flags.write,
-            })
-            .ok_or(Errno::ENFILE)?;
+        let h = OpenHandle {
+            fid,
+            conn_id: ctx.conn_id,
+            write: flags.write,
+        };
+        let handle = match reopen {
+            None => self.opens.open(h).ok_or(Errno::ENFILE)?,
+            Some(id) => self.opens.open_as(id, h).ok_or(Errno::EEXIST)?,
+        };
         let ino = match self.view().and_then(|mut v| {
             let i = mdd::get_inode(&mut v, &fid)?;
-            perm::may_open(&mut v, cred, &i.attr, &flags)?;
+            match perm::may_open(&mut v, cred, &i.attr, &flags) {
+                Err(Errno::EACCES) if reopen.is_some() && cred.uid == i.attr.uid => {}
+                r => r?,
+            }
             Ok(i)
         }) {
             Ok(i) => i,
@@ -829,6 +854,13 @@ impl Mdt {
             handle,
             data_cksum: None,
         })
+    }
+
+    /// Closes what connection `conn` held open, as lost: its client is gone.
+    async fn close_handles_of(self: &Arc<Self>, conn: u64) {
+        for h in self.opens.handles_of(conn) {
+            let _ = self.close(h, false, true).await;
+        }
     }
 
     /// Closes a handle. `wrote` says the handle changed the file's data; `lost` that its
@@ -1252,6 +1284,7 @@ impl Mdt {
         }
         let (recovered, evicted, replayed, _) = self.recovery.finish();
         tracing::info!(target: "mdt", "{me}: recovery over: {recovered} clients recovered, {evicted} evicted, {replayed} requests replayed");
+        self.clean_orphans().await;
     }
 
     /// One replayed request, run as it first ran.
@@ -1262,7 +1295,14 @@ impl Mdt {
         outcome: Option<nacre_rpc::msg::ReplayOutcome>,
     ) -> Result<Reply, Errno> {
         match (req, outcome) {
-            (r @ Request::Create { .. }, Some(o)) => self.create(&ctx, r, Some(o)).await,
+            (mut r @ Request::Create { .. }, Some(o)) => {
+                // The handle it opened is reopened by the client under its own number
+                // (`Request::Reopen`), not opened again here.
+                if let Request::Create { open, .. } = &mut r {
+                    *open = None;
+                }
+                self.create(&ctx, r, Some(o)).await
+            }
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
                 .await
@@ -1477,6 +1517,11 @@ impl Mdt {
             }
             Request::Open { fid, flags, cred } => self.open(&ctx, fid, flags, &cred).await,
             Request::Close { handle, wrote } => {
+                if self.opens.held_by_other(handle, ctx.conn_id) {
+                    // Another client's handle (or this client's old connection's, which
+                    // its MdtConnect took over).
+                    return Err(Errno::EBADF);
+                }
                 Ok(match self.close(handle, wrote, false).await? {
                     // An erasure-coded file's layout: the client codes parity if it is still
                     // stale; none: other writers hold the file, whose closes see to it.
@@ -1780,7 +1825,12 @@ impl Service for Mdt {
         self.health().ensure()?;
         let r = match req {
             Request::MdtConnect { client } => {
-                self.exports.bind(&ctx, client)?;
+                self.exports.bind(&ctx, client, |old, new| {
+                    let n = self.opens.rebind(old, new);
+                    if n > 0 {
+                        tracing::debug!(target: "mdt", "MDT{:04x}: client {client:#x} reconnected: {n} open handle(s) kept", self.index);
+                    }
+                })?;
                 self.mds_connect(client).await
             }
             Request::Replay {
@@ -1796,10 +1846,36 @@ impl Service for Mdt {
                     Err(_) => Err(Errno::ESHUTDOWN),
                 }
             }
+            Request::Reopen {
+                client,
+                handle,
+                fid,
+                flags,
+                mut cred,
+            } => {
+                self.exports.check(&ctx, client)?;
+                if !self.recovery.awaits(client) {
+                    return Err(Errno::ESTALE);
+                }
+                if self.opens.held_as(handle, &fid, ctx.conn_id) {
+                    // Reopened over a connection lost since, whose handles this one
+                    // took over at its MdtConnect.
+                    return Ok((Reply::Ok, Bytes::new()));
+                }
+                self.squash.apply(&mut cred, ctx.peer.ip());
+                let r = self
+                    .open_handle(&ctx, fid, flags, &cred, Some(handle))
+                    .await;
+                if let Err(e) = &r {
+                    tracing::warn!(target: "mdt", "MDT{:04x}: client {client:#x} could not reopen {fid}: {e}", self.index);
+                }
+                r.map(|r| (r, Bytes::new()))
+            }
             Request::MdtDisconnect { client } => {
                 self.exports.check(&ctx, client)?;
                 recovery::forget_clients(&self.store, vec![client]).await?;
                 self.recovery.replies.forget(client);
+                self.exports.leave(ctx.conn_id);
                 Ok((Reply::Ok, Bytes::new()))
             }
             Request::ReplayDone { client } => {
@@ -1851,10 +1927,34 @@ impl Service for Mdt {
     }
 
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
-        self.exports.unbind(ctx.conn_id);
         self.callbacks.disconnected(ctx.conn_id);
-        for h in self.opens.handles_of(ctx.conn_id) {
-            let _ = self.close(h, false, true).await;
+        let conn = ctx.conn_id;
+        match self.exports.unbind(conn) {
+            exports::Ended::Close => self.close_handles_of(conn).await,
+            exports::Ended::Parked { client, dropped } => {
+                if let Some(d) = dropped {
+                    self.close_handles_of(d).await;
+                }
+                if self.opens.handles_of(conn).is_empty() {
+                    // Nothing waits for the client.
+                    self.exports.expire(client, conn);
+                    return;
+                }
+                // Its reconnect takes them over (MdtConnect); otherwise they are closed
+                // when the grace ends.
+                let mut stopping = self.shutdown.subscribe();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(exports::EXPORT_GRACE) => {}
+                        _ = stopping.wait_for(|s| *s) => return,
+                    }
+                    if self.exports.expire(client, conn) {
+                        let n = self.opens.handles_of(conn).len();
+                        tracing::info!(target: "mdt", "MDT{:04x}: client {client:#x} did not reconnect within {}s: closing its {n} open handle(s)", self.index, exports::EXPORT_GRACE.as_secs());
+                        self.close_handles_of(conn).await;
+                    }
+                });
+            }
         }
     }
 }

@@ -78,6 +78,23 @@ impl OpenTable {
             return None;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        Self::insert(&mut g, id, h);
+        Some(id)
+    }
+
+    /// Opens `h` under the number `id` it had before a restart (open replay); `None` if
+    /// that number is taken or the table is full. Numbers given out later are above it.
+    pub fn open_as(&self, id: u64, h: OpenHandle) -> Option<u64> {
+        let mut g = self.inner.lock();
+        if g.handles.len() >= MAX_OPEN_HANDLES || g.handles.contains_key(&id) {
+            return None;
+        }
+        self.next.fetch_max(id.checked_add(1)?, Ordering::Relaxed);
+        Self::insert(&mut g, id, h);
+        Some(id)
+    }
+
+    fn insert(g: &mut Inner, id: u64, h: OpenHandle) {
         g.handles.insert(id, h);
         let c = g.counts.entry(h.fid).or_default();
         c.opens += 1;
@@ -92,7 +109,6 @@ impl OpenTable {
                 *n += 1;
             }
         }
-        Some(id)
     }
 
     /// Write handle `id` of an erasure-coded file opened with its parity in sync; its
@@ -249,6 +265,59 @@ impl OpenTable {
         self.inner.lock().counts.get(fid).map_or(0, |c| c.writers)
     }
 
+    /// Whether handle `id` is open on `fid` by connection `conn_id`.
+    pub fn held_as(&self, id: u64, fid: &Fid, conn_id: u64) -> bool {
+        self.inner
+            .lock()
+            .handles
+            .get(&id)
+            .is_some_and(|h| h.fid == *fid && h.conn_id == conn_id)
+    }
+
+    /// Whether handle `id` is open and was opened over another connection than `conn_id`
+    /// (a client may close only its own).
+    pub fn held_by_other(&self, id: u64, conn_id: u64) -> bool {
+        self.inner
+            .lock()
+            .handles
+            .get(&id)
+            .is_some_and(|h| h.conn_id != conn_id)
+    }
+
+    /// Moves the handles of connection `old` to `new` (their client reconnected); returns
+    /// how many moved.
+    pub fn rebind(&self, old: u64, new: u64) -> usize {
+        if old == new {
+            return 0;
+        }
+        let mut g = self.inner.lock();
+        let Inner {
+            handles, counts, ..
+        } = &mut *g;
+        let mut moved = 0;
+        for h in handles.values_mut().filter(|h| h.conn_id == old) {
+            h.conn_id = new;
+            moved += 1;
+            let Some(c) = counts.get_mut(&h.fid) else {
+                continue;
+            };
+            let Some(i) = c.conns.iter().position(|(id, _)| *id == old) else {
+                continue;
+            };
+            let (_, n) = c.conns.swap_remove(i);
+            match c.conns.iter_mut().find(|(id, _)| *id == new) {
+                Some((_, m)) => *m += n,
+                None => c.conns.push((new, n)),
+            }
+        }
+        moved
+    }
+
+    /// Files open now.
+    pub fn open_fids(&self) -> std::collections::HashSet<Fid> {
+        self.inner.lock().counts.keys().copied().collect()
+    }
+
     /// Handles of a connection that went away.
     pub fn handles_of(&self, conn_id: u64) -> Vec<u64> {
         self.inner
@@ -272,6 +341,62 @@ impl OpenTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A handle made again under its old number (open replay) takes that number, which
+    /// later opens never reuse.
+    #[test]
+    fn a_reopened_handle_keeps_its_number_and_new_ones_come_after_it() {
+        let t = OpenTable::new();
+        let f = Fid::new(0x200000401, 1, 0);
+        let h = |conn_id| OpenHandle {
+            fid: f,
+            conn_id,
+            write: true,
+        };
+        let old = u64::from(u32::MAX) + 10;
+        assert_eq!(t.open_as(old, h(1)), Some(old));
+        assert_eq!(t.open_as(old, h(2)), None, "taken");
+        let new = t.open(h(2)).expect("open");
+        assert!(new > old);
+        assert!(t.is_writer(old, &f, 1));
+        assert_eq!(t.writers(&f), 2);
+        assert_eq!(t.open_as(u64::MAX, h(1)), None, "no number after it");
+    }
+
+    /// A reconnected client's handles move to its new connection: it is the holder the
+    /// callbacks go to, its writes count, and it (not the old connection) closes them.
+    #[test]
+    fn handles_moved_to_a_new_connection_keep_their_file_open_for_it() {
+        let t = OpenTable::new();
+        let (f, g) = (Fid::new(0x200000401, 1, 0), Fid::new(0x200000401, 2, 0));
+        let open = |fid, conn_id, write| {
+            t.open(OpenHandle {
+                fid,
+                conn_id,
+                write,
+            })
+            .expect("open")
+        };
+        let (a, b, c) = (open(f, 1, true), open(f, 1, false), open(g, 1, false));
+        let other = open(f, 2, false);
+        assert_eq!(t.rebind(1, 3), 3);
+        assert_eq!(t.rebind(1, 4), 0, "nothing left on the old connection");
+        let mut holders = t.holders(&f, 0);
+        holders.sort_unstable();
+        assert_eq!(holders, vec![2, 3]);
+        assert_eq!(t.holders(&g, 0), vec![3]);
+        assert!(t.is_writer(a, &f, 3));
+        assert!(!t.is_writer(a, &f, 1));
+        assert!(t.held_by_other(a, 1) && !t.held_by_other(a, 3));
+        assert_eq!(t.writers(&f), 1);
+        for h in [a, b, c] {
+            t.close(h).expect("close");
+        }
+        assert_eq!(t.holders(&f, 0), vec![2]);
+        assert!(!t.is_open(&g));
+        t.close(other).expect("close");
+        assert!(t.is_empty() && !t.is_open(&f));
+    }
 
     #[test]
     fn an_ec_generation_is_kept_for_an_open_handle_and_taken_once() {

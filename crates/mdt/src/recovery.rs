@@ -314,6 +314,21 @@ impl Recovery {
         Ok(rx)
     }
 
+    /// Whether recovery waits for `client` (it may reopen its handles); counts as its
+    /// activity.
+    pub fn awaits(&self, client: ClientUuid) -> bool {
+        let mut st = self.st.lock();
+        let waits = st.status == Status::Recovering
+            && st.known.contains(&client)
+            && !st.evicted.contains(&client)
+            && !st.done.contains(&client);
+        if waits {
+            st.connected.insert(client);
+            st.last_activity = Instant::now();
+        }
+        waits
+    }
+
     /// The client replayed all it had; the answer comes when recovery ends.
     pub async fn replay_done(&self, client: ClientUuid) -> Result<(), Errno> {
         {

@@ -13,9 +13,10 @@ use common::cluster::{DIR, FILE, create, pattern, rw};
 use common::power_cut::{PowerCutDisk, require_power_cut};
 use common::procs::ServeCluster;
 use nacre_client::Client;
+use nacre_client::file::OpenFile;
 use nacre_core::attr::SetAttr;
 use nacre_core::{Errno, Fid};
-use nacre_rpc::msg::Cred;
+use nacre_rpc::msg::{Cred, LayoutRequest};
 use std::sync::Arc;
 
 /// Bytes of the file the truncate cuts.
@@ -428,5 +429,138 @@ async fn a_client_that_unmounted_is_not_waited_for() {
     );
     b.disconnect().await;
     b.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// The bytes a file held open through the MDT's power cut reads back.
+async fn read_back(c: &Arc<Client>, f: &OpenFile, want: &[u8], what: &str) {
+    let got = c
+        .read(f, 0, want.len() as u64)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: read after the MDT's power cut: {e}"));
+    assert!(
+        got[..] == want[..],
+        "{what}: {} bytes read back, first difference at {:?}",
+        got.len(),
+        got.iter().zip(want).position(|(a, b)| a != b)
+    );
+}
+
+/// `replay-single.sh` tests 12, 13 and 14 at once (open, unlink |X| close; open, chmod 0
+/// |X| write, close; open(O_CREAT), unlink |X| close): files the live client holds open
+/// through the MDT's power cut are reopened in its replay, so an unlinked one keeps its
+/// data until its close (whether the unlink was committed or replayed), and a handle
+/// whose file was made mode 0 after it opened still writes and closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpopen"));
+    let c = rig.cl.mount("replay-a").await;
+    let dir = create(&c, Fid::ROOT, b"open-dir", DIR)
+        .await
+        .expect("dir")
+        .attr
+        .fid;
+    let user = Cred::user(500, 500, Vec::new(), 0);
+    let owned = create(&c, dir, b"owned", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let chown = SetAttr {
+        uid: Some(500),
+        gid: Some(500),
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    c.setattr(owned, chown, &cred(), None).await.expect("chown");
+    // Test 12: opened, unlinked, and the unlink committed: an orphan at the restart.
+    let committed = create(&c, dir, b"committed", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (hc, _) = c.open(committed, rw(), &cred()).await.expect("open");
+    let dc = pattern(DATA, 3);
+    c.write(&hc, 0, Bytes::from(dc.clone()))
+        .await
+        .expect("write");
+    c.flush(&hc).await.expect("flush");
+    c.unlink(dir, b"committed", &cred()).await.expect("unlink");
+    for d in [dir, Fid::ROOT] {
+        c.sync_dir(d).await.expect("fsyncdir");
+    }
+    // Test 14: created open, written, unlinked; nothing of it committed.
+    let (info, h) = c
+        .create(
+            dir,
+            b"born",
+            FILE,
+            0,
+            &cred(),
+            None,
+            LayoutRequest::Inherit,
+            Some(rw()),
+            true,
+        )
+        .await
+        .expect("create open");
+    let hb = OpenFile::new(info.attr.fid, h.expect("handle"), rw(), info.layout.clone());
+    let db = pattern(DATA, 4);
+    c.write(&hb, 0, Bytes::from(db.clone()))
+        .await
+        .expect("write");
+    c.flush(&hb).await.expect("flush");
+    c.unlink(dir, b"born", &cred()).await.expect("unlink");
+    // Test 13: opened by its owner, then mode 0.
+    let (ho, _) = c.open(owned, rw(), &user).await.expect("open as owner");
+    let zero = SetAttr {
+        mode: Some(0),
+        ..SetAttr::default()
+    };
+    c.setattr(owned, zero, &cred(), None)
+        .await
+        .expect("chmod 0");
+    let kept = c.mdc_replay(0).expect("mdc").open_handles();
+    assert_eq!(kept, 3, "open handles kept for replay");
+
+    tokio::task::block_in_place(|| rig.cut_mdt());
+
+    // A getattr waits for the end of the recovery, after which the MDT removes the
+    // orphans nobody reopened; then time for their objects' destroy to reach the OST.
+    c.getattr(dir).await.expect("getattr after the recovery");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    read_back(&c, &hc, &dc, "open, unlink (committed)").await;
+    read_back(&c, &hb, &db, "create open, unlink (replayed)").await;
+    let reopened = c
+        .mdc_replay(0)
+        .expect("mdc")
+        .reopened
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reopened, 3, "handles reopened");
+    c.write(&ho, 0, Bytes::from_static(b"written after the cut"))
+        .await
+        .expect("write through the kept handle");
+    for f in [&hc, &hb, &ho] {
+        c.release(f).await.expect("close after the cut");
+    }
+    assert_eq!(c.mdc_replay(0).expect("mdc").open_handles(), 0);
+    let a = c.getattr(owned).await.expect("getattr").attr;
+    assert_eq!(a.mode & 0o7777, 0, "the replayed chmod");
+    assert_eq!(
+        a.size, 21,
+        "the write after the cut, through the reopened handle"
+    );
+    assert!(
+        lookup(&c, dir, "born").await.is_none(),
+        "the replayed unlink"
+    );
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    c.unmount();
+    // The unlinked files went at their last close: nacre check finds neither an orphan
+    // nor an object left behind.
     tokio::task::block_in_place(|| rig.stop_and_check());
 }

@@ -594,6 +594,18 @@ pub enum Request {
         uid: u32,
         gid: u32,
     },
+    // --- Open replay (appended) ---
+    /// After the MDT restarted: a handle the client held open, made again under its old
+    /// number (Lustre's open replay), in the client's replay sequence. Only from a client
+    /// the recovery waits for; checked as an open is, except that the file's owner may
+    /// always reopen it (a `chmod 0` after the open must not make it fail).
+    Reopen {
+        client: ClientUuid,
+        handle: u64,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: Cred,
+    },
 }
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
@@ -870,7 +882,8 @@ macro_rules! with_cred {
             | Request::Mkdir { $cred, .. }
             | Request::Access { $cred, .. }
             | Request::DnePermission { $cred, .. }
-            | Request::Mirror { $cred, .. } => Some($e),
+            | Request::Mirror { $cred, .. }
+            | Request::Reopen { $cred, .. } => Some($e),
             _ => None,
         }
     };
@@ -947,6 +960,7 @@ impl Request {
             Request::Mirror { .. } => 79,
             Request::EcParitySynced { .. } => 80,
             Request::OstSetOwner { .. } => 81,
+            Request::Reopen { .. } => 82,
         }
     }
 
@@ -1020,6 +1034,7 @@ impl Request {
             79 => "mirror",
             80 => "ec_parity_synced",
             81 => "ost_setattr",
+            82 => "reopen",
             _ => "other",
         }
     }

@@ -180,7 +180,18 @@ impl ServeCluster {
 
     /// Mounts a client library instance once every MDT is registered and answers.
     pub async fn mount(&self, name: &str) -> Arc<Client> {
-        let spec = MountSpec::parse(&self.spec(), self.key(), name).expect("spec");
+        self.mount_with(name, self.key()).await
+    }
+
+    /// Mounts with the client key, as `nacre mount` does: a client-role peer, whose
+    /// export the MDT keeps.
+    #[allow(dead_code)]
+    pub async fn mount_as_client(&self, name: &str) -> Arc<Client> {
+        self.mount_with(name, self.key().client_key()).await
+    }
+
+    async fn mount_with(&self, name: &str, key: Key) -> Arc<Client> {
+        let spec = MountSpec::parse(&self.spec(), key, name).expect("spec");
         let mdts = self.mdt_dirs().len();
         for _ in 0..300 {
             if let Ok(c) = Client::mount(spec.clone()).await {

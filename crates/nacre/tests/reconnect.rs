@@ -1,0 +1,109 @@
+//! A client's export outlives one connection, in the style of Lustre's `recovery-small.sh`
+//! (a dropped connection, then the client reconnects to the same MDT, which kept running):
+//! what the client held open is still open after the reconnect. An open-unlinked file in
+//! particular keeps its data, since the MDT destroys an unlinked file at its last close,
+//! and before, a lost connection closed every handle it carried. A handle is its
+//! opener's: another client's close of it is refused.
+
+mod common;
+
+use bytes::Bytes;
+use common::cluster::{FILE, create, pattern, rw};
+use common::procs::ServeCluster;
+use nacre_core::{Errno, Fid};
+use nacre_rpc::RpcError;
+use nacre_rpc::msg::{Cred, Request};
+use std::time::Duration;
+
+const DATA: usize = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = tokio::task::block_in_place(|| {
+        let mut cl = ServeCluster::format(
+            "reconn",
+            &tmp.path().join("mgs"),
+            &[tmp.path().join("mdt0")],
+            &[tmp.path().join("ost0")],
+        );
+        cl.start_all();
+        cl
+    });
+    let c = cl.mount_as_client("reconn-a").await;
+    let f = create(&c, Fid::ROOT, b"held", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (h, _) = c.open(f, rw(), &Cred::root()).await.expect("open");
+    let data = pattern(DATA, 5);
+    c.write(&h, 0, Bytes::from(data.clone()))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.unlink(Fid::ROOT, b"held", &Cred::root())
+        .await
+        .expect("unlink while open");
+    let before = c
+        .read(&h, 0, DATA as u64)
+        .await
+        .expect("read before the reconnect");
+    assert!(before[..] == data[..]);
+    // Another client may not close it (a handle is its opener's, not anyone's who
+    // guesses its number).
+    let other = cl.mount_as_client("reconn-b").await;
+    let close = Request::Close {
+        handle: h.handle,
+        wrote: false,
+    };
+    match other.mdcs()[0].call(&close, Bytes::new()).await {
+        Err(RpcError::Errno(Errno::EBADF)) => {}
+        r => panic!("another client's close of the handle: {r:?}"),
+    }
+    other.unmount();
+    // The client drops its connection to the MDT and makes a new one; the MDT sees the
+    // old one end (a network fault would look the same to it).
+    let generation: Vec<u64> = c.mdcs().iter().map(|m| m.generation()).collect();
+    for m in c.mdcs() {
+        m.reset().await;
+    }
+    c.statfs().await.expect("statfs over a new connection");
+    assert!(
+        c.mdcs()
+            .iter()
+            .zip(&generation)
+            .all(|(m, g)| m.generation() != *g),
+        "the client did not reconnect"
+    );
+    // Time for the MDT to end the old connection and, had it closed the handle, for its
+    // destroy of the file's objects to reach the OST.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let back = match c.read(&h, 0, DATA as u64).await {
+        Ok(b) => b,
+        Err(e) => {
+            let log = std::fs::read_to_string(cl.logs.join("mdt0.log")).unwrap_or_default();
+            panic!("read after the reconnect: {e}\n== mdt0.log\n{log}");
+        }
+    };
+    assert!(
+        back[..] == data[..],
+        "the open-unlinked file lost its data across the reconnect ({} bytes read, first \
+         difference at {:?})",
+        back.len(),
+        back.iter().zip(&data).position(|(a, b)| a != b)
+    );
+    // Written through the kept handle, closed by it: the close is the last, and the file
+    // goes (nacre check finds no orphan left behind).
+    c.write(&h, 0, Bytes::from_static(b"still open"))
+        .await
+        .expect("write after reconnect");
+    c.release(&h).await.expect("close after reconnect");
+    common::cluster::quiesce_within(&c, Duration::from_secs(10)).await;
+    c.unmount();
+    tokio::task::block_in_place(|| {
+        cl.stop_all();
+        let rep = cl.check();
+        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
+    });
+}
