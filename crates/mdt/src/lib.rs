@@ -1854,13 +1854,18 @@ impl Service for Mdt {
                 mut cred,
             } => {
                 self.exports.check(&ctx, client)?;
-                if !self.recovery.awaits(client) {
+                let standing = self.recovery.standing(client);
+                if standing == recovery::Standing::Stale {
                     return Err(Errno::ESTALE);
                 }
                 if self.opens.held_as(handle, &fid, ctx.conn_id) {
                     // Reopened over a connection lost since, whose handles this one
                     // took over at its MdtConnect.
                     return Ok((Reply::Ok, Bytes::new()));
+                }
+                if standing == recovery::Standing::Recovered {
+                    // Its reopens came before its end of replay: this one failed then.
+                    return Err(Errno::EBADF);
                 }
                 self.squash.apply(&mut cred, ctx.peer.ip());
                 let r = self

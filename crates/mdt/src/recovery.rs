@@ -111,6 +111,28 @@ pub enum Status {
     Complete,
 }
 
+/// Where a client stands in a start's recovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Recovery waits for its replays and reopens.
+    Replaying,
+    /// It ended its replay (or recovery is over with it recovered): what it sends again
+    /// was applied already.
+    Recovered,
+    /// Not one of this start's clients, or evicted: it may not replay.
+    Stale,
+}
+
+fn standing(st: &State, client: ClientUuid) -> Standing {
+    if !st.known.contains(&client) || st.evicted.contains(&client) {
+        Standing::Stale
+    } else if st.status == Status::Recovering && !st.done.contains(&client) {
+        Standing::Replaying
+    } else {
+        Standing::Recovered
+    }
+}
+
 /// A replay waiting for its turn.
 pub(crate) struct Queued {
     pub client: ClientUuid,
@@ -268,11 +290,15 @@ impl Recovery {
     ) -> Result<oneshot::Receiver<Result<Reply, Errno>>, Errno> {
         let (done, rx) = oneshot::channel();
         let mut st = self.st.lock();
-        if st.status != Status::Recovering
-            || !st.known.contains(&client)
-            || st.evicted.contains(&client)
-        {
-            return Err(Errno::ESTALE);
+        match standing(&st, client) {
+            Standing::Stale => return Err(Errno::ESTALE),
+            Standing::Recovered => {
+                // Sent again after a lost answer to its end of replay: everything it
+                // replayed before that was applied.
+                let _ = done.send(Ok(Reply::Ok));
+                return Ok(rx);
+            }
+            Standing::Replaying => {}
         }
         if transno < st.next_transno {
             // Already on disk (at or below `last_committed` at start), or applied in this
@@ -314,19 +340,16 @@ impl Recovery {
         Ok(rx)
     }
 
-    /// Whether recovery waits for `client` (it may reopen its handles); counts as its
-    /// activity.
-    pub fn awaits(&self, client: ClientUuid) -> bool {
+    /// Where `client` stands in this start's recovery; a replaying client's call counts
+    /// as its activity.
+    pub fn standing(&self, client: ClientUuid) -> Standing {
         let mut st = self.st.lock();
-        let waits = st.status == Status::Recovering
-            && st.known.contains(&client)
-            && !st.evicted.contains(&client)
-            && !st.done.contains(&client);
-        if waits {
+        let s = standing(&st, client);
+        if s == Standing::Replaying {
             st.connected.insert(client);
             st.last_activity = Instant::now();
         }
-        waits
+        s
     }
 
     /// The client replayed all it had; the answer comes when recovery ends.
@@ -589,5 +612,24 @@ mod tests {
         assert_eq!(applied(&r), None);
         assert!(old.try_recv().is_err(), "the old connection gets no answer");
         assert!(matches!(new.try_recv(), Ok(Ok(Reply::Ok))));
+        // a ends its replay, loses the answer and replays again: answered, not applied,
+        // and not told it was evicted; after the recovery too. A stranger may not replay.
+        assert_eq!(r.standing(a), Standing::Replaying);
+        // (What `replay_done` records before it waits for the end.)
+        r.st.lock().done.insert(a);
+        assert_eq!(r.standing(a), Standing::Recovered);
+        let mut rx = r
+            .queue(a, 13, ctx(3), unlink(), None)
+            .expect("after its end");
+        assert!(matches!(rx.try_recv(), Ok(Ok(Reply::Ok))));
+        assert_eq!(applied(&r), None);
+        assert_eq!(r.standing(99), Standing::Stale);
+        assert_eq!(
+            r.queue(99, 14, ctx(4), unlink(), None).err(),
+            Some(Errno::ESTALE)
+        );
+        r.finish();
+        assert_eq!(r.standing(a), Standing::Recovered);
+        assert_eq!(r.standing(b), Standing::Recovered);
     }
 }
