@@ -55,6 +55,12 @@ enum Step {
     Reopen(u64, KeptOpen),
 }
 
+/// A step sent: a replay's transno, or a reopen's handle and file.
+enum Sent {
+    Replay(u64),
+    Reopen(u64, Fid),
+}
+
 #[derive(Default)]
 struct List {
     /// The MDT instance last connected to (0: none yet).
@@ -217,7 +223,7 @@ impl MdcReplay {
             return Err(RpcError::Errno(Errno::EPROTO));
         };
         self.committed(last_committed);
-        let todo = {
+        let (replays, reopens, steps) = {
             let mut l = self.list.lock();
             if l.instance == 0 || l.instance == instance {
                 // The first connect, or the instance this list was replayed to: nothing
@@ -240,50 +246,46 @@ impl MdcReplay {
             steps.sort_by_key(|(k, _)| *k);
             (l.kept.len(), l.opens.len(), steps)
         };
-        let (replays, reopens, steps) = todo;
         tracing::info!(target: "client", "MDT restarted: replaying {replays} uncommitted requests and reopening {reopens} files");
         for (_, step) in steps {
-            match step {
-                Step::Replay(transno, req, outcome) => {
-                    let r = call(Request::Replay {
+            // The request, and what it was for the count and the log.
+            let (req, sent) = match step {
+                Step::Replay(transno, req, outcome) => (
+                    Request::Replay {
                         client: self.client,
                         transno,
                         req: Box::new(req),
                         outcome,
-                    })
-                    .await;
-                    match r {
-                        Ok(_) => {
-                            self.replayed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
-                        Err(RpcError::Errno(e)) => {
-                            tracing::warn!(target: "client", "replay of transno {transno} failed: {e}");
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Step::Reopen(handle, o) => {
-                    let r = call(Request::Reopen {
+                    },
+                    Sent::Replay(transno),
+                ),
+                Step::Reopen(handle, o) => (
+                    Request::Reopen {
                         client: self.client,
                         handle,
                         fid: o.fid,
                         flags: o.flags,
                         cred: o.cred,
-                    })
-                    .await;
-                    match r {
-                        Ok(_) => {
-                            self.reopened.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(RpcError::Errno(Errno::ESTALE)) => return self.evicted(instance),
-                        Err(RpcError::Errno(e)) => {
-                            tracing::warn!(target: "client", "reopen of {} failed: {e}: its open file is lost", o.fid);
-                            self.closed(handle);
-                        }
-                        Err(e) => return Err(e),
-                    }
+                    },
+                    Sent::Reopen(handle, o.fid),
+                ),
+            };
+            match (call(req).await, sent) {
+                (Ok(_), Sent::Replay(_)) => {
+                    self.replayed.fetch_add(1, Ordering::Relaxed);
                 }
+                (Ok(_), Sent::Reopen(..)) => {
+                    self.reopened.fetch_add(1, Ordering::Relaxed);
+                }
+                (Err(RpcError::Errno(Errno::ESTALE)), _) => return self.evicted(instance),
+                (Err(RpcError::Errno(e)), Sent::Replay(transno)) => {
+                    tracing::warn!(target: "client", "replay of transno {transno} failed: {e}");
+                }
+                (Err(RpcError::Errno(e)), Sent::Reopen(handle, fid)) => {
+                    tracing::warn!(target: "client", "reopen of {fid} failed: {e}: its open file is lost");
+                    self.closed(handle);
+                }
+                (Err(e), _) => return Err(e),
             }
         }
         match call(Request::ReplayDone {

@@ -235,11 +235,13 @@ impl OpenTable {
 
     /// Whether handle `id` is open for writing on `fid` by connection `conn_id`.
     pub fn is_writer(&self, id: u64, fid: &Fid, conn_id: u64) -> bool {
-        self.inner
-            .lock()
-            .handles
-            .get(&id)
+        self.handle(id)
             .is_some_and(|h| h.write && h.fid == *fid && h.conn_id == conn_id)
+    }
+
+    /// Handle `id`, if open.
+    fn handle(&self, id: u64) -> Option<OpenHandle> {
+        self.inner.lock().handles.get(&id).copied()
     }
 
     pub fn is_open(&self, fid: &Fid) -> bool {
@@ -267,21 +269,14 @@ impl OpenTable {
 
     /// Whether handle `id` is open on `fid` by connection `conn_id`.
     pub fn held_as(&self, id: u64, fid: &Fid, conn_id: u64) -> bool {
-        self.inner
-            .lock()
-            .handles
-            .get(&id)
+        self.handle(id)
             .is_some_and(|h| h.fid == *fid && h.conn_id == conn_id)
     }
 
     /// Whether handle `id` is open and was opened over another connection than `conn_id`
     /// (a client may close only its own).
     pub fn held_by_other(&self, id: u64, conn_id: u64) -> bool {
-        self.inner
-            .lock()
-            .handles
-            .get(&id)
-            .is_some_and(|h| h.conn_id != conn_id)
+        self.handle(id).is_some_and(|h| h.conn_id != conn_id)
     }
 
     /// Moves the handles of connection `old` to `new` (their client reconnected); returns
