@@ -487,13 +487,12 @@ impl Client {
         });
         let mut have_data = Vec::new();
         let mut have_parity = Vec::new();
-        let mut absent_data = Vec::new();
         for (is_data, i, r) in join_all(reads).await {
             match (is_data, r) {
                 (true, Ok(s)) => have_data.push((i, s)),
                 (false, Ok(s)) => have_parity.push((i, s)),
-                // An object never written is a hole: zeros, if nothing else will do.
-                (true, Err(ChunkReadError::Failed(Errno::ENOENT))) => absent_data.push(i),
+                // A missing object too is unreadable: lost, not a hole (OSTs make every
+                // object's file when they precreate it).
                 (_, Err(e2)) => {
                     if let Some(held) = self.degraded_log.allow() {
                         tracing::warn!(target: "client", "file {fid}: RAID set stripe unreadable too: {e2}{}", held_note(held));
@@ -502,13 +501,6 @@ impl Client {
             }
         }
         let (k, pk) = (set.data.len(), set.parity.len());
-        if have_data.len() + have_parity.len() < k {
-            have_data.extend(
-                absent_data
-                    .into_iter()
-                    .map(|i| (i, Bytes::from(vec![0u8; n as usize]))),
-            );
-        }
         self.ec_stats.rows_decoded.fetch_add(1, Ordering::Relaxed);
         let restored = reconstruct_all(k, pk, &have_data, &have_parity)?;
         let mut stripes: Vec<Option<Bytes>> = vec![None; k];
@@ -785,9 +777,8 @@ impl Client {
             for r in join_all(reads).await {
                 match r {
                     Ok(s) => shards.push(s),
-                    Err(ChunkReadError::Failed(Errno::ENOENT)) => {
-                        shards.push(Bytes::from(vec![0u8; n as usize]))
-                    }
+                    // A missing object is lost, not a hole: OSTs make every object's file
+                    // when they precreate it.
                     Err(e) => {
                         tracing::error!(target: "client", "file {fid}: parity not recomputed: {e}");
                         return Err(Errno::EIO);

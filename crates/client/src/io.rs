@@ -980,8 +980,14 @@ impl Client {
             .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
             .await
         {
-            // An object not created yet (lost precreate) reads as a hole.
-            Err(ChunkReadError::Failed(Errno::ENOENT)) => Ok(Bytes::new()),
+            // OSTs make an object's file when they precreate it, so a missing one is lost
+            // (or destroyed under a reader without an open handle), never a hole.
+            Err(ChunkReadError::Failed(Errno::ENOENT)) => {
+                if let Some(held) = self.missing_log.allow() {
+                    tracing::error!(target: "client", "object {} on OST{:04x} is missing: EIO{}", c.obj.fid, c.obj.ost_idx, nacre_core::log_limit::held_note(held));
+                }
+                Err(ChunkReadError::Failed(Errno::EIO))
+            }
             r => r,
         }
     }

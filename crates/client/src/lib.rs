@@ -125,6 +125,8 @@ pub struct Client {
     pub checksum_faults: cksum::ChecksumFaults,
     /// Rate limit of the lines degraded reads write per chunk.
     pub(crate) degraded_log: nacre_core::log_limit::LogLimit,
+    /// Rate limit of the lines reads of missing objects write.
+    pub(crate) missing_log: nacre_core::log_limit::LogLimit,
     /// `llite.*.stats`: the calls the mount (or any caller) made, by [`VfsOp`].
     pub llite_stats: nacre_rpc::stats::OpStats,
     /// This client itself, for background work that outlives a call.
@@ -177,6 +179,7 @@ impl Client {
             cksum_stats: cksum::CksumStats::default(),
             checksum_faults: cksum::ChecksumFaults::default(),
             degraded_log: nacre_core::log_limit::LogLimit::default(),
+            missing_log: nacre_core::log_limit::LogLimit::default(),
             llite_stats: nacre_rpc::stats::OpStats::default(),
             me: std::sync::OnceLock::new(),
             lmvs: Default::default(),

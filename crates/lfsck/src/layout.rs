@@ -9,7 +9,8 @@
 //! | the OST says | and | it is | repair |
 //! | --- | --- | --- | --- |
 //! | not created (above LAST_ID) | | dangling | recreated empty with `-c` |
-//! | no file (never written, or removed) | the file's exact size says the stripe holds data | dangling | recreated empty with `-c` |
+//! | no file, though created with one (lost, or removed) | | dangling | recreated empty with `-c` |
+//! | no file, created lazily by an older store (never written, or removed) | the file's exact size says the stripe holds data | dangling | recreated empty with `-c` |
 //! | filter fid names another file, which claims the object too | | multiply referenced | this file gets a copy of the object |
 //! | filter fid names another file (which does not claim it) or another stripe | | unmatched pair | the filter fid is set to this file and stripe |
 //! | an owner that is not the file's | | inconsistent owner | the object takes the file's owner |
@@ -81,15 +82,15 @@ const COPY_CHUNK: u32 = 4 << 20;
 
 /// One stripe of a file, as phase 1 checks it.
 #[derive(Clone, Copy, Debug)]
-struct Ref {
-    file: Fid,
-    comp: usize,
-    stripe: u32,
-    so: StripeObject,
+pub(crate) struct Ref {
+    pub(crate) file: Fid,
+    pub(crate) comp: usize,
+    pub(crate) stripe: u32,
+    pub(crate) so: StripeObject,
     /// The file's exact size says this stripe holds data.
-    expect_data: bool,
-    uid: u32,
-    gid: u32,
+    pub(crate) expect_data: bool,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 /// A run's context.
@@ -248,7 +249,7 @@ fn read_window(
 }
 
 /// The OST stripes of a regular file.
-fn stripes_of(ino: &Inode, out: &mut Vec<Ref>) {
+pub(crate) fn stripes_of(ino: &Inode, out: &mut Vec<Ref>) {
     if FileKind::from_mode(ino.attr.mode) != Some(FileKind::Regular) {
         return;
     }

@@ -12,6 +12,7 @@
 //!   pairs, multiply-referenced objects, orphan objects, LAST_ID);
 //! - [`ost`]: LFSCK's side on an OST (probes, object listings, repairs of objects);
 //! - [`offline`]: the same checks on the stores of a stopped file system (`nacre check`);
+//! - [`offline_layout`]: the layout checks on them, MDT layouts against OST objects;
 //! - [`inject`]: making each inconsistency on purpose, for tests and fault injection;
 //! - [`control`]: what every running component shares (progress, speed limit,
 //!   checkpoints, bounded calls, the repair log, adaptive windows).
@@ -24,6 +25,7 @@ pub mod layout;
 pub mod mdt;
 pub mod namespace;
 pub mod offline;
+pub mod offline_layout;
 pub mod oi;
 pub mod ost;
 

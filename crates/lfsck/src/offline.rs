@@ -50,6 +50,8 @@ pub struct CheckReport {
     /// with participants to tell (coordinator side).
     pub pending: u64,
     pub committed: u64,
+    /// The layout checks, when the OSTs' stores were given ([`crate::offline_layout`]).
+    pub layout: Option<crate::offline_layout::LayoutReport>,
 }
 
 impl CheckReport {
@@ -67,6 +69,7 @@ impl CheckReport {
             && self.misplaced_names.is_empty()
             && self.pending == 0
             && self.committed == 0
+            && self.layout.as_ref().is_none_or(|l| l.is_clean())
     }
 
     pub fn summary(&self) -> String {
@@ -118,6 +121,9 @@ impl CheckReport {
         }
         for (p, n) in &self.misplaced_names {
             let _ = writeln!(s, "  {p}/{} is in the wrong stripe", name(n));
+        }
+        if let Some(l) = &self.layout {
+            s.push_str(&l.summary());
         }
         s
     }

@@ -1,5 +1,5 @@
 //! LFSCK on an OST (the slave side of Lustre's layout LFSCK): answers the MDTs' probes of
-//! the objects their layouts reference, lists the objects that have data so the MDTs
+//! the objects their layouts reference, lists the objects that have been written so the MDTs
 //! can find orphans among them, and makes the repairs the MDTs ask for (a filter fid, a
 //! lost object recreated, LAST_ID put back).
 //!
@@ -8,6 +8,7 @@
 //! OST's other MDTs back.
 
 use nacre_core::{Errno, Fid};
+use nacre_osd::objstore::Absent;
 use nacre_osd::objstore::OBJ_SUBDIRS;
 use nacre_osd::{ObjProbe, ObjStore};
 use nacre_rpc::lfsck::{
@@ -79,8 +80,6 @@ pub fn probe_batch(s: &ObjStore, objs: &[Fid]) -> Result<Vec<ObjState>, Errno> {
         .filter(ObjStore::valid_object)
         .collect();
     let mut probed = s.probe_batch(&valid)?.into_iter();
-    // LAST_ID of each sequence, read once per batch.
-    let mut last_ids: Vec<(u64, u32)> = Vec::new();
     let mut out = Vec::with_capacity(objs.len());
     for obj in objs {
         if !ObjStore::valid_object(obj) {
@@ -90,21 +89,11 @@ pub fn probe_batch(s: &ObjStore, objs: &[Fid]) -> Result<Vec<ObjState>, Errno> {
         let p = probed.next().ok_or(Errno::EIO)?;
         let presence = match p.size {
             Some(_) => ObjPresence::File,
-            None => {
-                let last = match last_ids.iter().find(|(q, _)| *q == obj.seq) {
-                    Some(&(_, l)) => l,
-                    None => {
-                        let l = s.last_id(obj.seq)?;
-                        last_ids.push((obj.seq, l));
-                        l
-                    }
-                };
-                if obj.oid <= last {
-                    ObjPresence::Empty
-                } else {
-                    ObjPresence::NotCreated
-                }
-            }
+            None => match s.absent(obj)? {
+                Absent::NotCreated => ObjPresence::NotCreated,
+                Absent::Empty => ObjPresence::Empty,
+                Absent::Lost => ObjPresence::Lost,
+            },
         };
         out.push(ObjState {
             presence,
@@ -203,6 +192,11 @@ pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Err
                 else {
                     continue;
                 };
+                // Never written: precreated and not handed out, or its file's never
+                // written stripe. Nothing in it to re-attach, and no file named to ask.
+                if size == 0 && ff.is_none() {
+                    continue;
+                }
                 objs.push(OrphanObj {
                     obj,
                     ff,

@@ -1,4 +1,5 @@
-//! `nacre check`: the namespace checker across MDTs, on a file system that is not running.
+//! `nacre check`: the namespace checker across MDTs, and the layout checker across MDTs
+//! and OSTs, on a file system that is not running.
 //! Its stores are read as they are, without writing to them (a journal left by a killed
 //! server is replayed in memory), so a full disk does not stop a check. See
 //! [`nacre_lfsck::offline`] and [`nacre_osd::StoreSnapshot`].
@@ -7,12 +8,20 @@ use crate::local::{self, LocalFs};
 use anyhow::{Context, Result, bail};
 use nacre_core::TargetName;
 use nacre_lfsck::offline::{CheckReport, check};
-use nacre_osd::StoreSnapshot;
+use nacre_lfsck::offline_layout::check_layout;
 use nacre_osd::mdstore::store_dir;
+use nacre_osd::{ObjStore, StoreSnapshot};
 use std::path::{Path, PathBuf};
 
 /// Checks the namespace held by the MDT target directories `mdt_dirs` (in index order).
 pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
+    check_targets(mdt_dirs, &[])
+}
+
+/// Checks the namespace held by the MDT target directories `mdt_dirs` (in index order)
+/// and, when `ost_dirs` (the OST target directories, in index order) are given, the
+/// files' layouts against the OSTs' objects.
+pub fn check_targets(mdt_dirs: &[PathBuf], ost_dirs: &[PathBuf]) -> Result<CheckReport> {
     let mut stores = Vec::new();
     for d in mdt_dirs {
         let s = StoreSnapshot::open(&store_dir(d))
@@ -48,7 +57,28 @@ pub fn check_mdts(mdt_dirs: &[PathBuf]) -> Result<CheckReport> {
             );
         }
     }
-    check(&mut views).map_err(|e| anyhow::anyhow!("check failed: {e}"))
+    let mut rep = check(&mut views).map_err(|e| anyhow::anyhow!("check failed: {e}"))?;
+    if !ost_dirs.is_empty() {
+        let mut osts = Vec::new();
+        for (i, d) in ost_dirs.iter().enumerate() {
+            let name = TargetName::ost(i as u32).short();
+            let store = nacre_osd::Health::open(name, d)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .and_then(|h| ObjStore::open_read_only(d, h).map_err(anyhow::Error::from));
+            match store {
+                Ok(s) => osts.push(Some(s)),
+                Err(e) => {
+                    tracing::warn!("OST{i:04x} in {}: not checked: {e:#}", d.display());
+                    osts.push(None);
+                }
+            }
+        }
+        rep.layout = Some(
+            check_layout(&mut views, &osts)
+                .map_err(|e| anyhow::anyhow!("layout check failed: {e}"))?,
+        );
+    }
+    Ok(rep)
 }
 
 /// Checks a file system made by `nacre up` / `local::format` in `dir`.
@@ -64,5 +94,8 @@ pub fn check_local(dir: &Path) -> Result<CheckReport> {
     let dirs: Vec<PathBuf> = (0..fs.mdts)
         .map(|i| local::target_dir(dir, TargetName::mdt(i)))
         .collect();
-    check_mdts(&dirs)
+    let osts: Vec<PathBuf> = (0..fs.osts)
+        .map(|i| local::target_dir(dir, TargetName::ost(i)))
+        .collect();
+    check_targets(&dirs, &osts)
 }

@@ -117,12 +117,18 @@ nacre serve /srv/mgs --listen 10.0.0.1:9880 ; nacre serve /srv/ost0 ; nacre serv
     /// models a-DevFail, c-Network (`nacre inject --help`)
     #[command(long_about = cmd::inject::LONG_ABOUT, after_help = cmd::inject::EXAMPLES)]
     Inject(cmd::inject::InjectArgs),
-    /// Check the namespace across MDTs of a stopped file system (dangling names, orphans,
-    /// link counts, unfinished distributed operations)
+    /// Check a stopped file system: the namespace across MDTs (dangling names, orphans,
+    /// link counts, unfinished distributed operations) and the files' layouts against the
+    /// OSTs' objects (dangling, unmatched, shared and orphan objects, LAST_ID)
     Check {
-        /// The directory given to `nacre up`, or MDT target directories in index order
+        /// The directory given to `nacre up` (namespace and layouts), or MDT target
+        /// directories in index order
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
+        /// OST target directories in index order, to check the layouts of the files on
+        /// the MDTs given against the OSTs' objects (repeat for each OST)
+        #[arg(long = "ost", value_name = "DIR")]
+        osts: Vec<PathBuf>,
     },
 }
 
@@ -433,12 +439,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Check { dirs } => {
+        Command::Check { dirs, osts } => {
             init_logging(false);
             let rep = if dirs.len() == 1 && dirs[0].join(nacre::local::LOCAL_FILE).exists() {
                 nacre::check::check_local(&dirs[0])?
             } else {
-                nacre::check::check_mdts(&dirs)?
+                nacre::check::check_targets(&dirs, &osts)?
             };
             print!("{}", rep.summary());
             for (mdt, n) in &rep.entries_per_mdt {

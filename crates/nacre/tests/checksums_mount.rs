@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{UpFs, lfs, ok, require_fuse, sh};
+use common::{UpFs, lfs, lfsck_run, ok, require_fuse, run, sh};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
@@ -255,5 +255,103 @@ fn fsx_leaves_every_checksum_consistent() {
             .any(|v| v != "0"),
         "scrub checked nothing:\n{status}"
     );
+    fs.down();
+}
+
+/// The OST objects of a file, from `lfs getstripe -y`: (OST index, object FID).
+fn objects(path: &Path) -> Vec<(u32, nacre_core::Fid)> {
+    let y = lfs(&["getstripe", "-y", path.to_str().expect("utf8")]);
+    let mut out = Vec::new();
+    let mut idx = None;
+    for l in y.lines().map(str::trim) {
+        if let Some(v) = l.strip_prefix("- l_ost_idx: ") {
+            idx = Some(v.parse().expect("index"));
+        } else if let Some(v) = l.strip_prefix("l_fid:") {
+            let fid: nacre_core::Fid = format!("[{}]", v.trim()).parse().expect("fid");
+            out.push((idx.take().expect("an index first"), fid));
+        }
+    }
+    out
+}
+
+/// OSTs make each object's file when they precreate it, so an object whose file is gone
+/// is lost, never a hole: reading the data it held is EIO, not zeros; a mirrored file is
+/// read from its other copy; the layout LFSCK counts each lost object as dangling, even
+/// one never written, and recreates it with `-c`.
+#[test]
+fn a_lost_object_is_eio_not_zeros_and_lfsck_finds_it() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    std::fs::create_dir(fs.path("two")).expect("mkdir");
+    lfs(&[
+        "setstripe",
+        "-c",
+        "2",
+        "-S",
+        "64K",
+        fs.path("two").to_str().expect("utf8"),
+    ]);
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(fs.path("two/big"), &big).expect("write big");
+    // Its second stripe is never written.
+    std::fs::write(fs.path("two/small"), b"a small file").expect("write small");
+    let mirrored = fs.path("mirrored");
+    lfs(&[
+        "setstripe",
+        "-N2",
+        "-c",
+        "1",
+        mirrored.to_str().expect("utf8"),
+    ]);
+    std::fs::write(&mirrored, &big).expect("write mirrored");
+    let lost_big = objects(&fs.path("two/big"))[1];
+    let lost_small = objects(&fs.path("two/small"))[1];
+    let lost_copy = objects(&mirrored)[0];
+    fs.down();
+    for (ost, fid) in [lost_big, lost_small, lost_copy] {
+        let p = fs
+            .dir
+            .join(format!("ost{ost}"))
+            .join("O")
+            .join(format!("{:x}", fid.seq))
+            .join(format!("d{}", fid.oid % 32))
+            .join(fid.oid.to_string());
+        std::fs::remove_file(&p).unwrap_or_else(|e| panic!("rm {}: {e}", p.display()));
+    }
+    fs.up_again();
+    let e = std::fs::read(fs.path("two/big")).expect_err("read of a lost object");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert_eq!(
+        std::fs::read(fs.path("two/small")).expect("the small file's data is all there"),
+        b"a small file"
+    );
+    assert!(
+        std::fs::read(&mirrored).expect("the other copy") == big,
+        "the mirrored file differs"
+    );
+    let dry = lfsck_run(&["-t", "layout", "-n", "-c"], "layout");
+    assert!(dry.contains("inconsistent_dangling: 3\n"), "{dry}");
+    lfsck_run(&["-t", "layout", "-c"], "layout");
+    let again = lfsck_run(&["-t", "layout", "-c"], "layout");
+    assert!(again.contains("repaired_dangling: 0\n"), "{again}");
+    // Recreated empty: the lost data reads as the hole it now is; the mirrored file's
+    // copy, short against its size, is read from the other mirror, and `verify --stale`
+    // then a resync rewrite it.
+    let got = std::fs::read(fs.path("two/big")).expect("read after -c");
+    assert_eq!(got.len(), big.len());
+    assert_eq!(got[..65536], big[..65536]);
+    assert!(got[65536..131072].iter().all(|b| *b == 0));
+    assert!(
+        std::fs::read(&mirrored).expect("read after -c") == big,
+        "the mirrored file differs after -c"
+    );
+    let m = mirrored.to_str().expect("utf8");
+    let stale = run(&["lfs", "mirror", "verify", "--stale", m]);
+    assert!(!stale.status.success(), "verify found the copies alike");
+    lfs(&["mirror", "resync", m]);
+    lfs(&["mirror", "verify", m]);
+    assert!(std::fs::read(&mirrored).expect("read after the resync") == big);
     fs.down();
 }

@@ -146,8 +146,7 @@ async fn a_4_2_file_reads_back_after_an_ost_directory_is_deleted() {
         .expect("write");
     let (dobj, _, _) = objects(&c, fid).await;
     settled(&c, fid).await;
-    std::fs::remove_dir_all(dir.path().join(format!("ost{}", dobj[0].ost_idx)))
-        .expect("rm -rf the OST's directory");
+    common::rm_rf_live(&dir.path().join(format!("ost{}", dobj[0].ost_idx)));
     let got = read_within(&c, fid, data.len()).await.expect("read");
     assert!(
         got == data,

@@ -116,9 +116,9 @@ async fn a_removed_ost_acknowledges_no_fsync_and_answers_eio() {
         .expect("write");
     c.fsync(&r).await.expect("fsync before");
     let ost1 = tmp.path().join("ost1");
-    std::fs::remove_dir_all(&ost1).expect("rm -rf ost1");
+    common::rm_rf_live(&ost1);
     let ost2 = tmp.path().join("ost2");
-    std::fs::remove_dir_all(&ost2).expect("rm -rf ost2");
+    common::rm_rf_live(&ost2);
 
     // A write made "durable" on a removed OST is not: the fsync fails.
     c.write(&f, 0, Bytes::from(pattern(4 * 65536, 4)))

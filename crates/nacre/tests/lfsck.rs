@@ -7,7 +7,7 @@ mod common;
 use common::lfsck::{Fs, counts, layout_repaired, repaired, repaired_all};
 use nacre_core::{Fid, FileKind};
 use nacre_lfsck::inject;
-use nacre_lustreapi::lfsck::{LPF_CREATE_MDTOBJ, LPF_DRYRUN};
+use nacre_lustreapi::lfsck::{LPF_CREATE_MDTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN};
 use nacre_rpc::msg::{Cred, DirLayoutRequest};
 
 const N: usize = 5;
@@ -58,6 +58,13 @@ async fn dangling_names_are_reported_and_recreated_with_create_mdtobj() {
         assert_eq!(info.attr.fid, *want);
     }
     fs.verify(&kept).await;
+    // The removed files' OST objects are orphans now: the recreated files are empty and
+    // reference none. A layout run with -o moves them to lost+found.
+    let rep = fs.check().await;
+    let layout = rep.layout.as_ref().expect("layouts checked");
+    assert_eq!(layout.orphans.len(), N, "{}", rep.summary());
+    let st = fs.lfsck_layout(0, LPF_OST_ORPHAN).await;
+    assert_eq!(layout_repaired(&st), counts(&[("orphan", N as u64)]));
     let rep = fs.check().await;
     assert!(rep.is_clean(), "{}", rep.summary());
     fs.stop().await;

@@ -145,9 +145,7 @@ fn mirrored_reads_go_on_when_an_osts_object_directory_is_deleted_mid_stream() {
     }
     let victim = mirror_osts(&fs.layout(fids[0]), 1)[0];
     let objects = fs.ost_dir(victim).join("O");
-    let r = faulted_streams(&paths, None, LEN, || {
-        std::fs::remove_dir_all(&objects).expect("rm -rf the OST's objects")
-    });
+    let r = faulted_streams(&paths, None, LEN, || common::rm_rf_live(&objects));
     streams_ok(
         &r,
         Some(&data),
@@ -215,9 +213,7 @@ fn ec_reads_go_on_when_an_osts_object_directory_is_deleted_mid_stream() {
     }
     let victim = mirror_osts(&fs.layout(fids[0]), 1)[0];
     let objects = fs.ost_dir(victim).join("O");
-    let r = faulted_streams(&paths, None, LEN, || {
-        std::fs::remove_dir_all(&objects).expect("rm -rf the OST's objects")
-    });
+    let r = faulted_streams(&paths, None, LEN, || common::rm_rf_live(&objects));
     streams_ok(&r, Some(&data), "4+2 read with the OST's objects deleted");
     // Back, empty: reads rebuild what it lost, and a resync rebuilds the lost objects
     // rather than take them for zeros.

@@ -6,13 +6,18 @@
 //! sparse objects stay sparse and the kernel's page cache serves reads. Every path is built
 //! from numbers, never from names that came off the wire, so nothing escapes the target.
 //!
-//! Precreation only moves LAST_ID: an object at or below it exists from then on, and its
-//! file appears with its first write, punch or fallocate. Until then it reads as empty. A
-//! metadata benchmark's empty files therefore cost the OST nothing but a LAST_ID update per
-//! precreate batch, where creating a file per object cost ~40 µs of CPU each (and as much
-//! again to destroy it), on the same cores the MDT and clients need. The price: a destroyed
-//! object reads as empty too, and a write that reaches it after its destroy (from a client
-//! that lost its open handle) gives it a file again, an orphan object holding space.
+//! Precreation makes each object's file, empty, as Lustre's OST creates an inode per
+//! object: the new files' directory entries are synced before LAST_ID moves past them, and
+//! LAST_ID before the MDT is told, so an object the MDT hands out exists through a power
+//! cut. A missing file at or below LAST_ID is then an object lost or destroyed, never one
+//! not written yet: a read of it is an error, not zeros, LFSCK's layout check calls it
+//! dangling, and a write that reaches it after its destroy is refused (ENOENT, as Lustre's
+//! OST answers) instead of leaving an orphan holding space. An empty file costs the OST
+//! about 10 µs to make and 7 µs to remove, paid in precreate batches off the create path.
+//!
+//! Stores made before this kept objects lazily (precreation moved only LAST_ID and a file
+//! came with the first write): `O/<seq>/LAZY_LAST` records the LAST_ID a sequence had then,
+//! and an object at or below it without a file still reads as empty.
 //!
 //! Every 4 KiB block of an object has a crc32c entry kept beside it ([`crate::cksum`]):
 //! written with the block (from the checksums the client sent, when it sent them), checked
@@ -288,8 +293,8 @@ pub struct ObjStore {
     tagged: Mutex<HashMap<Fid, Fid>>,
     /// Serialises precreation per sequence.
     create_lock: Mutex<()>,
-    /// LAST_ID per sequence, as on disk.
-    last_ids: Mutex<HashMap<u64, u32>>,
+    /// LAST_ID and LAZY_LAST per sequence, as on disk.
+    last_ids: Mutex<HashMap<u64, SeqIds>>,
     /// Large aligned writes use O_DIRECT; off if configured so or the file system refuses it.
     direct: AtomicBool,
     /// Objects with blocks reserved past their data (see [`RESERVE_START`]).
@@ -312,6 +317,8 @@ pub struct ObjStore {
     /// Object subdirectories (`O/<seq>/d<n>`) whose own entry a sync has made durable:
     /// a later sync of an object in one needs to sync only the subdirectory, not its parent.
     durable_subdirs: Mutex<HashSet<(u64, u32)>>,
+    /// Opened only to be looked at ([`ObjStore::open_read_only`]).
+    read_only: bool,
 }
 
 /// Subdirectories [`ObjStore::sync`] remembers as durable; past it, it starts over (and
@@ -327,7 +334,30 @@ pub struct ObjProbe {
     pub owner: Option<(u32, u32)>,
 }
 
-/// An object as stored: its file, or nothing yet (precreated, never written).
+/// A sequence's object ids as on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SeqIds {
+    /// LAST_ID: the highest object created.
+    last: u32,
+    /// LAZY_LAST: the highest object created without a file (see the module docs).
+    lazy: u32,
+}
+
+/// Why an object has no file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absent {
+    /// Above LAST_ID: never created.
+    NotCreated,
+    /// Created lazily by an older store and never written: empty.
+    Empty,
+    /// Created with its file, which is gone: lost, or destroyed.
+    Lost,
+}
+
+/// File naming LAZY_LAST in a sequence directory.
+const LAZY_LAST: &str = "LAZY_LAST";
+
+/// An object as stored: its file, or nothing (a lazily created object never written).
 enum Obj {
     File(Arc<File>),
     Empty,
@@ -343,7 +373,30 @@ impl ObjStore {
             _ => {}
         }
         health.watch(&root).map_err(std::io::Error::other)?;
-        Ok(ObjStore {
+        Ok(Self::with_root(root, cfg, health, false))
+    }
+
+    /// Opens the store under `dir` to look at, not to change (`nacre check` on a stopped
+    /// file system): nothing is created or written, not even the LAZY_LAST a sequence of
+    /// an older store would be given. A target without `O/` is an error.
+    pub fn open_read_only(dir: &Path, health: Arc<Health>) -> std::io::Result<ObjStore> {
+        let root = dir.join("O");
+        health.watch(&root).map_err(std::io::Error::other)?;
+        Ok(Self::with_root(
+            root,
+            ObjStoreConfig::default(),
+            health,
+            true,
+        ))
+    }
+
+    fn with_root(
+        root: PathBuf,
+        cfg: ObjStoreConfig,
+        health: Arc<Health>,
+        read_only: bool,
+    ) -> ObjStore {
+        ObjStore {
             root,
             health,
             fds: Mutex::new(FdCache {
@@ -368,7 +421,8 @@ impl ObjStore {
             checksum_errors: AtomicU64::new(0),
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
-        })
+            read_only,
+        }
     }
 
     /// Names the store in its log lines (`testfs-OST0000`).
@@ -465,14 +519,13 @@ impl ObjStore {
         let f = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A precreated object without a file reads as empty; first make sure the
-                // store itself is still there, so a removed target never reads as zeros.
+                // First make sure the store itself is still there, so a removed target
+                // never reads as zeros or as lost objects.
                 self.health.verify()?;
-                if fid.oid > self.last_id(fid.seq)? {
-                    return Err(Errno::ENOENT);
-                }
-                if !create {
-                    return Ok(Obj::Empty);
+                match self.absent(fid)? {
+                    Absent::NotCreated | Absent::Lost => return Err(Errno::ENOENT),
+                    Absent::Empty if !create => return Ok(Obj::Empty),
+                    Absent::Empty => {}
                 }
                 if let Some(d) = path.parent() {
                     self.make_dirs(d)?;
@@ -523,25 +576,87 @@ impl ObjStore {
 
     /// The highest object id created in `seq` (0 when none).
     pub fn last_id(&self, seq: u64) -> Result<u32, Errno> {
-        if let Some(id) = self.last_ids.lock().get(&seq) {
-            return Ok(*id);
-        }
-        let id = match std::fs::read_to_string(self.seq_dir(seq).join("LAST_ID")) {
-            Ok(s) => s.trim().parse().map_err(|_| Errno::EIO)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(e.into()),
-        };
-        self.last_ids.lock().insert(seq, id);
-        Ok(id)
+        Ok(self.seq_ids(seq)?.last)
     }
 
-    /// Creates objects in `seq` up to `last` (inclusive); returns the new last id. Only
-    /// LAST_ID is written (atomically, by rename): the objects' files come with their data.
+    /// Why `fid`, which has no file, has none (the caller saw it missing).
+    pub fn absent(&self, fid: &Fid) -> Result<Absent, Errno> {
+        let ids = self.seq_ids(fid.seq)?;
+        Ok(if fid.oid > ids.last {
+            Absent::NotCreated
+        } else if fid.oid <= ids.lazy {
+            Absent::Empty
+        } else {
+            Absent::Lost
+        })
+    }
+
+    /// LAST_ID and LAZY_LAST of `seq`, read once. A sequence with a LAST_ID but no
+    /// LAZY_LAST was made by a store that created objects lazily: all of it up to its
+    /// LAST_ID is lazy, and LAZY_LAST is written so that stays so.
+    fn seq_ids(&self, seq: u64) -> Result<SeqIds, Errno> {
+        if let Some(ids) = self.last_ids.lock().get(&seq) {
+            return Ok(*ids);
+        }
+        let sd = self.seq_dir(seq);
+        let read = |name: &str| -> Result<Option<u32>, Errno> {
+            match std::fs::read_to_string(sd.join(name)) {
+                Ok(s) => s.trim().parse().map(Some).map_err(|_| {
+                    tracing::error!(target: "osd", "{}: {} of sequence {seq:#x} is not a number", self.name(), name);
+                    Errno::EIO
+                }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(self.health.io_error(sd.join(name).display(), e)),
+            }
+        };
+        let last = read("LAST_ID")?;
+        let lazy = match read(LAZY_LAST)? {
+            Some(l) => l,
+            None => {
+                let l = last.unwrap_or(0);
+                if l > 0 && !self.read_only {
+                    self.write_id(seq, LAZY_LAST, l)?;
+                }
+                l
+            }
+        };
+        let ids = SeqIds {
+            last: last.unwrap_or(0),
+            lazy,
+        };
+        self.last_ids.lock().insert(seq, ids);
+        Ok(ids)
+    }
+
+    /// Writes `name` (LAST_ID or LAZY_LAST) of `seq` as `value`, durably: the new value
+    /// is synced before it replaces the old one by rename, and the rename after.
+    fn write_id(&self, seq: u64, name: &str, value: u32) -> Result<(), Errno> {
+        let sd = self.seq_dir(seq);
+        self.make_dirs(&sd)?;
+        let tmp = sd.join(format!("{name}.tmp"));
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = crate::private_file()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            f.write_all(format!("{value}\n").as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, sd.join(name))?;
+            File::open(&sd)?.sync_all()
+        };
+        write().map_err(|e| self.health.io_error(sd.join(name).display(), e))
+    }
+
+    /// Creates objects in `seq` up to `last` (inclusive), each with its empty file;
+    /// returns the new last id. The files are durable before LAST_ID says they exist,
+    /// and LAST_ID before this returns.
     pub fn precreate(&self, seq: u64, last: u32) -> Result<u32, Errno> {
         let _g = self.create_lock.lock();
-        let cur = self.last_id(seq)?;
-        if last <= cur {
-            return Ok(cur);
+        let ids = self.seq_ids(seq)?;
+        if last <= ids.last {
+            return Ok(ids.last);
         }
         let sd = self.seq_dir(seq);
         for i in 0..OBJ_SUBDIRS {
@@ -550,20 +665,53 @@ impl ObjStore {
                 self.make_dirs(&d)?;
             }
         }
-        let tmp = sd.join("LAST_ID.tmp");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = crate::private_file()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            f.write_all(format!("{last}\n").as_bytes())?;
-            std::fs::rename(&tmp, sd.join("LAST_ID"))
-        };
-        write().map_err(|e| self.health.io_error(sd.join("LAST_ID").display(), e))?;
-        self.last_ids.lock().insert(seq, last);
+        if ids.last == 0 && !sd.join(LAZY_LAST).exists() {
+            // A new sequence: say so on disk, or its LAST_ID alone would read as a lazy
+            // store's; and make its directory's own entry durable.
+            self.write_id(seq, LAZY_LAST, 0)?;
+            File::open(&self.root)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| self.health.io_error(self.root.display(), e))?;
+        }
+        self.make_object_files(seq, ids.last + 1, last)?;
+        self.write_id(seq, "LAST_ID", last)?;
+        self.last_ids.lock().insert(seq, SeqIds { last, ..ids });
         Ok(last)
+    }
+
+    /// Makes the empty files of objects `first..=last` of `seq` (one that exists is
+    /// kept), then syncs the subdirectories that got them.
+    fn make_object_files(&self, seq: u64, first: u32, last: u32) -> Result<(), Errno> {
+        use std::os::fd::AsRawFd;
+        let sd = self.seq_dir(seq);
+        let subdirs = (0..OBJ_SUBDIRS)
+            .map(|i| {
+                let d = sd.join(format!("d{i}"));
+                File::open(&d).map_err(|e| self.health.io_error(d.display(), e))
+            })
+            .collect::<Result<Vec<File>, Errno>>()?;
+        let mode = libc::S_IFREG | crate::PRIVATE_FILE_MODE as libc::mode_t;
+        for oid in first..=last {
+            let dir = &subdirs[(oid % OBJ_SUBDIRS) as usize];
+            let name = std::ffi::CString::new(oid.to_string()).map_err(|_| Errno::EINVAL)?;
+            // SAFETY: a valid directory descriptor and a NUL-terminated name.
+            let r = unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, 0) };
+            if r != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(self
+                        .health
+                        .io_error(format_args!("object {oid} of sequence {seq:#x}"), e));
+                }
+            }
+        }
+        let touched = (last - first + 1).min(OBJ_SUBDIRS) as usize;
+        for k in 0..touched {
+            let dir = &subdirs[((first as usize) + k) % OBJ_SUBDIRS as usize];
+            dir.sync_all()
+                .map_err(|e| self.health.io_error(format_args!("sequence {seq:#x}"), e))?;
+        }
+        Ok(())
     }
 
     /// Writes `data` at `offset`; records the filter fid on the first write.
@@ -920,6 +1068,10 @@ impl ObjStore {
             size,
             ..RangeCheck::default()
         };
+        if size == 0 {
+            // Never written (precreated), or emptied: nothing to protect.
+            return Ok(check);
+        }
         match self.entries(fid, &f) {
             Ok(Entries::Missing) => {
                 check.unprotected = true;
@@ -1252,10 +1404,10 @@ impl ObjStore {
         Ok(())
     }
 
-    /// Makes an object durable: its data, its size and filter fid, and the directory
-    /// entries that name it (objects get their files lazily, at first write, so a synced
-    /// object may be a new name in `d<n>`, itself possibly new in `O/<seq>`). Syncing a
-    /// directory with nothing new costs the file system almost nothing. A sync is
+    /// Makes an object durable: its data, its size and filter fid, and, for an object a
+    /// lazy store created, the directory entries that name it (it got its file at its
+    /// first write, so a synced object may be a new name in `d<n>`, itself possibly new in
+    /// `O/<seq>`); an object precreated with its file was named durably then. A sync is
     /// acknowledged only for a store that is still the target's: an open file keeps
     /// syncing after its directory was removed.
     pub fn sync(&self, fid: &Fid) -> Result<(), Errno> {
@@ -1268,9 +1420,13 @@ impl ObjStore {
         let sidecar = self.open_sidecar(fid, false)?;
         let path = self.object_path(fid);
         let subdir = (fid.seq, fid.oid % OBJ_SUBDIRS);
-        // The object's entry is in its subdirectory; the subdirectory's in the sequence's
-        // directory, which changes only when a subdirectory is made.
-        let levels = if self.durable_subdirs.lock().contains(&subdir) {
+        // A lazy object's entry is in its subdirectory, the subdirectory's in the
+        // sequence's directory (which changes only when a subdirectory is made); an object
+        // precreated with its file needs only its checksum file's entry, if it has one
+        // (made when its table outgrew the xattr).
+        let levels = if fid.oid > self.seq_ids(fid.seq)?.lazy {
+            usize::from(sidecar.is_some())
+        } else if self.durable_subdirs.lock().contains(&subdir) {
             1
         } else {
             2
@@ -1678,22 +1834,9 @@ impl ObjStore {
     /// fell behind the objects; fault injection makes one fall behind.
     pub fn set_last_id(&self, seq: u64, last: u32) -> Result<(), Errno> {
         let _g = self.create_lock.lock();
-        let sd = self.seq_dir(seq);
-        self.make_dirs(&sd)?;
-        let tmp = sd.join("LAST_ID.tmp");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = crate::private_file()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            f.write_all(format!("{last}\n").as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, sd.join("LAST_ID"))
-        };
-        write().map_err(|e| self.health.io_error(sd.join("LAST_ID").display(), e))?;
-        self.last_ids.lock().insert(seq, last);
+        let ids = self.seq_ids(seq)?;
+        self.write_id(seq, "LAST_ID", last)?;
+        self.last_ids.lock().insert(seq, SeqIds { last, ..ids });
         Ok(())
     }
 
@@ -1936,9 +2079,16 @@ mod tests {
         let seq = 0x240000400;
         s.precreate(seq, 40).expect("precreate");
         let parent = Fid::new(0x200000401, 3, 0);
-        // Below the root, directories are the store's own to make.
-        std::fs::remove_dir(s.seq_dir(seq).join("d5")).expect("rmdir");
-        s.write(&Fid::new(seq, 5, 0), &parent, 0, b"x")
+        // Below the root, directories are the store's own to make again; the objects
+        // that were in one are lost.
+        std::fs::remove_dir_all(s.seq_dir(seq).join("d5")).expect("rm -r");
+        assert_eq!(
+            s.write(&Fid::new(seq, 5, 0), &parent, 0, b"x"),
+            Err(Errno::ENOENT.into())
+        );
+        assert_eq!(s.absent(&Fid::new(seq, 5, 0)), Ok(Absent::Lost));
+        s.precreate(seq, 80).expect("precreate");
+        s.write(&Fid::new(seq, 69, 0), &parent, 0, b"x")
             .expect("write");
         assert!(!s.health().is_failed());
         // The root itself is not.
@@ -2099,13 +2249,18 @@ mod tests {
         assert_eq!(s.read(&o, 0, 100).expect("read"), vec![0; 3]);
         s.destroy(&o).expect("destroy");
         assert!(!s.object_path(&o).exists());
-        // Below LAST_ID and without a file: an empty object, as one never written.
-        assert_eq!(s.read(&o, 0, 1), Ok(Vec::new()));
+        // Below LAST_ID and without a file: destroyed (or lost), not a hole; a write
+        // that comes after the destroy is refused, not turned into an orphan.
+        assert_eq!(s.read(&o, 0, 1), Err(Errno::ENOENT.into()));
+        assert_eq!(s.write(&o, &parent, 0, b"late"), Err(Errno::ENOENT.into()));
+        assert!(!s.object_path(&o).exists());
+        assert_eq!(s.absent(&o), Ok(Absent::Lost));
+        // Every precreated object has its empty file.
         let fresh = Fid::new(seq, 8, 0);
+        assert!(s.object_path(&fresh).exists());
         assert_eq!(s.getattr(&fresh).expect("attr").0, 0);
-        assert!(!s.object_path(&fresh).exists(), "reads do not create files");
-        s.punch(&fresh, 0).expect("punch to 0");
-        assert!(!s.object_path(&fresh).exists());
+        assert_eq!(s.read(&fresh, 0, 10), Ok(Vec::new()));
+        assert_eq!(s.filter_fid(&fresh), Ok(None));
         s.punch(&fresh, 4096).expect("extend");
         assert_eq!(s.getattr(&fresh).expect("attr").0, 4096);
         assert_eq!(
@@ -2116,6 +2271,49 @@ mod tests {
             s.read(&Fid::new(seq, 0, 0), 0, 1),
             Err(Errno::EINVAL.into())
         );
+    }
+
+    #[test]
+    fn a_sequence_made_by_a_lazy_store_keeps_its_objects_empty() {
+        let d = tempfile::tempdir().expect("tmp");
+        let seq = 0x240000400;
+        {
+            let s = open_store(d.path(), ObjStoreConfig::default());
+            s.precreate(seq, 8).expect("precreate");
+        }
+        // As a store that made files lazily left it: LAST_ID 20, no LAZY_LAST, and
+        // object files only for what was written.
+        let sd = d.path().join("O").join(format!("{seq:x}"));
+        std::fs::write(sd.join("LAST_ID"), "20\n").expect("LAST_ID");
+        std::fs::remove_file(sd.join(LAZY_LAST)).expect("rm LAZY_LAST");
+        for oid in 1..=8u32 {
+            let _ = std::fs::remove_file(
+                sd.join(format!("d{}", oid % OBJ_SUBDIRS))
+                    .join(oid.to_string()),
+            );
+        }
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        let lazy = Fid::new(seq, 3, 0);
+        assert_eq!(s.absent(&lazy), Ok(Absent::Empty));
+        assert_eq!(s.read(&lazy, 0, 10), Ok(Vec::new()));
+        assert_eq!(
+            std::fs::read_to_string(sd.join(LAZY_LAST)).expect("LAZY_LAST"),
+            "20\n"
+        );
+        let parent = Fid::new(0x200000401, 3, 0);
+        s.write(&lazy, &parent, 0, b"first").expect("write");
+        // New objects get their files, and only they can be lost.
+        assert_eq!(s.precreate(seq, 40), Ok(40));
+        let eager = Fid::new(seq, 30, 0);
+        assert!(s.object_path(&eager).exists());
+        std::fs::remove_file(s.object_path(&eager)).expect("rm");
+        assert_eq!(s.absent(&eager), Ok(Absent::Lost));
+        drop(s);
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        assert_eq!(s.absent(&Fid::new(seq, 12, 0)), Ok(Absent::Empty));
+        assert_eq!(s.absent(&eager), Ok(Absent::Lost));
+        assert_eq!(s.absent(&Fid::new(seq, 41, 0)), Ok(Absent::NotCreated));
+        assert_eq!(s.read(&lazy, 0, 10), Ok(b"first".to_vec()));
     }
 
     #[test]

@@ -211,9 +211,10 @@ pub enum Outcome {
 pub enum ObjPresence {
     /// It has a file.
     File,
-    /// Created (at or below LAST_ID) but never written: no file, reads as empty.
+    /// Created (at or below LAST_ID) without a file by a store that made files lazily,
+    /// and never written: reads as empty.
     Empty,
-    /// Written once, its file is gone.
+    /// Created with its file (or written), and its file is gone.
     Lost,
     /// Above LAST_ID: never created.
     NotCreated,

@@ -46,7 +46,7 @@ Examples (on a `nacre up /tmp/fs --mount /mnt/nacre` file system):
 
 Classes (what a dry run of `lctl lfsck_start` counts for each):
   layout (lfsck_layout):
-    remove-ost-object    stripe 0 object removed                      dangling (1)
+    remove-ost-object    stripe 0 object removed                      dangling
     truncate-ost-object  stripe 0 object emptied, size says data      dangling (1)
     corrupt-filter-fid   stripe 0 object's filter fid names nothing   unmatched_pair
     change-ost-owner     stripe 0 object owned by uid+1:gid+1         inconsistent_owner
@@ -391,8 +391,9 @@ fn fits(class: Class, f: &Found) -> bool {
         Class::CorruptLinkea => f.info.attr.is_reg() && f.info.attr.nlink == 1,
         Class::ChangeNlink | Class::DropOiEntry => f.info.attr.is_reg(),
         Class::CorruptLmvSlot => f.info.lmv.as_ref().is_some_and(|l| l.stripes.len() > 1),
-        Class::RemoveOstObject
-        | Class::TruncateOstObject
+        // Objects are made with their files, so any one removed is found lost.
+        Class::RemoveOstObject => f.info.attr.is_reg() && f.stripe0().is_some(),
+        Class::TruncateOstObject
         | Class::CorruptFilterFid
         | Class::ChangeOstOwner
         | Class::DetachOstObject
@@ -415,6 +416,7 @@ fn wants(class: Class) -> &'static str {
         Class::CorruptLinkea => "regular files with one name",
         Class::CorruptLmvSlot => "directories striped over two MDTs or more",
         Class::ChangeNlink | Class::DropOiEntry => "regular files",
+        Class::RemoveOstObject => "regular files with an OST object",
         _ => "regular files holding data whose size the MDT knows (closed a moment ago or more)",
     }
 }

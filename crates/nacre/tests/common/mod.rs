@@ -414,3 +414,19 @@ pub fn inject_and_repair(
         .filter_map(|l| l.split_whitespace().nth(1).map(PathBuf::from))
         .collect()
 }
+
+/// `rm -rf` of a directory a live target may be adding files to meanwhile (OSTs make
+/// object files in the background when they precreate): retried while a directory it
+/// emptied gained an entry before its removal.
+pub fn rm_rf_live(p: &Path) {
+    for _ in 0..100 {
+        match std::fs::remove_dir_all(p) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("rm -rf {}: {e}", p.display()),
+        }
+    }
+    panic!("rm -rf {}: it keeps gaining entries", p.display());
+}
