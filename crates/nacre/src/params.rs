@@ -412,6 +412,13 @@ impl ParamSource for MdtParams {
             value: self.mdt.recovery.status_text(),
             writable: false,
         });
+        // Lustre counts every export not yet evicted: connected, and parked waiting for
+        // its client to come back.
+        v.push(ParamValue {
+            name: format!("{mdt}.num_exports"),
+            value: (self.mdt.exports.len() + self.mdt.exports.parked()).to_string(),
+            writable: false,
+        });
         v.push(ParamValue {
             name: format!("{mdt}.recovery_time_soft"),
             value: soft.to_string(),

@@ -61,6 +61,13 @@ async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
         Err(RpcError::Errno(Errno::EBADF)) => {}
         r => panic!("another client's close of the handle: {r:?}"),
     }
+    let num_exports = || {
+        tokio::task::block_in_place(|| {
+            common::param(&format!("mdt.{}-MDT0000.num_exports", cl.fsname))
+        })
+    };
+    assert_eq!(num_exports(), "2");
+    other.disconnect().await;
     other.unmount();
     // The client drops its connection to the MDT and makes a new one; the MDT sees the
     // old one end (a network fault would look the same to it).
@@ -79,6 +86,8 @@ async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
     // Time for the MDT to end the old connection and, had it closed the handle, for its
     // destroy of the file's objects to reach the OST.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // One export: the client took its parked one over, and the other said goodbye.
+    assert_eq!(num_exports(), "1");
     let back = match c.read(&h, 0, DATA as u64).await {
         Ok(b) => b,
         Err(e) => {

@@ -77,6 +77,9 @@ pub struct Import {
     /// This import's id in its hello: a target serves a new connection of it only once
     /// the old one's requests are done ([`crate::reconnect`]). Random, never 0.
     id: u64,
+    /// Rate limit of the "connect failed" lines: a retry loop against a target whose
+    /// connect hook keeps failing would write one per backoff step.
+    connect_log: nacre_core::log_limit::LogLimit,
 }
 
 impl Import {
@@ -98,6 +101,7 @@ impl Import {
             hook: std::sync::OnceLock::new(),
             lo_hook_due: std::sync::atomic::AtomicBool::new(false),
             id: rand::random::<u64>().max(1),
+            connect_log: nacre_core::log_limit::LogLimit::default(),
         }
     }
 
@@ -252,7 +256,9 @@ impl Import {
 
     /// A connect hook's error, as the transport error the request that connected meets.
     fn connect_failed(&self, e: RpcError) -> RpcError {
-        tracing::warn!(target: "rpc", "{}: connect failed: {e}", self.target);
+        if let Some(held) = self.connect_log.allow() {
+            tracing::warn!(target: "rpc", "{}: connect failed: {e}{}", self.target, nacre_core::log_limit::held_note(held));
+        }
         RpcError::Disconnected {
             peer: self.target.short(),
             reason: format!("connect to {} failed: {e}", self.target),
