@@ -319,7 +319,12 @@ pub struct ObjStore {
     durable_subdirs: Mutex<HashSet<(u64, u32)>>,
     /// Opened only to be looked at ([`ObjStore::open_read_only`]).
     read_only: bool,
+    /// The target is stopping: a precreate under way ends early ([`ObjStore::close`]).
+    closing: AtomicBool,
 }
+
+/// Objects a precreate makes between two looks at [`ObjStore::close`].
+const PRECREATE_CHECK_EVERY: u32 = 256;
 
 /// Subdirectories [`ObjStore::sync`] remembers as durable; past it, it starts over (and
 /// syncs each parent once more). 32 per sequence, a handful of sequences per MDT.
@@ -422,7 +427,16 @@ impl ObjStore {
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
             read_only,
+            closing: AtomicBool::new(false),
         }
+    }
+
+    /// The target is stopping: a precreate under way stops making files (ESHUTDOWN,
+    /// LAST_ID unmoved; the files it made are kept by the next one), and this returns once
+    /// it has, so nothing adds to the store's directories after its target stopped.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        drop(self.create_lock.lock());
     }
 
     /// Names the store in its log lines (`testfs-OST0000`).
@@ -692,6 +706,11 @@ impl ObjStore {
             .collect::<Result<Vec<File>, Errno>>()?;
         let mode = libc::S_IFREG | crate::PRIVATE_FILE_MODE as libc::mode_t;
         for oid in first..=last {
+            if (oid - first).is_multiple_of(PRECREATE_CHECK_EVERY)
+                && self.closing.load(Ordering::Acquire)
+            {
+                return Err(Errno::ESHUTDOWN);
+            }
             let dir = &subdirs[(oid % OBJ_SUBDIRS) as usize];
             let name = std::ffi::CString::new(oid.to_string()).map_err(|_| Errno::EINVAL)?;
             // SAFETY: a valid directory descriptor and a NUL-terminated name.

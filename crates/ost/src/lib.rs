@@ -175,6 +175,10 @@ impl Ost {
         if let Some(l) = self.lfsck.get() {
             l.clone().stopping().await;
         }
+        // A precreate still making files on a blocking thread would go on after the
+        // target stopped; this waits for it to end.
+        let store = self.store.clone();
+        let _ = tokio::task::spawn_blocking(move || store.close()).await;
     }
 
     /// Space promised to client connections.
