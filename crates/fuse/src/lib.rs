@@ -976,7 +976,14 @@ impl Fs {
     }
 
     fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
-        let pfid = try_reply!(reply, self.0.fid(parent));
+        // A directory another client removed (and this one forgot) holds no names: its
+        // entries are ENOENT, as in a directory removed on a local file system, so two
+        // `rm -rf` of one tree both succeed.
+        let pfid = match self.0.fid(parent) {
+            Ok(f) => f,
+            Err(Errno::ESTALE) => return reply.error(errno(Errno::ENOENT)),
+            Err(e) => return reply.error(errno(e)),
+        };
         let name = name.as_bytes().to_vec();
         let cred = self.0.cred(req);
         let me = self.clone();
@@ -989,6 +996,7 @@ impl Fs {
                 };
                 match r {
                     Ok(()) => reply.ok(),
+                    Err(Errno::ESTALE) => reply.error(errno(Errno::ENOENT)),
                     Err(e) => reply.error(errno(e)),
                 }
             });
