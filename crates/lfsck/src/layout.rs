@@ -345,53 +345,74 @@ async fn probed(cx: &mut Cx<'_>, ost: u32, chunk: &[Ref], reply: Result<LfsckRep
     }
 }
 
-/// Checks one stripe against what its OST says of the object.
-async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
+/// What one stripe's object is, from what its OST says of it: the online check and
+/// `nacre check` ([`crate::offline_layout`]) judge a stripe alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Fine,
+    Dangling,
+    /// Its filter fid names the file, and its owner is not the file's.
+    OwnerDiffers((u32, u32)),
+    /// Its filter fid names another file or stripe.
+    FilterFid(Fid),
+}
+
+pub(crate) fn verdict(r: &Ref, s: &ObjState) -> Verdict {
     let want = r.file.with_ver(r.stripe);
     match s.presence {
-        ObjPresence::NotCreated | ObjPresence::Lost => dangling(cx, r).await,
-        ObjPresence::Empty if r.expect_data => dangling(cx, r).await,
-        ObjPresence::Empty => {}
+        ObjPresence::NotCreated | ObjPresence::Lost => Verdict::Dangling,
+        ObjPresence::Empty if r.expect_data => Verdict::Dangling,
+        ObjPresence::Empty => Verdict::Fine,
         // Another file's or stripe's filter fid, or else this stripe's own object (or one
         // that has none yet: filter fids come with the first write, and one only punched
         // has none), with only its owner to check.
         ObjPresence::File => match s.ff.filter(|ff| *ff != want) {
-            None => {
-                if s.owner.is_some_and(|o| o != (r.uid, r.gid)) {
-                    owner_differs(cx, r).await;
-                }
-            }
-            Some(ff) => {
-                let other = ff.with_ver(0);
-                let shared = other != r.file
-                    && claims(cx, other, r.so.ost_idx, r.so.fid, ff.ver).await == Some(true);
-                if cx.mismatched.len() < MISMATCHED_MAX {
-                    cx.mismatched.insert((r.so.ost_idx, r.so.fid));
-                } else {
-                    cx.partial = true;
-                }
-                if shared {
-                    let o = if cx.dryrun {
-                        Outcome::Repaired
-                    } else {
-                        copy_object(cx, r, s.size).await
-                    };
-                    done(cx, LayoutInconsistency::MultipleReferenced, o, r, false).await;
-                } else {
-                    let o = ost_repair(
-                        cx,
-                        r.so.ost_idx,
-                        OstRepair::SetFilterFid {
-                            obj: r.so.fid,
-                            old: Some(ff),
-                            parent: want,
-                        },
-                    )
-                    .await;
-                    done(cx, LayoutInconsistency::UnmatchedPair, o, r, false).await;
-                }
-            }
+            None => match s.owner.filter(|o| *o != (r.uid, r.gid)) {
+                Some(o) => Verdict::OwnerDiffers(o),
+                None => Verdict::Fine,
+            },
+            Some(ff) => Verdict::FilterFid(ff),
         },
+    }
+}
+
+/// Checks one stripe against what its OST says of the object.
+async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
+    let want = r.file.with_ver(r.stripe);
+    match verdict(r, s) {
+        Verdict::Fine => {}
+        Verdict::Dangling => dangling(cx, r).await,
+        Verdict::OwnerDiffers(_) => owner_differs(cx, r).await,
+        Verdict::FilterFid(ff) => {
+            let other = ff.with_ver(0);
+            let shared = other != r.file
+                && claims(cx, other, r.so.ost_idx, r.so.fid, ff.ver).await == Some(true);
+            if cx.mismatched.len() < MISMATCHED_MAX {
+                cx.mismatched.insert((r.so.ost_idx, r.so.fid));
+            } else {
+                cx.partial = true;
+            }
+            if shared {
+                let o = if cx.dryrun {
+                    Outcome::Repaired
+                } else {
+                    copy_object(cx, r, s.size).await
+                };
+                done(cx, LayoutInconsistency::MultipleReferenced, o, r, false).await;
+            } else {
+                let o = ost_repair(
+                    cx,
+                    r.so.ost_idx,
+                    OstRepair::SetFilterFid {
+                        obj: r.so.fid,
+                        old: Some(ff),
+                        parent: want,
+                    },
+                )
+                .await;
+                done(cx, LayoutInconsistency::UnmatchedPair, o, r, false).await;
+            }
+        }
     }
 }
 

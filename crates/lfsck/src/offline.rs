@@ -290,19 +290,13 @@ fn disconnected(
     let mut children: HashMap<Fid, Vec<Fid>> = HashMap::new();
     let mut named: HashSet<Fid> = HashSet::new();
     for v in views.iter_mut() {
-        let mut start = Vec::new();
-        loop {
-            let rows = v.range(Table::Dirents, &start, &[0xff; 25], 4096)?;
-            let Some((last, _)) = rows.last() else { break };
-            start = last.clone();
-            start.push(0);
-            for (k, val) in rows {
-                let dir = Fid::from_bytes(&k).ok_or(Errno::EIO)?;
-                let child = records::parse_dirent(&val)?.fid;
-                children.entry(dir).or_default().push(child);
-                named.insert(child);
-            }
-        }
+        v.for_each(Table::Dirents, &[], &[0xff; 25], |k, val| {
+            let dir = Fid::from_bytes(k).ok_or(Errno::EIO)?;
+            let child = records::parse_dirent(val)?.fid;
+            children.entry(dir).or_default().push(child);
+            named.insert(child);
+            Ok(())
+        })?;
     }
     let mut seen: HashSet<Fid> = HashSet::new();
     let mut queue = VecDeque::from([Fid::ROOT]);

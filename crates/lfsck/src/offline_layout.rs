@@ -17,11 +17,12 @@
 //! the objects of unlinked files wait in the unlink llog for their destroy; neither are
 //! orphans.
 
-use crate::layout::{Ref, stripes_of};
+use crate::layout::{Ref, Verdict, stripes_of, verdict};
 use nacre_core::{Errno, Fid, StripeObject};
 use nacre_mdt::records::{self, Inode};
-use nacre_osd::objstore::{Absent, OBJ_SUBDIRS};
+use nacre_osd::objstore::OBJ_SUBDIRS;
 use nacre_osd::{ObjStore, ReadView, Table};
+use nacre_rpc::lfsck::ObjPresence;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
@@ -137,36 +138,29 @@ pub fn check_layout(
     // Every stripe of every file, by OST.
     let mut by_ost: BTreeMap<u32, Vec<Ref>> = BTreeMap::new();
     for v in views.iter_mut() {
-        let mut start = records::inode_key(0).to_vec();
-        loop {
-            let rows = v.range(Table::Inodes, &start, &records::inode_key(u64::MAX), 4096)?;
-            let Some((last, _)) = rows.last() else { break };
-            start = last.clone();
-            start.push(0);
-            let mut refs = Vec::new();
-            for (_, val) in rows {
-                stripes_of(&Inode::decode(&val)?, &mut refs);
-            }
-            for r in refs {
-                by_ost.entry(r.so.ost_idx).or_default().push(r);
-            }
-        }
+        v.for_each(
+            Table::Inodes,
+            &records::inode_key(0),
+            &records::inode_key(u64::MAX),
+            |_, val| {
+                let mut refs = Vec::new();
+                stripes_of(&Inode::decode(val)?, &mut refs);
+                for r in refs {
+                    by_ost.entry(r.so.ost_idx).or_default().push(r);
+                }
+                Ok(())
+            },
+        )?;
     }
     // Objects of unlinked files waiting for their destroy (the unlink llog): no layout
     // references them any more, and they are not orphans.
     let mut destroying: HashSet<StripeObject> = HashSet::new();
     for v in views.iter_mut() {
-        let mut start = Vec::new();
-        loop {
-            let rows = v.range(Table::Llog, &start, &[0xff; 9], 4096)?;
-            let Some((last, _)) = rows.last() else { break };
-            start = last.clone();
-            start.push(0);
-            for (_, val) in rows {
-                let (_, objs) = nacre_mdt::mdd::decode_llog(&val).ok_or(Errno::EIO)?;
-                destroying.extend(objs);
-            }
-        }
+        v.for_each(Table::Llog, &[], &[0xff; 9], |_, val| {
+            let (_, objs) = nacre_mdt::mdd::decode_llog(val).ok_or(Errno::EIO)?;
+            destroying.extend(objs);
+            Ok(())
+        })?;
     }
     let mut claims: HashMap<StripeObject, Vec<Fid>> = HashMap::new();
     for r in by_ost.values().flatten() {
@@ -180,31 +174,18 @@ pub fn check_layout(
         };
         for chunk in refs.chunks(PROBE_BATCH) {
             let fids: Vec<Fid> = chunk.iter().map(|r| r.so.fid).collect();
-            let probed = store.probe_batch(&fids)?;
-            for (r, p) in chunk.iter().zip(probed) {
+            // What the OST answers an MDT's probe, read here from its store.
+            for (r, st) in chunk.iter().zip(crate::ost::probe_batch(store, &fids)?) {
                 rep.stripes += 1;
-                let want = r.file.with_ver(r.stripe);
-                match p.size {
-                    None => {
-                        let dangling = match store.absent(&r.so.fid)? {
-                            Absent::NotCreated | Absent::Lost => true,
-                            Absent::Empty => r.expect_data,
-                        };
-                        if dangling {
-                            rep.dangling.push((r.file, r.stripe, r.so));
-                        }
-                    }
-                    Some(_) if claims[&r.so].len() > 1 => {
-                        shared.insert(r.so);
-                    }
-                    Some(_) => match p.ff.filter(|ff| *ff != want) {
-                        None => {
-                            if let Some(o) = p.owner.filter(|o| *o != (r.uid, r.gid)) {
-                                rep.bad_owner.push((r.file, r.so, o));
-                            }
-                        }
-                        Some(ff) => rep.unmatched.push((r.file, r.stripe, r.so, ff)),
-                    },
+                if st.presence == ObjPresence::File && claims[&r.so].len() > 1 {
+                    shared.insert(r.so);
+                    continue;
+                }
+                match verdict(r, &st) {
+                    Verdict::Fine => {}
+                    Verdict::Dangling => rep.dangling.push((r.file, r.stripe, r.so)),
+                    Verdict::OwnerDiffers(o) => rep.bad_owner.push((r.file, r.so, o)),
+                    Verdict::FilterFid(ff) => rep.unmatched.push((r.file, r.stripe, r.so, ff)),
                 }
             }
         }
@@ -250,7 +231,7 @@ fn orphans_and_last_ids(
                 for (obj, p) in fids.iter().zip(store.probe_batch(&fids)?) {
                     let Some(size) = p.size else { continue };
                     rep.objects += 1;
-                    if size == 0 && p.ff.is_none() {
+                    if p.never_written() {
                         continue;
                     }
                     max = max.max(obj.oid);

@@ -183,20 +183,20 @@ pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Err
                     Err(Errno::ENOENT) => continue,
                     Err(e) => return Err(e),
                 };
-                // No size: gone since the listing (a destroy).
-                let Some(&ObjProbe {
+                // No size: gone since the listing (a destroy). Never written: precreated
+                // and not handed out, or its file's never written stripe; nothing in it to
+                // re-attach, and no file named to ask.
+                let Some(&probe) = p.first().filter(|p| !p.never_written()) else {
+                    continue;
+                };
+                let ObjProbe {
                     size: Some(size),
                     ff,
                     owner,
-                }) = p.first()
+                } = probe
                 else {
                     continue;
                 };
-                // Never written: precreated and not handed out, or its file's never
-                // written stripe. Nothing in it to re-attach, and no file named to ask.
-                if size == 0 && ff.is_none() {
-                    continue;
-                }
                 objs.push(OrphanObj {
                     obj,
                     ff,

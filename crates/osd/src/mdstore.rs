@@ -598,6 +598,9 @@ fn storage_errno(e: &redb::StorageError) -> Errno {
     }
 }
 
+/// Rows [`ReadView::for_each`] reads at a time.
+pub const SCAN_PAGE: usize = 4096;
+
 /// A consistent snapshot for reads.
 pub struct ReadView {
     txn: redb::ReadTransaction,
@@ -644,6 +647,29 @@ impl ReadView {
             return Ok(Vec::new());
         };
         collect_range(tab.range::<&[u8]>(start..end), limit)
+    }
+
+    /// Calls `f` with each key and value of table `t` in `[start, end)`, in key order,
+    /// read [`SCAN_PAGE`] rows at a time (whole-table scans: `nacre check`).
+    pub fn for_each(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
+        let mut from = start.to_vec();
+        loop {
+            let rows = self.range(t, &from, end, SCAN_PAGE)?;
+            let Some((last, _)) = rows.last() else {
+                return Ok(());
+            };
+            from = last.clone();
+            from.push(0);
+            for (k, v) in &rows {
+                f(k, v)?;
+            }
+        }
     }
 
     pub fn count(&self, t: Table) -> Result<u64, Errno> {

@@ -339,6 +339,14 @@ pub struct ObjProbe {
     pub owner: Option<(u32, u32)>,
 }
 
+impl ObjProbe {
+    /// An empty file without a filter fid: precreated and never written (not handed out
+    /// yet, or a stripe its file never wrote), so nothing an orphan check could re-attach.
+    pub fn never_written(&self) -> bool {
+        self.size == Some(0) && self.ff.is_none()
+    }
+}
+
 /// A sequence's object ids as on disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct SeqIds {
@@ -679,18 +687,24 @@ impl ObjStore {
                 self.make_dirs(&d)?;
             }
         }
-        if ids.last == 0 && !sd.join(LAZY_LAST).exists() {
-            // A new sequence: say so on disk, or its LAST_ID alone would read as a lazy
-            // store's; and make its directory's own entry durable.
-            self.write_id(seq, LAZY_LAST, 0)?;
-            File::open(&self.root)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| self.health.io_error(self.root.display(), e))?;
-        }
+        self.mark_new_sequence(seq, ids)?;
         self.make_object_files(seq, ids.last + 1, last)?;
         self.write_id(seq, "LAST_ID", last)?;
         self.last_ids.lock().insert(seq, SeqIds { last, ..ids });
         Ok(last)
+    }
+
+    /// Gives a sequence that has no LAST_ID yet its LAZY_LAST (0) before its first
+    /// LAST_ID, which alone would read as a lazy store's, and makes the sequence
+    /// directory's own entry durable.
+    fn mark_new_sequence(&self, seq: u64, ids: SeqIds) -> Result<(), Errno> {
+        if ids.last != 0 || self.seq_dir(seq).join(LAZY_LAST).exists() {
+            return Ok(());
+        }
+        self.write_id(seq, LAZY_LAST, 0)?;
+        File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| self.health.io_error(self.root.display(), e))
     }
 
     /// Makes the empty files of objects `first..=last` of `seq` (one that exists is
@@ -1854,6 +1868,7 @@ impl ObjStore {
     pub fn set_last_id(&self, seq: u64, last: u32) -> Result<(), Errno> {
         let _g = self.create_lock.lock();
         let ids = self.seq_ids(seq)?;
+        self.mark_new_sequence(seq, ids)?;
         self.write_id(seq, "LAST_ID", last)?;
         self.last_ids.lock().insert(seq, SeqIds { last, ..ids });
         Ok(())
@@ -2333,6 +2348,24 @@ mod tests {
         assert_eq!(s.absent(&eager), Ok(Absent::Lost));
         assert_eq!(s.absent(&Fid::new(seq, 41, 0)), Ok(Absent::NotCreated));
         assert_eq!(s.read(&lazy, 0, 10), Ok(b"first".to_vec()));
+    }
+
+    /// LFSCK putting back the LAST_ID of a sequence whose directory was lost must not
+    /// make it read as a lazy store's, where lost objects would be empty.
+    #[test]
+    fn a_last_id_put_back_on_a_new_sequence_keeps_lost_objects_lost() {
+        let d = tempfile::tempdir().expect("tmp");
+        let seq = 0x240000400;
+        {
+            let s = open_store(d.path(), ObjStoreConfig::default());
+            s.set_last_id(seq, 30).expect("set LAST_ID");
+        }
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        assert_eq!(s.absent(&Fid::new(seq, 12, 0)), Ok(Absent::Lost));
+        assert_eq!(
+            s.read(&Fid::new(seq, 12, 0), 0, 1),
+            Err(Errno::ENOENT.into())
+        );
     }
 
     #[test]
