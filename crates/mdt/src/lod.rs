@@ -162,9 +162,9 @@ impl Lod {
         LayoutCtx::with_ost_count(u32::try_from(self.ost_count()).unwrap_or(u32::MAX))
     }
 
-    /// Usable OSTs: reachable and not full.
+    /// Usable OSTs: reachable, not full, and not drained (`max_create_count=0`).
     pub(crate) fn usable(&self, o: &Osp) -> bool {
-        o.is_reachable() && !o.is_full()
+        o.is_reachable() && !o.is_full() && o.takes_new_objects()
     }
 
     /// Allocates the objects of a raid0 component and marks it instantiated.

@@ -1,10 +1,17 @@
 //! OST proxies (Lustre's osp): the MDT's view of each OST.
 //!
 //! Each [`Osp`] keeps a pool of objects precreated on its OST in the MDT's own data
-//! sequence, refilled in the background in growing batches (32 doubling to 20000, as
-//! `OST_MIN_PRECREATE`/`OST_MAX_PRECREATE`), so a file create takes objects from memory and
+//! sequence, refilled in the background, so a file create takes objects from memory and
 //! sends no OST request. It also caches the OST's statfs for allocation policy and destroys
 //! objects of unlinked files from the unlink log.
+//!
+//! The pool follows demand as Lustre's does (`osp_precreate_reserve`/`_send`): a refill
+//! asks for `create_count` objects (from `OST_MIN_PRECREATE`, 32) when fewer than half of
+//! that are left; `create_count` doubles only when creates take the pool down to a quarter
+//! of it, up to `max_create_count` (20000); one request asks for at most half of that;
+//! an OST that makes fewer than asked brings `create_count` down to what it made. Each
+//! object is a file on the OST, so a pool that grew regardless of demand would make tens
+//! of thousands of them for a file system that creates a few.
 
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid, StripeObject, TargetName};
@@ -16,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+/// Lustre's `OST_MIN_PRECREATE`: the first and smallest `create_count`.
 pub const PRECREATE_MIN: u32 = 32;
+/// Lustre's `OST_MAX_PRECREATE`: the default and highest `max_create_count`.
 pub const PRECREATE_MAX: u32 = 20_000;
 /// How long a create waits for its OST's pool to refill before trying another OST.
 pub const RESERVE_WAIT: Duration = Duration::from_secs(2);
@@ -38,7 +47,86 @@ struct Pool {
     last_created: u32,
     /// Objects taken but given back by failed creates.
     returned: Vec<u32>,
+    /// `create_count`: objects the next refill asks for.
     batch: u32,
+    /// `max_create_count`: the most `batch` may grow to; 0 gives this OST no new objects.
+    max_create: u32,
+    /// `opd_pre_create_slow`: `batch` grew and its refill has not answered, or the OST
+    /// made fewer than asked; it does not grow again until a refill keeps up.
+    slow: bool,
+}
+
+/// A refill to send: make objects of `seq` up to `last`, `asked` more than `before`.
+#[derive(Debug, PartialEq, Eq)]
+struct PrecreateAsk {
+    seq: u64,
+    last: u32,
+    asked: u32,
+    before: u32,
+}
+
+impl Pool {
+    /// Precreated objects not handed out yet.
+    fn left(&self) -> u32 {
+        (self.last_created + 1).saturating_sub(self.next)
+    }
+
+    /// Hands out one object (a given-back one first), growing `create_count` when
+    /// creates take the pool down to a quarter of it.
+    fn take(&mut self) -> Option<u32> {
+        let oid = if let Some(oid) = self.returned.pop() {
+            oid
+        } else if self.next <= self.last_created {
+            self.next += 1;
+            self.next - 1
+        } else {
+            return None;
+        };
+        if !self.slow && self.batch < self.max_create && self.left() <= self.batch / 4 + 1 {
+            // Creates outpace the refills: ask for more next time.
+            self.batch = (self.batch * 2).min(self.max_create);
+            self.slow = true;
+        }
+        Some(oid)
+    }
+
+    /// Fewer than half of `create_count` are left (Lustre's `osp_precreate_near_empty`).
+    fn wants_refill(&self) -> bool {
+        self.left() < self.batch / 2
+    }
+
+    /// The refill to send now, if one is due.
+    fn ask(&self) -> Option<PrecreateAsk> {
+        if self.max_create == 0 || (!self.wants_refill() && self.next <= self.last_created + 1) {
+            return None;
+        }
+        // One request asks for at most half of max_create_count, as Lustre's does.
+        let asked = self
+            .batch
+            .min((self.max_create / 2).max(PRECREATE_MIN))
+            .max(1);
+        let base = self.last_created.max(self.next.saturating_sub(1));
+        let last = base.saturating_add(asked).min(DATA_SEQ_WIDTH);
+        (last > self.last_created).then_some(PrecreateAsk {
+            seq: self.seq,
+            last,
+            asked,
+            before: self.last_created,
+        })
+    }
+
+    /// The OST answered a refill of `asked` objects with LAST_ID `id`.
+    fn made(&mut self, id: u32, asked: u32, before: u32) {
+        self.last_created = self.last_created.max(id);
+        let made = id.saturating_sub(before);
+        if made < asked {
+            // The OST could not make them all: ask for what it managed.
+            self.batch = made.max(PRECREATE_MIN).min(self.max_create.max(1));
+            self.slow = true;
+        } else {
+            self.slow = false;
+        }
+    }
 }
 
 /// One OST as seen from this MDT.
@@ -65,6 +153,8 @@ impl Osp {
                 last_created: 0,
                 returned: Vec::new(),
                 batch: PRECREATE_MIN,
+                max_create: PRECREATE_MAX,
+                slow: false,
             }),
             refilled: Notify::new(),
             want: Notify::new(),
@@ -93,7 +183,13 @@ impl Osp {
     /// Objects ready to hand out.
     pub fn available(&self) -> u32 {
         let p = self.pool.lock();
-        (p.last_created + 1).saturating_sub(p.next) + p.returned.len() as u32
+        p.left() + p.returned.len() as u32
+    }
+
+    /// Whether new files may get objects here (`max_create_count` is not 0: an
+    /// administrator drains an OST by setting it to 0).
+    pub fn takes_new_objects(&self) -> bool {
+        self.pool.lock().max_create > 0
     }
 
     /// `(next, last_created)`, for `osp.*.prealloc_next_id` / `prealloc_last_id`.
@@ -102,35 +198,83 @@ impl Osp {
         (p.next, p.last_created)
     }
 
+    /// This proxy's parameters (`osp.<fs>-OSTxxxx-osc-MDTxxxx.<name>`): name, value,
+    /// and whether `lctl set_param` may change it.
+    pub fn params(&self) -> Vec<(&'static str, String, bool)> {
+        let p = self.pool.lock();
+        vec![
+            ("prealloc_next_id", p.next.to_string(), false),
+            ("prealloc_last_id", p.last_created.to_string(), false),
+            ("create_count", p.batch.to_string(), true),
+            ("max_create_count", p.max_create.to_string(), true),
+        ]
+    }
+
+    /// Sets parameter `name` with Lustre's ranges (`lproc_osp.c`): `create_count` from
+    /// 1 to `max_create_count`, rounded down to a power of two; `max_create_count` 0
+    /// (no new objects here) or from [`PRECREATE_MIN`] to [`PRECREATE_MAX`].
+    pub fn set_param(&self, name: &str, value: &str) -> Result<(), String> {
+        let v: u32 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}: '{value}' is not a count"))?;
+        let mut p = self.pool.lock();
+        match name {
+            "create_count" => {
+                if v == 0 || v > PRECREATE_MAX || v > p.max_create {
+                    return Err(format!(
+                        "{name}: {v} is out of range (1 to max_create_count, {})",
+                        p.max_create
+                    ));
+                }
+                p.batch = 1 << v.ilog2();
+                drop(p);
+                self.want.notify_one();
+            }
+            "max_create_count" => {
+                if v != 0 && !(PRECREATE_MIN..=PRECREATE_MAX).contains(&v) {
+                    return Err(format!(
+                        "{name}: {v} is out of range (0, or {PRECREATE_MIN} to {PRECREATE_MAX})"
+                    ));
+                }
+                p.max_create = v;
+                p.batch = p.batch.min(v);
+                if p.batch == 0 && v != 0 {
+                    p.batch = PRECREATE_MIN;
+                }
+                drop(p);
+                self.want.notify_one();
+            }
+            _ => return Err(format!("{name}: read-only or unknown parameter")),
+        }
+        Ok(())
+    }
+
     pub fn cached_statfs(&self) -> Option<StatFs> {
         self.statfs.lock().map(|(s, _)| s)
     }
 
     fn try_take(&self) -> Option<StripeObject> {
         let mut p = self.pool.lock();
-        let oid = if let Some(oid) = p.returned.pop() {
-            oid
-        } else if p.next <= p.last_created {
-            let oid = p.next;
-            p.next += 1;
-            oid
-        } else {
-            return None;
-        };
-        let low = p.batch / 2;
-        let left = (p.last_created + 1).saturating_sub(p.next);
+        let oid = p.take()?;
+        let refill = p.wants_refill();
+        let seq = p.seq;
         drop(p);
-        if left < low {
+        if refill {
             self.want.notify_one();
         }
         Some(StripeObject {
             ost_idx: self.ost_idx,
-            fid: Fid::new(self.seq(), oid, 0),
+            fid: Fid::new(seq, oid, 0),
         })
     }
 
     /// Takes one precreated object, waiting up to [`RESERVE_WAIT`] for a refill.
     pub async fn take(&self) -> Result<StripeObject, Errno> {
+        if !self.takes_new_objects() {
+            // Drained: not even the objects already precreated (Lustre's ENOBUFS).
+            return Err(Errno::ENOSPC);
+        }
         let deadline = Instant::now() + RESERVE_WAIT;
         loop {
             let waiter = self.refilled.notified();
@@ -232,18 +376,19 @@ impl Osp {
     }
 
     async fn refill(&self) {
-        let (seq, target) = {
-            let p = self.pool.lock();
-            let left = (p.last_created + 1).saturating_sub(p.next);
-            if left >= p.batch / 2 && p.next <= p.last_created + 1 {
-                return;
-            }
-            let base = p.last_created.max(p.next.saturating_sub(1));
-            (p.seq, base.saturating_add(p.batch).min(DATA_SEQ_WIDTH))
+        let Some(PrecreateAsk {
+            seq,
+            last: target,
+            asked,
+            before,
+        }) = self.pool.lock().ask()
+        else {
+            return;
         };
         if target <= self.pool.lock().last_created {
             return;
         }
+        tracing::debug!(target: "osp", "OST{:04x}: precreate {asked} objects, up to {target}", self.ost_idx);
         match self
             .import
             .call(
@@ -253,10 +398,7 @@ impl Osp {
             .await
         {
             Ok((Reply::LastId(id), _)) => {
-                let mut p = self.pool.lock();
-                p.last_created = p.last_created.max(id);
-                p.batch = (p.batch * 2).min(PRECREATE_MAX);
-                drop(p);
+                self.pool.lock().made(id, asked, before);
                 self.full.store(false, Ordering::Release);
                 self.reachable.store(true, Ordering::Release);
                 self.refilled.notify_waiters();
@@ -326,5 +468,97 @@ impl Osp {
             .await
             .map(|_| ())
             .map_err(|e| e.errno())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> Pool {
+        Pool {
+            seq: 0x2_0000_0400,
+            next: 1,
+            last_created: 0,
+            returned: Vec::new(),
+            batch: PRECREATE_MIN,
+            max_create: PRECREATE_MAX,
+            slow: false,
+        }
+    }
+
+    /// Refills as the OST answers them, taking `per_refill` objects between two.
+    fn run(p: &mut Pool, refills: usize, per_refill: u32) -> Vec<u32> {
+        let mut asked = Vec::new();
+        for _ in 0..refills {
+            if let Some(a) = p.ask() {
+                asked.push(a.asked);
+                p.made(a.last, a.asked, a.before);
+            }
+            for _ in 0..per_refill {
+                if p.take().is_none() {
+                    break;
+                }
+            }
+        }
+        asked
+    }
+
+    #[test]
+    fn a_pool_used_slowly_stays_small() {
+        let mut p = pool();
+        // A few creates between refills never take the pool below a quarter.
+        let asked = run(&mut p, 50, 4);
+        assert!(asked.iter().all(|&a| a == PRECREATE_MIN), "{asked:?}");
+        assert_eq!(p.batch, PRECREATE_MIN);
+        assert!(p.last_created <= 50 * 4 + 2 * PRECREATE_MIN);
+    }
+
+    #[test]
+    fn a_pool_drained_between_refills_doubles_up_to_half_the_max() {
+        let mut p = pool();
+        let asked = run(&mut p, 20, u32::MAX);
+        assert_eq!(&asked[..4], &[32, 64, 128, 256]);
+        assert_eq!(*asked.last().unwrap(), PRECREATE_MAX / 2);
+        assert!(asked.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(p.batch, PRECREATE_MAX);
+    }
+
+    #[test]
+    fn an_ost_that_makes_fewer_brings_create_count_down() {
+        let mut p = pool();
+        p.batch = 4096;
+        let a = p.ask().unwrap();
+        p.made(a.before + 100, a.asked, a.before);
+        assert_eq!(p.batch, 100);
+        assert!(p.slow);
+        // Draining the pool does not grow it until a refill keeps up.
+        while p.take().is_some() {}
+        assert_eq!(p.batch, 100);
+        let a = p.ask().unwrap();
+        assert_eq!(a.asked, 100);
+        p.made(a.last, a.asked, a.before);
+        assert!(!p.slow);
+    }
+
+    #[test]
+    fn max_create_count_zero_stops_refills() {
+        let mut p = pool();
+        p.max_create = 0;
+        p.batch = 0;
+        assert_eq!(p.ask(), None);
+        p.max_create = 64;
+        p.batch = PRECREATE_MIN;
+        assert_eq!(p.ask().map(|a| a.asked), Some(32));
+    }
+
+    #[test]
+    fn given_back_objects_go_first() {
+        let mut p = pool();
+        let a = p.ask().unwrap();
+        p.made(a.last, a.asked, a.before);
+        p.returned.push(7);
+        assert_eq!(p.take(), Some(7));
+        assert_eq!(p.take(), Some(1));
     }
 }

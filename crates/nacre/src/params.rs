@@ -326,6 +326,14 @@ impl MdtParams {
     fn osd(&self) -> String {
         format!("osd-nacre.{}-MDT{:04x}", self.fsname, self.mdt.index)
     }
+
+    /// This MDT's proxy of OST `ost_idx`, as Lustre names it.
+    fn osp_name(&self, ost_idx: u32) -> String {
+        format!(
+            "osp.{}-OST{:04x}-osc-MDT{:04x}",
+            self.fsname, ost_idx, self.mdt.index
+        )
+    }
 }
 
 impl ParamSource for MdtParams {
@@ -435,26 +443,27 @@ impl ParamSource for MdtParams {
             writable: p.writable,
         }));
         for osp in self.mdt.lod().osps() {
-            let (next, last) = osp.prealloc();
-            let base = format!(
-                "osp.{}-OST{:04x}-osc-MDT{:04x}",
-                self.fsname, osp.ost_idx, self.mdt.index
+            let base = self.osp_name(osp.ost_idx);
+            v.extend(
+                osp.params()
+                    .into_iter()
+                    .map(|(name, value, writable)| ParamValue {
+                        name: format!("{base}.{name}"),
+                        value,
+                        writable,
+                    }),
             );
-            v.push(ParamValue {
-                name: format!("{base}.prealloc_next_id"),
-                value: next.to_string(),
-                writable: false,
-            });
-            v.push(ParamValue {
-                name: format!("{base}.prealloc_last_id"),
-                value: last.to_string(),
-                writable: false,
-            });
         }
         v
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        for osp in self.mdt.lod().osps() {
+            let base = self.osp_name(osp.ost_idx);
+            if let Some(param) = name.strip_prefix(&base).and_then(|r| r.strip_prefix('.')) {
+                return osp.set_param(param, value);
+            }
+        }
         let lod = self.lod();
         let Some(param) = name.strip_prefix(&lod).and_then(|r| r.strip_prefix('.')) else {
             if name == format!("{}.sync_journal", self.osd()) {

@@ -470,3 +470,74 @@ fn a_stripe_count_over_the_osts_gets_every_ost() {
         "4"
     );
 }
+
+/// The OSTs of the objects `lfs getstripe -y` lists.
+fn ost_indices(yaml: &str) -> Vec<u32> {
+    yaml.lines()
+        .filter_map(|l| l.trim().strip_prefix("- l_ost_idx: "))
+        .map(|n| n.trim().parse().expect("an OST index"))
+        .collect()
+}
+
+#[test]
+fn a_drained_ost_gets_no_new_objects_and_its_pool_follows_demand() {
+    if !require_fuse() {
+        return;
+    }
+    // Lustre's way to stop new files landing on an OST (before retiring it) is
+    // `lctl set_param osp.<fs>-OSTxxxx-*.max_create_count=0`.
+    let fs = UpFs::new(&["--osts", "2"]);
+    let max = ok(&["lctl", "get_param", "-n", "osp.*.max_create_count"]);
+    assert_eq!(
+        max.split_whitespace().collect::<Vec<_>>(),
+        ["20000", "20000"]
+    );
+    // A file system that has made no files keeps the smallest pool.
+    let count = ok(&["lctl", "get_param", "-n", "osp.*.create_count"]);
+    assert_eq!(count.split_whitespace().collect::<Vec<_>>(), ["32", "32"]);
+
+    // Lustre's ranges: 0, or 32 to 20000; create_count rounds down to a power of two.
+    fail(&["lctl", "set_param", "osp.*OST0001*.max_create_count=5"]);
+    fail(&["lctl", "set_param", "osp.*OST0001*.max_create_count=20001"]);
+    fail(&["lctl", "set_param", "osp.*OST0001*.create_count=0"]);
+    ok(&["lctl", "set_param", "osp.*OST0001*.create_count=100"]);
+    let count = ok(&["lctl", "get_param", "-n", "osp.*OST0001*.create_count"]);
+    assert_eq!(count.trim(), "64");
+
+    ok(&["lctl", "set_param", "osp.*OST0001*.max_create_count=0"]);
+    let d = fs.path("wide");
+    std::fs::create_dir(&d).expect("mkdir");
+    let dp = d.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "2", dp]);
+    for i in 0..8 {
+        let f = d.join(format!("f{i}"));
+        std::fs::write(&f, pattern(4096, i)).expect("write");
+        let fp = f.to_str().expect("utf8");
+        let objs = lfs(&["getstripe", "-y", fp]);
+        assert_eq!(
+            ost_indices(&objs),
+            [0],
+            "a drained OST got an object:\n{objs}"
+        );
+        same(&f, &pattern(4096, i));
+    }
+
+    // Back in service: new files get both OSTs again.
+    ok(&["lctl", "set_param", "osp.*OST0001*.max_create_count=20000"]);
+    let f = d.join("again");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        std::fs::write(&f, b"x").expect("write");
+        let objs = lfs(&["getstripe", "-y", f.to_str().expect("utf8")]);
+        if ost_indices(&objs) == [0, 1] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "OST0001 took no new objects after max_create_count went back up:\n{objs}"
+        );
+        std::fs::remove_file(&f).expect("rm");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    fs.down();
+}
