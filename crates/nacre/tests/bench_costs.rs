@@ -60,7 +60,11 @@ fn permission_checks_are_measured_for_root_and_nobody() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let (stdout, cells) = bench(tmp.path(), "checks", &["--files", "60", "--tasks", "2"]);
+    let (stdout, cells) = bench(
+        tmp.path(),
+        "checks",
+        &["--files", "60", "--tasks", "2", "--warmup", "20"],
+    );
     for user in ["root", "nobody"] {
         for op in ["create", "stat", "remove"] {
             let r = row(&stdout, user, op);
@@ -87,6 +91,8 @@ fn recovery_costs_are_measured() {
             "60",
             "--tasks",
             "2",
+            "--warmup",
+            "20",
             "--ior-size",
             "4m",
             "--sync-files",

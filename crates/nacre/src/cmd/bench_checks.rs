@@ -195,6 +195,7 @@ pub fn run(a: ChecksBenchArgs) -> Result<()> {
     let mut cells = Vec::new();
     let res = (|| -> Result<()> {
         std::fs::create_dir(&top).with_context(|| format!("mkdir {}", top.display()))?;
+        bench_cost::warm_up(&env, &top.join("warmup"), c)?;
         for rep in 0..c.reps {
             for on in bench_cost::order(rep) {
                 nacre_mdt::perm::set_enforced(on);

@@ -140,6 +140,7 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
     let res = (|| -> Result<()> {
         std::fs::create_dir_all(&local).with_context(|| format!("mkdir {}", local.display()))?;
         local_type = Some(fs_type(&local)?);
+        bench_cost::warm_up(&env, &fs.mnt.join("warmup"), c)?;
         for rep in 0..c.reps {
             for on in bench_cost::order(rep) {
                 set_tracking(&fs, on)?;
