@@ -335,6 +335,7 @@ impl Client {
                 obj_off: obj_off + at,
                 len: n,
                 buf_off: 0,
+                layout: None,
             };
             let b = match shared {
                 Some((fid, changes)) => self.ec_shared_read(fid, &c, changes).await,
@@ -728,6 +729,7 @@ impl Client {
                     obj_off: at,
                     len: n,
                     buf_off: 0,
+                    layout: None,
                 };
                 // Not `missing`: a range that cannot be decoded is an error, not zeros.
                 let piece = self
@@ -843,6 +845,7 @@ impl Client {
                     offset: obj_off,
                     cksum,
                     grant,
+                    layout: None,
                 },
             )
             .await?;

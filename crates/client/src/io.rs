@@ -21,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
-use nacre_core::{Attr, Errno, Fid, Layout, StripeObject, TargetName};
+use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetName};
 use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
@@ -64,6 +64,9 @@ pub struct Chunk {
     pub obj_off: u64,
     pub len: u64,
     pub buf_off: u64,
+    /// The component's shape, for the object's filter fid (`None` where the object's file
+    /// is not rebuilt from it: erasure-coded stripes).
+    pub layout: Option<OstLayout>,
 }
 
 /// A planned I/O: object chunks, and ranges with no object (uninstantiated components).
@@ -113,6 +116,7 @@ pub fn plan(layout: &Layout, off: u64, len: u64, max_rpc: u64) -> Plan {
                         obj_off,
                         len: n,
                         buf_off: pos - off,
+                        layout: c.ost_layout(),
                     };
                     // A one-stripe component maps a range to one contiguous object range.
                     match p.chunks.last_mut() {
@@ -387,6 +391,7 @@ impl Client {
         let calls = p.chunks.iter().map(|c| {
             let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
             let (obj, parent, offset) = (c.obj.fid, fid.with_ver(c.stripe), c.obj_off);
+            let layout = c.layout;
             let ost = c.obj.ost_idx;
             let sums = sums_of(c.buf_off, c.len, c.obj_off);
             async move {
@@ -400,6 +405,7 @@ impl Client {
                             offset,
                             cksum,
                             grant,
+                            layout,
                         }
                     })
                     .await?;

@@ -321,6 +321,86 @@ impl Component {
     }
 }
 
+/// What an OST object keeps of its file's layout beside its filter fid (Lustre's
+/// `struct ost_layout` in `filter_fid`): enough for the layout LFSCK to rebuild the layout
+/// of a file whose MDT object is lost from the file's orphan objects alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OstLayout {
+    pub stripe_size: u32,
+    pub stripe_count: u32,
+    pub comp_start: u64,
+    pub comp_end: u64,
+    /// `lcme_id` of the component (0 in a plain layout).
+    pub comp_id: u32,
+}
+
+impl OstLayout {
+    /// Bytes of its on-disk form.
+    pub const BYTES: usize = 28;
+
+    /// Big-endian, in Lustre's field order.
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[0..4].copy_from_slice(&self.stripe_size.to_be_bytes());
+        b[4..8].copy_from_slice(&self.stripe_count.to_be_bytes());
+        b[8..16].copy_from_slice(&self.comp_start.to_be_bytes());
+        b[16..24].copy_from_slice(&self.comp_end.to_be_bytes());
+        b[24..28].copy_from_slice(&self.comp_id.to_be_bytes());
+        b
+    }
+
+    /// `None` unless `b` is exactly one encoded layout.
+    pub fn from_bytes(b: &[u8]) -> Option<OstLayout> {
+        let b: &[u8; Self::BYTES] = b.try_into().ok()?;
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(v)
+        };
+        Some(OstLayout {
+            stripe_size: u32_at(0),
+            stripe_count: u32_at(4),
+            comp_start: u64_at(8),
+            comp_end: u64_at(16),
+            comp_id: u32_at(24),
+        })
+    }
+
+    /// Within the rules a layout of this file system keeps: a rebuild trusts nothing else.
+    pub fn is_sane(&self) -> bool {
+        self.stripe_size >= MIN_STRIPE_SIZE
+            && self.stripe_size.is_multiple_of(MIN_STRIPE_SIZE)
+            && (1..=MAX_STRIPE_COUNT).contains(&self.stripe_count)
+            && self.comp_start < self.comp_end
+            && (self.comp_end == EOF || self.comp_end.is_multiple_of(u64::from(self.stripe_size)))
+            && self.comp_start.is_multiple_of(u64::from(MIN_STRIPE_SIZE))
+    }
+
+    /// Stripe `stripe` fits this layout.
+    pub fn holds_stripe(&self, stripe: u32) -> bool {
+        stripe < self.stripe_count
+    }
+}
+
+impl Component {
+    /// The [`OstLayout`] each object of this instantiated OST component keeps; `None` for
+    /// a component without OST objects.
+    pub fn ost_layout(&self) -> Option<OstLayout> {
+        // Parity is rebuilt from the data, not from its objects.
+        if self.pattern != Pattern::Raid0 || self.is_parity() || self.objects.is_empty() {
+            return None;
+        }
+        Some(OstLayout {
+            stripe_size: self.stripe_size,
+            stripe_count: u32::try_from(self.objects.len()).ok()?,
+            comp_start: self.start,
+            comp_end: self.end,
+            comp_id: self.id,
+        })
+    }
+}
+
 /// `init,stale`, `0` when empty, unknown bits in hex.
 pub fn flags_to_string(flags: u32) -> String {
     if flags == 0 {
@@ -677,6 +757,45 @@ mod tests {
             .collect();
         c.flags = LCME_FL_INIT;
         c
+    }
+
+    #[test]
+    fn ost_layout_round_trips_and_refuses_what_no_layout_has() {
+        let mut c = striped(4, 1 << 20);
+        c.id = 3;
+        c.start = 1 << 20;
+        let l = c.ost_layout().expect("an OST component");
+        assert_eq!(l.stripe_count, 4);
+        assert_eq!(l.comp_id, 3);
+        assert_eq!(OstLayout::from_bytes(&l.to_bytes()), Some(l));
+        assert!(l.is_sane() && l.holds_stripe(3) && !l.holds_stripe(4));
+        assert_eq!(OstLayout::from_bytes(&l.to_bytes()[..27]), None);
+        for bad in [
+            OstLayout {
+                stripe_size: 4096,
+                ..l
+            },
+            OstLayout {
+                stripe_count: 0,
+                ..l
+            },
+            OstLayout {
+                stripe_count: MAX_STRIPE_COUNT + 1,
+                ..l
+            },
+            OstLayout {
+                comp_end: l.comp_start,
+                ..l
+            },
+            OstLayout {
+                comp_end: (3 << 20) + 65536,
+                ..l
+            },
+        ] {
+            assert!(!bad.is_sane(), "{bad:?}");
+        }
+        assert_eq!(Component::dom(1 << 20).ost_layout(), None);
+        assert_eq!(Component::raid0(0, EOF, 2, 1 << 20, -1).ost_layout(), None);
     }
 
     #[test]

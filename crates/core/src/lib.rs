@@ -22,6 +22,6 @@ pub mod target;
 pub use attr::{Attr, FileKind, SetAttr, Timespec};
 pub use errno::{Errno, Result};
 pub use fid::Fid;
-pub use layout::{Component, Layout, Pattern, StripeObject};
+pub use layout::{Component, Layout, OstLayout, Pattern, StripeObject};
 pub use lmv::{HashType, Lmv};
 pub use target::{TargetKind, TargetName};

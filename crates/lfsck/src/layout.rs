@@ -21,9 +21,13 @@
 //! every OST's objects that hold data ([`LfsckRequest::Objects`]), and takes those whose
 //! filter fid names a file of this MDT (MDT0 also takes those whose filter fid names no
 //! MDT). An object the file it names does not reference is an orphan: re-attached to a
-//! dangling stripe of its file, else (with `-o`) given a new file in
-//! `.lustre/lost+found/MDTxxxx`, named `[parent FID]-R-<stripe>` when its file is gone
-//! and `[parent FID]-[object FID]-C-<stripe>` when its file holds another object there.
+//! dangling stripe of its file; else (with `-o`), when its file is gone or has lost its
+//! whole layout, the file's layout is rebuilt from all its orphans once the listing is
+//! done (each object keeps its component's shape beside the filter fid, see
+//! [`crate::rebuild`]), in the file itself or in a file of the same FID in
+//! `.lustre/lost+found/MDTxxxx` named `[parent FID]-R-<stripe>`; an orphan that fits no
+//! rebuilt layout gets a new file of its own there, named `[parent FID]-R-<stripe>`, or
+//! `[parent FID]-[object FID]-C-<stripe>` when its file holds another object there.
 //! A LAST_ID behind the highest object of its sequence, or behind the objects an MDT was
 //! told are precreated, is put back (`repaired_others`, flag `crashed_lastid`).
 //!
@@ -43,9 +47,10 @@ use crate::mdt::{Bookmark, LAYOUT, MdtLfsck};
 use crate::namespace::SCRUB_WINDOW_SIZE;
 use crate::namespace::facts::{local_claims, mdt_of};
 use crate::namespace::repair::lost_found_dir;
+use crate::rebuild;
 use bytes::Bytes;
 use nacre_core::layout::{DEFAULT_STRIPE_SIZE, LCME_FL_INIT, Layout};
-use nacre_core::{Errno, Fid, FileKind, StripeObject, Timespec};
+use nacre_core::{Component, Errno, Fid, FileKind, OstLayout, StripeObject, Timespec};
 use nacre_lustreapi::lfsck::{self as api, LayoutInconsistency, LfsckStatus};
 use nacre_mdt::Mdt;
 use nacre_mdt::mdd;
@@ -79,6 +84,9 @@ const MISMATCHED_MAX: usize = 65536;
 const PROBES_IN_FLIGHT: usize = 16;
 /// Bytes one read of an object copy moves (a copy for a multiply-referenced object).
 const COPY_CHUNK: u32 = 4 << 20;
+/// Orphans kept to rebuild their files' layouts from (each about a hundred bytes); past
+/// it an orphan goes to lost+found alone.
+const REBUILD_MAX: usize = 65536;
 
 /// One stripe of a file, as phase 1 checks it.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +99,8 @@ pub(crate) struct Ref {
     pub(crate) expect_data: bool,
     pub(crate) uid: u32,
     pub(crate) gid: u32,
+    /// The shape of its component, which its object keeps beside the filter fid.
+    pub(crate) layout: Option<OstLayout>,
 }
 
 /// A run's context.
@@ -111,6 +121,10 @@ struct Cx<'a> {
     /// Highest object seen per (OST, sequence), and its LAST_ID (every MDT lists every
     /// OST, so each puts back a LAST_ID it finds behind; the second finds it done).
     last_ids: HashMap<(u32, u64), (u32, u32)>,
+    /// Orphans of lost files (or files that lost their layout), by file, rebuilt after
+    /// the listing; [`REBUILD_MAX`] in all.
+    rebuild: BTreeMap<Fid, Vec<(u32, OrphanObj)>>,
+    rebuild_len: usize,
 }
 
 /// Runs the layout component; returns how it ended.
@@ -133,6 +147,8 @@ pub(crate) async fn run(
         dangling: BTreeMap::new(),
         mismatched: HashSet::new(),
         last_ids: HashMap::new(),
+        rebuild: BTreeMap::new(),
+        rebuild_len: 0,
     };
     let r = async {
         phase1(&mut cx, &mut halt, pace).await?;
@@ -264,6 +280,7 @@ pub(crate) fn stripes_of(ino: &Inode, out: &mut Vec<Ref>) {
                 expect_data: ino.lsom_valid && c.object_size_for_file_size(i, ino.attr.size) > 0,
                 uid: ino.attr.uid,
                 gid: ino.attr.gid,
+                layout: c.ost_layout(),
             });
         }
     }
@@ -407,6 +424,7 @@ async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
                         obj: r.so.fid,
                         old: Some(ff),
                         parent: want,
+                        layout: r.layout,
                     },
                 )
                 .await;
@@ -619,6 +637,7 @@ async fn copy_object(cx: &mut Cx<'_>, r: &Ref, size: u64) -> Outcome {
             offset: off,
             cksum: None,
             grant: Default::default(),
+            layout: r.layout,
         };
         if let Err(e) = call_ost(cx.mdt, r.so.ost_idx, write, data).await {
             return Outcome::Failed(e);
@@ -730,6 +749,13 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
         }
     }
     last_id_behind(cx).await;
+    let lost = std::mem::take(&mut cx.rebuild);
+    for (file, objs) in lost {
+        if let Some(h) = halted(halt) {
+            return Err(End::Halted(h));
+        }
+        rebuild_layout(cx, file, objs).await;
+    }
     let left: Vec<Ref> = std::mem::take(&mut cx.dangling).into_values().collect();
     for r in left {
         settle_dangling(cx, &r).await;
@@ -884,6 +910,7 @@ async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
         expect_data: false,
         uid: 0,
         gid: 0,
+        layout: o.layout,
     };
     // A dangling stripe of its file, on the same OST or not: it goes back there.
     if let Some(p) = parent
@@ -900,9 +927,40 @@ async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
         done(cx, LayoutInconsistency::Orphan, o, &r, true).await;
         return;
     }
-    let name = match (parent, &file) {
-        (Some(p), Some(_)) => format!("{p}-{}-C-{stripe}", o.obj),
-        (Some(p), None) => format!("{p}-R-{stripe}"),
+    // The file is gone, or has lost its whole layout: with -o, its orphans rebuild it
+    // once the listing is done.
+    if cx.orphan
+        && let (Some(p), Some(_)) = (parent, o.layout)
+        && !p.is_zero()
+        && file.as_ref().is_none_or(references_nothing)
+        && cx.rebuild_len < REBUILD_MAX
+    {
+        cx.rebuild_len += 1;
+        cx.rebuild.entry(p).or_default().push((ost, *o));
+        return;
+    }
+    alone(cx, ost, o, file.is_some()).await;
+}
+
+/// A file whose layout names no object at all (none, or lost): what its orphans can
+/// rebuild without taking anything from it.
+fn references_nothing(i: &Inode) -> bool {
+    i.layout
+        .as_ref()
+        .is_none_or(|l| l.objects().next().is_none() && l.dom_object().is_none())
+}
+
+/// An orphan that goes to lost+found as a file of its own (with `-o`; reported without).
+async fn alone(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj, file_exists: bool) {
+    let parent = o.ff.map(|f| f.with_ver(0));
+    let stripe = o.ff.map_or(0, |f| f.ver);
+    let so = StripeObject {
+        ost_idx: ost,
+        fid: o.obj,
+    };
+    let name = match (parent, file_exists) {
+        (Some(p), true) => format!("{p}-{}-C-{stripe}", o.obj),
+        (Some(p), false) => format!("{p}-R-{stripe}"),
         (None, _) => format!("{}-R-0", o.obj),
     };
     if !cx.orphan {
@@ -928,6 +986,237 @@ async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
     count(cx, LayoutInconsistency::Orphan, out, true, &at);
 }
 
+/// Rebuilds the layout of `file` from its orphans (see [`crate::rebuild`]): into the
+/// file if it still exists (it lost its layout), else into a file of the same FID in
+/// this MDT's lost+found named `[FID]-R-<stripe>` (mode 0400, owned as its objects
+/// are), as Lustre's LFSCK recreates a lost parent. Each orphan placed counts as one
+/// repaired orphan; those that fit no consistent layout go to lost+found alone.
+async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>) {
+    let pieces = objs
+        .iter()
+        .filter_map(|(ost, o)| {
+            Some(rebuild::Piece {
+                stripe: o.ff?.ver,
+                obj: StripeObject {
+                    ost_idx: *ost,
+                    fid: o.obj,
+                },
+                layout: o.layout?,
+                size: o.size,
+            })
+        })
+        .collect();
+    let plan = rebuild::plan(pieces);
+    let owner = objs.iter().find_map(|(_, o)| o.owner).unwrap_or((0, 0));
+    let placed: Vec<(u32, u32, Fid)> = plan
+        .comps
+        .iter()
+        .flat_map(|c| {
+            c.slots
+                .iter()
+                .enumerate()
+                .filter_map(|(s, o)| o.map(|o| (o.ost_idx, s as u32, o.fid)))
+        })
+        .collect();
+    let first_stripe = placed.first().map_or(0, |p| p.1);
+    let out = if placed.is_empty() {
+        Outcome::Unneeded
+    } else if cx.dryrun {
+        Outcome::Repaired
+    } else {
+        match fillers(cx, &plan, owner, file).await {
+            Ok(fill) => match plan.layout(&fill) {
+                Some(layout) => {
+                    let size = plan.size(&layout);
+                    let o = put_layout(cx, file, layout, size, owner, first_stripe).await;
+                    if !matches!(o, Outcome::Repaired) {
+                        cx.mdt.lod().give_back(&fill);
+                    }
+                    o
+                }
+                None => {
+                    cx.mdt.lod().give_back(&fill);
+                    Outcome::Failed(Errno::EINVAL)
+                }
+            },
+            Err(e) => Outcome::Failed(e),
+        }
+    };
+    let rebuilt = out == Outcome::Repaired;
+    if let Outcome::Failed(e) = out {
+        tracing::warn!(target: "lfsck", "{}: layout: cannot rebuild the layout of lost file {file} from {} objects: {e}; they go to lost+found alone", cx.eng.dev, placed.len());
+    }
+    let path = match rebuilt {
+        true => describe(cx.mdt, file).await,
+        false => String::new(),
+    };
+    let mut left = Vec::new();
+    for (ost, o) in &objs {
+        if rebuilt && placed.iter().any(|(po, _, pf)| po == ost && *pf == o.obj) {
+            let stripe = o.ff.map_or(0, |f| f.ver);
+            let at = format!(
+                "object {} on OST{ost:04x} as stripe {stripe} of {path} (layout rebuilt)",
+                o.obj
+            );
+            count(
+                cx,
+                LayoutInconsistency::Orphan,
+                Outcome::Repaired,
+                true,
+                &at,
+            );
+        } else {
+            left.push((*ost, o));
+        }
+    }
+    let exists = rebuilt || {
+        let v = cx.mdt.store().read();
+        v.is_ok_and(|mut v| mdd::get_inode(&mut v, &file).is_ok())
+    };
+    for (ost, o) in left {
+        alone(cx, ost, o, exists).await;
+    }
+}
+
+/// New objects for the slots of a rebuilt layout no orphan filled, each on an OST its
+/// component does not use yet where there is one, made on their OSTs with the file's
+/// filter fid and owner.
+async fn fillers(
+    cx: &mut Cx<'_>,
+    plan: &rebuild::Plan,
+    owner: (u32, u32),
+    file: Fid,
+) -> Result<Vec<StripeObject>, Errno> {
+    let lod = cx.mdt.lod();
+    let osts = lod.ost_count() as u32;
+    let mut fill: Vec<StripeObject> = Vec::new();
+    for (ci, stripe) in plan.missing() {
+        let used: HashSet<u32> = plan.comps[ci]
+            .slots
+            .iter()
+            .flatten()
+            .map(|o| o.ost_idx)
+            .chain(fill.iter().map(|o| o.ost_idx))
+            .collect();
+        let order = (0..osts).map(|i| (stripe + i) % osts.max(1));
+        let pick = order
+            .clone()
+            .filter(|i| !used.contains(i))
+            .chain(order)
+            .filter(|i| !cx.gone.contains(i))
+            .find_map(|i| lod.osp(i).filter(|o| lod.usable(o)));
+        let Some(osp) = pick else {
+            lod.give_back(&fill);
+            return Err(Errno::ENOSPC);
+        };
+        let so = match osp.take().await {
+            Ok(so) => so,
+            Err(e) => {
+                lod.give_back(&fill);
+                return Err(e);
+            }
+        };
+        fill.push(so);
+        let made = ost_repair(
+            cx,
+            so.ost_idx,
+            OstRepair::Create {
+                obj: so.fid,
+                parent: file.with_ver(stripe),
+                uid: owner.0,
+                gid: owner.1,
+            },
+        )
+        .await;
+        if let Outcome::Failed(e) = made {
+            lod.give_back(&fill);
+            return Err(e);
+        }
+    }
+    Ok(fill)
+}
+
+/// Stores a rebuilt layout: into `file` if it exists and still names no object, else
+/// into a new file of that FID in lost+found.
+async fn put_layout(
+    cx: &mut Cx<'_>,
+    file: Fid,
+    mut layout: Layout,
+    size: u64,
+    owner: (u32, u32),
+    first_stripe: u32,
+) -> Outcome {
+    let lpf = match lost_found_dir(cx.mdt).await {
+        Ok(f) => f,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let me = cx.mdt.index;
+    let now = Timespec::now();
+    let r = cx
+        .mdt
+        .store()
+        .write(move |tx| {
+            match mdd::get_inode(tx, &file) {
+                Ok(mut i) => {
+                    if !references_nothing(&i) {
+                        return Ok(false);
+                    }
+                    if let Some(old) = &i.layout {
+                        layout.layout_gen = old.layout_gen.wrapping_add(1);
+                    }
+                    i.layout = Some(layout);
+                    i.attr.size = i.attr.size.max(size);
+                    i.lsom_valid = true;
+                    i.attr.ctime = now;
+                    mdd::put_inode(tx, &i)?;
+                    return Ok(true);
+                }
+                Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+            let base = format!("{file}-R-{first_stripe}");
+            let mut idx = 0u32;
+            let name = loop {
+                let n = match idx {
+                    0 => base.clone().into_bytes(),
+                    _ => format!("{base}-{idx}").into_bytes(),
+                };
+                if mdd::lookup(tx, &lpf, &n)?.is_none() {
+                    break n;
+                }
+                idx += 1;
+            };
+            let a = mdd::CreateArgs {
+                parent: lpf,
+                name,
+                mode: libc::S_IFREG | 0o400,
+                rdev: 0,
+                cred: Cred::root(),
+                symlink: None,
+                layout: Some(layout),
+                fid: Some(file),
+                now,
+                open_for_write: false,
+            };
+            let mut i = match mdd::create(tx, me, a, false)? {
+                mdd::Created::New(i) => i,
+                mdd::Created::Existing(_) => return Ok(false),
+            };
+            i.attr.size = size;
+            i.attr.uid = owner.0;
+            i.attr.gid = owner.1;
+            i.lsom_valid = true;
+            mdd::put_inode(tx, &i)?;
+            Ok(true)
+        })
+        .await;
+    match r {
+        Ok(true) => Outcome::Repaired,
+        Ok(false) => Outcome::Unneeded,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
 /// Gives an orphan a new file in this MDT's lost+found, its only stripe.
 async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: String) -> Outcome {
     let lpf = match lost_found_dir(cx.mdt).await {
@@ -941,6 +1230,7 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
         c.objects = vec![so];
         c.flags |= LCME_FL_INIT;
     }
+    let lone = layout.components.first().and_then(Component::ost_layout);
     let now = Timespec::now();
     let made = cx
         .mdt
@@ -990,6 +1280,7 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
             obj: so.fid,
             old: o.ff,
             parent: fid.with_ver(0),
+            layout: lone,
         },
     )
     .await

@@ -28,6 +28,7 @@ pub mod offline;
 pub mod offline_layout;
 pub mod oi;
 pub mod ost;
+mod rebuild;
 
 pub use mdt::MdtLfsck;
 pub use ost::OstLfsck;

@@ -108,10 +108,22 @@ pub fn probe_batch(s: &ObjStore, objs: &[Fid]) -> Result<Vec<ObjState>, Errno> {
 /// Makes one repair, checking first that it is still needed.
 pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
     let r = match *op {
-        OstRepair::SetFilterFid { obj, old, parent } => match s.probe(&obj) {
-            Ok((Some(_), ff)) if ff == Some(parent) => return Outcome::Unneeded,
+        OstRepair::SetFilterFid {
+            obj,
+            old,
+            parent,
+            layout,
+        } => match s.probe(&obj) {
+            Ok((Some(_), ff)) if ff == Some(parent) && layout.is_none() => {
+                return Outcome::Unneeded;
+            }
+            Ok((Some(_), ff)) if ff == Some(parent) => match s.filter_layout(&obj) {
+                Ok(l) if l == layout => return Outcome::Unneeded,
+                Ok(_) => s.set_placed_filter_fid(&obj, &parent, layout.as_ref()),
+                Err(e) => Err(e),
+            },
             Ok((Some(_), ff)) if ff != old => return Outcome::Unneeded,
-            Ok((Some(_), _)) => s.set_filter_fid(&obj, &parent),
+            Ok((Some(_), _)) => s.set_placed_filter_fid(&obj, &parent, layout.as_ref()),
             Ok((None, _)) => Err(Errno::ENOENT),
             Err(e) => Err(e),
         },
@@ -192,6 +204,7 @@ pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Err
                 let ObjProbe {
                     size: Some(size),
                     ff,
+                    layout,
                     owner,
                 } = probe
                 else {
@@ -200,6 +213,7 @@ pub fn list(s: &ObjStore, from: ObjCursor, max: usize) -> Result<LfsckReply, Err
                 objs.push(OrphanObj {
                     obj,
                     ff,
+                    layout,
                     owner,
                     size,
                 });

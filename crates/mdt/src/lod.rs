@@ -163,7 +163,7 @@ impl Lod {
     }
 
     /// Usable OSTs: reachable, not full, and not drained (`max_create_count=0`).
-    pub(crate) fn usable(&self, o: &Osp) -> bool {
+    pub fn usable(&self, o: &Osp) -> bool {
         o.is_reachable() && !o.is_full() && o.takes_new_objects()
     }
 

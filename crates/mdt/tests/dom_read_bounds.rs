@@ -51,6 +51,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         offset: 0,
         cksum: None,
         grant: Default::default(),
+        layout: None,
     };
     tokio::time::timeout(BOUND, ost.call(&w, data.clone()))
         .await

@@ -59,12 +59,16 @@ async fn dangling_names_are_reported_and_recreated_with_create_mdtobj() {
     }
     fs.verify(&kept).await;
     // The removed files' OST objects are orphans now: the recreated files are empty and
-    // reference none. A layout run with -o moves them to lost+found.
+    // reference none. A layout run with -o rebuilds their layouts from the objects
+    // (sanity-lfsck.sh 18a), and the names read as they did.
     let rep = fs.check().await;
     let layout = rep.layout.as_ref().expect("layouts checked");
     assert_eq!(layout.orphans.len(), N, "{}", rep.summary());
     let st = fs.lfsck_layout(0, LPF_OST_ORPHAN).await;
     assert_eq!(layout_repaired(&st), counts(&[("orphan", N as u64)]));
+    for (i, f) in v.iter().enumerate() {
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
     let rep = fs.check().await;
     assert!(rep.is_clean(), "{}", rep.summary());
     fs.stop().await;

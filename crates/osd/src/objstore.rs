@@ -34,7 +34,7 @@ use crate::cksum::{self, SIDECAR_SUFFIX, Table};
 use crate::health::Health;
 use crate::rangelock::RangeLocks;
 use nacre_core::cksum::{BLOCK, BLOCK_SHIFT, ZERO_BLOCK_CRC, block_entry, entry_of, pieces};
-use nacre_core::{Errno, Fid};
+use nacre_core::{Errno, Fid, OstLayout};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -49,6 +49,11 @@ pub const OBJ_SUBDIRS: u32 = 32;
 /// Open object files kept cached; beyond this the least recently used are closed.
 pub const DEFAULT_FD_CACHE: usize = 1024;
 const FILTER_FID_XATTR: &str = "user.nacre.fid";
+/// Bytes of the longest filter fid xattr: the parent FID and an [`OstLayout`].
+const FILTER_FID_MAX: usize = 16 + OstLayout::BYTES;
+/// Objects whose filter fid is remembered (a few dozen bytes each); past it the memory
+/// starts over.
+const TAGGED_MAX: usize = 65536;
 /// The owner an object was given by a chown of its file (uid and gid, little-endian), as
 /// an ldiskfs OST object's inode owner: what quotas on the OST would count, and what the
 /// layout LFSCK compares with the file's owner. An object that never had one has none.
@@ -289,8 +294,9 @@ pub struct ObjStore {
     /// storage is checked before it is believed.
     health: Arc<Health>,
     fds: Mutex<FdCache>,
-    /// Objects known to carry their filter fid, so writes skip the xattr check.
-    tagged: Mutex<HashMap<Fid, Fid>>,
+    /// Objects known to carry their filter fid (and the layout kept with it, if any), so
+    /// writes skip the xattr check.
+    tagged: Mutex<HashMap<Fid, (Fid, Option<OstLayout>)>>,
     /// Serialises precreation per sequence.
     create_lock: Mutex<()>,
     /// LAST_ID and LAZY_LAST per sequence, as on disk.
@@ -336,6 +342,8 @@ pub struct ObjProbe {
     /// Its file's size; `None`: no file (empty at or below LAST_ID, not created above).
     pub size: Option<u64>,
     pub ff: Option<Fid>,
+    /// The layout of its file's component, kept with the filter fid by the writer.
+    pub layout: Option<OstLayout>,
     pub owner: Option<(u32, u32)>,
 }
 
@@ -773,6 +781,24 @@ impl ObjStore {
         sums: Option<&[u32]>,
         from_wire: bool,
     ) -> Result<u64, ObjError> {
+        self.write_placed(fid, parent, None, offset, data, sums, from_wire)
+    }
+
+    /// [`write_summed`](Self::write_summed) that also keeps `layout`, the shape of the
+    /// component the object is a stripe of, beside the filter fid (Lustre's `ff_layout`):
+    /// what the layout LFSCK rebuilds a lost file's layout from. `None` keeps what the
+    /// object holds for the same parent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_placed(
+        &self,
+        fid: &Fid,
+        parent: &Fid,
+        layout: Option<OstLayout>,
+        offset: u64,
+        data: &[u8],
+        sums: Option<&[u32]>,
+        from_wire: bool,
+    ) -> Result<u64, ObjError> {
         let end = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let owned;
         let sums = match sums {
@@ -788,7 +814,7 @@ impl ObjStore {
         }
         self.release_idle();
         let f = self.open_obj(fid)?;
-        self.tag(fid, parent)?;
+        self.tag(fid, parent, layout)?;
         let _w = self.extend.read();
         if let Some(r) = self.reserved.lock().get_mut(fid) {
             r.last = Instant::now();
@@ -1032,16 +1058,35 @@ impl ObjStore {
         }
     }
 
-    /// Records the filter fid unless the object is known to carry it.
-    fn tag(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
-        if !parent.is_zero() && self.tagged.lock().get(fid) != Some(parent) {
-            set_filter_fid(&self.object_path(fid), parent)?;
-            let mut t = self.tagged.lock();
-            if t.len() > 65536 {
-                t.clear();
-            }
-            t.insert(*fid, *parent);
+    /// Records the filter fid (and `layout`) unless the object is known to carry them; a
+    /// writer that gives no layout leaves the one kept for the same parent.
+    fn tag(&self, fid: &Fid, parent: &Fid, layout: Option<OstLayout>) -> Result<(), Errno> {
+        if parent.is_zero() {
+            return Ok(());
         }
+        let known = match self.tagged.lock().get(fid) {
+            Some((p, l)) if p == parent => layout.is_none() || layout == *l,
+            _ => false,
+        };
+        if known {
+            return Ok(());
+        }
+        let path = self.object_path(fid);
+        let kept = match layout {
+            Some(l) => Some(l),
+            None => match get_filter(&path)? {
+                Some((p, l)) if p == *parent => l,
+                _ => None,
+            },
+        };
+        if layout.is_some() || kept.is_none() {
+            set_filter(&path, parent, kept.as_ref())?;
+        }
+        let mut t = self.tagged.lock();
+        if t.len() >= TAGGED_MAX {
+            t.clear();
+        }
+        t.insert(*fid, (*parent, kept));
         Ok(())
     }
 
@@ -1350,7 +1395,7 @@ impl ObjStore {
         let f = self.open_obj(fid)?;
         if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 {
             // Allocating makes the object part of the file, as a write does.
-            self.tag(fid, parent)?;
+            self.tag(fid, parent, None)?;
         }
         // Allocating changes no byte; punching and zeroing turn a range into zeros, and
         // the blocks it cuts into keep the rest of their bytes (checked first).
@@ -1801,11 +1846,18 @@ impl ObjStore {
             Self::check(fid)?;
             let path = self.object_path(fid);
             match std::fs::metadata(&path) {
-                Ok(m) => out.push(ObjProbe {
-                    size: Some(m.len()),
-                    ff: get_filter_fid(&path)?,
-                    owner: get_owner(&path)?,
-                }),
+                Ok(m) => {
+                    let (ff, layout) = match get_filter(&path)? {
+                        Some((p, l)) => (Some(p), l),
+                        None => (None, None),
+                    };
+                    out.push(ObjProbe {
+                        size: Some(m.len()),
+                        ff,
+                        layout,
+                        owner: get_owner(&path)?,
+                    })
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     missing = true;
                     out.push(ObjProbe::default());
@@ -1846,10 +1898,31 @@ impl ObjStore {
     /// Sets the filter fid of an object that has a file (LFSCK's repair of an unmatched
     /// pair, or a damaged one made on purpose).
     pub fn set_filter_fid(&self, fid: &Fid, parent: &Fid) -> Result<(), Errno> {
+        self.set_placed_filter_fid(fid, parent, None)
+    }
+
+    /// [`set_filter_fid`](Self::set_filter_fid) with the layout of the stripe's component
+    /// (`None`: none kept).
+    pub fn set_placed_filter_fid(
+        &self,
+        fid: &Fid,
+        parent: &Fid,
+        layout: Option<&OstLayout>,
+    ) -> Result<(), Errno> {
         Self::check(fid)?;
-        set_filter_fid(&self.object_path(fid), parent)?;
+        set_filter(&self.object_path(fid), parent, layout)?;
         self.tagged.lock().remove(fid);
         Ok(())
+    }
+
+    /// The layout an object keeps with its filter fid, if any.
+    pub fn filter_layout(&self, fid: &Fid) -> Result<Option<OstLayout>, Errno> {
+        Self::check(fid)?;
+        match get_filter(&self.object_path(fid)) {
+            Ok(f) => Ok(f.and_then(|(_, l)| l)),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Gives a lost object its file again, empty, with its filter fid (LFSCK's `-c`),
@@ -2009,12 +2082,45 @@ fn get_xattr(p: &Path, name: &str, buf: &mut [u8]) -> Result<Option<usize>, Errn
 }
 
 fn set_filter_fid(p: &Path, parent: &Fid) -> Result<(), Errno> {
-    set_xattr(p, FILTER_FID_XATTR, &parent.to_bytes())
+    set_filter(p, parent, None)
+}
+
+/// The filter fid xattr: the parent FID, then the layout if there is one.
+fn set_filter(p: &Path, parent: &Fid, layout: Option<&OstLayout>) -> Result<(), Errno> {
+    let mut v = [0u8; FILTER_FID_MAX];
+    v[..16].copy_from_slice(&parent.to_bytes());
+    let n = match layout {
+        Some(l) => {
+            v[16..].copy_from_slice(&l.to_bytes());
+            FILTER_FID_MAX
+        }
+        None => 16,
+    };
+    set_xattr(p, FILTER_FID_XATTR, &v[..n])
 }
 
 fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
-    let mut v = [0u8; 16];
-    Ok(get_xattr(p, FILTER_FID_XATTR, &mut v)?.and_then(|n| Fid::from_bytes(&v[..n])))
+    Ok(get_filter(p)?.map(|(f, _)| f))
+}
+
+/// The parent FID and layout of a filter fid xattr; one this store did not write (too
+/// long, or not a FID) is none, as a missing one is.
+fn get_filter(p: &Path) -> Result<Option<(Fid, Option<OstLayout>)>, Errno> {
+    let mut v = [0u8; FILTER_FID_MAX];
+    let n = match get_xattr(p, FILTER_FID_XATTR, &mut v) {
+        Ok(Some(n)) => n,
+        Ok(None) | Err(Errno::ERANGE) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(parent) = v.get(..n.min(16)).and_then(Fid::from_bytes) else {
+        return Ok(None);
+    };
+    let layout = match n {
+        16 => None,
+        FILTER_FID_MAX => OstLayout::from_bytes(&v[16..]),
+        _ => return Ok(None),
+    };
+    Ok(Some((parent, layout)))
 }
 
 fn set_owner(p: &Path, uid: u32, gid: u32) -> Result<(), Errno> {

@@ -328,8 +328,14 @@ impl Ost {
                 offset,
                 cksum,
                 grant: WriteGrant { from_grant, want },
+                layout,
             } => {
                 let end = offset.checked_add(bulk.len() as u64).ok_or(Errno::EFBIG)?;
+                // A layout kept beside the filter fid is what a lost file is rebuilt from:
+                // one that cannot hold this stripe is refused, not stored.
+                if layout.is_some_and(|l| !l.is_sane() || !l.holds_stripe(parent.ver)) {
+                    return Err(Errno::EINVAL);
+                }
                 let len = bulk.len();
                 // Admitted before anything is written; counted in until it is done.
                 let pending =
@@ -338,7 +344,15 @@ impl Ost {
                 let r = self
                     .blocking(move |s| {
                         let sums = cksum.as_ref().map(|c| c.sums.as_slice());
-                        Ok(s.write_summed(&obj, &parent, offset, &bulk, sums, sums.is_some()))
+                        Ok(s.write_placed(
+                            &obj,
+                            &parent,
+                            layout,
+                            offset,
+                            &bulk,
+                            sums,
+                            sums.is_some(),
+                        ))
                     })
                     .await?;
                 match r {

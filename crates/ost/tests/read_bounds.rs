@@ -39,6 +39,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         offset: 0,
         cksum: None,
         grant: Default::default(),
+        layout: None,
     };
     tokio::time::timeout(BOUND, c.call(&w, data.clone()))
         .await

@@ -7,7 +7,7 @@
 //! moment, so a repair sent twice, or sent after the namespace moved on, does nothing.
 
 use nacre_core::lmv::Lmv;
-use nacre_core::{Errno, Fid, FileKind, TargetName};
+use nacre_core::{Errno, Fid, FileKind, OstLayout, TargetName};
 use serde::{Deserialize, Serialize};
 
 /// `lctl lfsck_start` as a target receives it (`struct lfsck_start`, plus who sent it).
@@ -247,6 +247,8 @@ pub enum OstRepair {
         obj: Fid,
         old: Option<Fid>,
         parent: Fid,
+        /// The layout of the stripe's component, kept beside the filter fid.
+        layout: Option<OstLayout>,
     },
     /// The object's owner becomes the file's.
     SetOwner { obj: Fid, uid: u32, gid: u32 },
@@ -266,6 +268,8 @@ pub enum OstRepair {
 pub struct OrphanObj {
     pub obj: Fid,
     pub ff: Option<Fid>,
+    /// The layout kept with the filter fid: what a lost file is rebuilt from.
+    pub layout: Option<OstLayout>,
     pub owner: Option<(u32, u32)>,
     pub size: u64,
 }

@@ -6,7 +6,7 @@
 
 use nacre_core::attr::SetAttr;
 use nacre_core::lmv::{Lmv, LmvTemplate};
-use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, TargetName, Timespec};
+use nacre_core::{Attr, Component, Errno, Fid, FileKind, Layout, OstLayout, TargetName, Timespec};
 use serde::{Deserialize, Serialize};
 
 /// Checksums of a bulk's pieces ([`nacre_core::cksum`]): each crc32c covers the bytes of
@@ -322,13 +322,16 @@ pub enum Request {
     /// Write the bulk at `offset` of object `obj`; `parent` is the file FID with the stripe
     /// index in `ver` (the object's filter fid, set on first write). With `cksum`, the OST
     /// checks the bulk before writing it: a damaged one is refused with EBADMSG, and the
-    /// client sends it again.
+    /// client sends it again. `layout` is the shape of the component the object is a
+    /// stripe of, kept beside the filter fid (Lustre's `ff_layout`); the OST refuses one
+    /// that has no stripe `parent.ver` with EINVAL.
     OstWrite {
         obj: Fid,
         parent: Fid,
         offset: u64,
         cksum: Option<BulkCksum>,
         grant: WriteGrant,
+        layout: Option<OstLayout>,
     },
     /// Read; with `cksum`, the reply is [`Reply::Checksummed`] with the bulk's checksums.
     /// Data that fails its stored checksum on the OST is ECKSUM (EBADE).
@@ -1197,6 +1200,13 @@ mod tests {
                     from_grant: true,
                     want: 1 << 30,
                 },
+                layout: Some(OstLayout {
+                    stripe_size: 1 << 20,
+                    stripe_count: 4,
+                    comp_start: 0,
+                    comp_end: u64::MAX,
+                    comp_id: 1,
+                }),
             },
             Request::OstFallocate {
                 obj: Fid::new(0x240000400, 5, 0),
