@@ -1,13 +1,20 @@
 //! File layouts as stored in an inode and sent in requests: a decoded layout encodes and
 //! decodes back to itself, the server's checks (`lod_verify_striping`'s rules) never
-//! panic, and on a layout they accept, offset mapping is consistent.
+//! panic, and on a layout they accept, offset mapping is consistent; an object's kept
+//! layout (`OstLayout`) decodes and encodes back to itself.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nacre_core::Layout;
+use nacre_core::{Layout, OstLayout};
 use nacre_core::layout::Pattern;
 use nacre_core::layout_rules::{LayoutCtx, check_structure, validate};
 
 fuzz_target!(|data: &[u8]| {
+    // The layout an OST object keeps beside its filter fid (stored bytes, read back by
+    // the OST and the layout LFSCK).
+    if let Some(l) = data.get(..OstLayout::BYTES).and_then(OstLayout::from_bytes) {
+        assert_eq!(OstLayout::from_bytes(&l.to_bytes()), Some(l));
+        let _ = l.is_sane() && l.holds_stripe(l.stripe_count.saturating_sub(1));
+    }
     let Ok(layout) = postcard::from_bytes::<Layout>(data) else {
         return;
     };

@@ -179,6 +179,7 @@ fn gap(start: u64, end: u64, next_id: u32) -> Component {
 mod tests {
     use super::*;
     use nacre_core::Fid;
+    use nacre_core::layout_rules::check_structure;
 
     fn obj(ost: u32, oid: u32) -> StripeObject {
         StripeObject {
@@ -215,6 +216,7 @@ mod tests {
         let p = plan(pieces);
         assert!(p.rest.is_empty() && p.missing().is_empty());
         let layout = p.layout(&[]).expect("layout");
+        assert_eq!(check_structure(&layout), Ok(()));
         assert!(!layout.composite);
         let c = &layout.components[0];
         assert_eq!(
@@ -234,6 +236,7 @@ mod tests {
         assert_eq!(p.missing(), vec![(0, 2), (0, 3)]);
         assert_eq!(p.layout(&[obj(2, 7)]), None, "too few fillers");
         let layout = p.layout(&[obj(2, 7), obj(3, 7)]).expect("layout");
+        assert_eq!(check_structure(&layout), Ok(()));
         assert_eq!(layout.components[0].objects[3], obj(3, 7));
         assert_eq!(p.size(&layout), (1 << 20) + 5);
     }
@@ -249,6 +252,7 @@ mod tests {
         ]);
         assert!(p.rest.is_empty());
         let layout = p.layout(&[]).expect("layout");
+        assert_eq!(check_structure(&layout), Ok(()), "{layout:?}");
         assert!(layout.composite);
         let ext: Vec<(u64, u64, usize)> = layout
             .components
@@ -283,5 +287,7 @@ mod tests {
         ]);
         assert_eq!(p.comps.len(), 1);
         assert_eq!(p.rest.len(), 5, "{:?}", p.rest);
+        let layout = p.layout(&[obj(1, 8)]).expect("layout");
+        assert_eq!(check_structure(&layout), Ok(()));
     }
 }
