@@ -1174,18 +1174,7 @@ async fn put_layout(
                 Err(Errno::ENOENT) => {}
                 Err(e) => return Err(e),
             }
-            let base = format!("{file}-R-{first_stripe}");
-            let mut idx = 0u32;
-            let name = loop {
-                let n = match idx {
-                    0 => base.clone().into_bytes(),
-                    _ => format!("{base}-{idx}").into_bytes(),
-                };
-                if mdd::lookup(tx, &lpf, &n)?.is_none() {
-                    break n;
-                }
-                idx += 1;
-            };
+            let name = free_name(tx, &lpf, &format!("{file}-R-{first_stripe}"))?;
             let a = mdd::CreateArgs {
                 parent: lpf,
                 name,
@@ -1217,6 +1206,17 @@ async fn put_layout(
     }
 }
 
+/// `base`, or the first of `base-1`, `base-2`, ... that `lpf` does not hold yet.
+fn free_name<R: nacre_osd::KvRead>(tx: &mut R, lpf: &Fid, base: &str) -> Result<Vec<u8>, Errno> {
+    let mut name = base.as_bytes().to_vec();
+    let mut idx = 0u32;
+    while mdd::lookup(tx, lpf, &name)?.is_some() {
+        idx += 1;
+        name = format!("{base}-{idx}").into_bytes();
+    }
+    Ok(name)
+}
+
 /// Gives an orphan a new file in this MDT's lost+found, its only stripe.
 async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: String) -> Outcome {
     let lpf = match lost_found_dir(cx.mdt).await {
@@ -1236,18 +1236,7 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
         .mdt
         .store()
         .write(move |tx| {
-            let mut idx = 0u32;
-            let name = loop {
-                let n = if idx == 0 {
-                    name.clone().into_bytes()
-                } else {
-                    format!("{name}-{idx}").into_bytes()
-                };
-                if mdd::lookup(tx, &lpf, &n)?.is_none() {
-                    break n;
-                }
-                idx += 1;
-            };
+            let name = free_name(tx, &lpf, &name)?;
             let a = mdd::CreateArgs {
                 parent: lpf,
                 name,
