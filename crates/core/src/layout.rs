@@ -367,14 +367,11 @@ impl OstLayout {
         })
     }
 
-    /// Within the rules a layout of this file system keeps: a rebuild trusts nothing else.
+    /// Within the rules a stored layout's components keep
+    /// ([`check_ost_layout`](crate::layout_rules::check_ost_layout)): a rebuild trusts
+    /// nothing else, and an OST refuses any other.
     pub fn is_sane(&self) -> bool {
-        self.stripe_size >= MIN_STRIPE_SIZE
-            && self.stripe_size.is_multiple_of(MIN_STRIPE_SIZE)
-            && (1..=MAX_STRIPE_COUNT).contains(&self.stripe_count)
-            && self.comp_start < self.comp_end
-            && (self.comp_end == EOF || self.comp_end.is_multiple_of(u64::from(self.stripe_size)))
-            && self.comp_start.is_multiple_of(u64::from(MIN_STRIPE_SIZE))
+        crate::layout_rules::check_ost_layout(self).is_ok()
     }
 
     /// Stripe `stripe` fits this layout.
@@ -789,6 +786,18 @@ mod tests {
             },
             OstLayout {
                 comp_end: (3 << 20) + 65536,
+                ..l
+            },
+            OstLayout {
+                stripe_size: 0,
+                ..l
+            },
+            OstLayout {
+                comp_start: 4096,
+                ..l
+            },
+            OstLayout {
+                stripe_count: u32::MAX,
                 ..l
             },
         ] {

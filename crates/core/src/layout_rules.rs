@@ -10,7 +10,7 @@ use crate::Errno;
 pub use crate::layout::mirror_id_of;
 use crate::layout::{
     Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_MIRROR_COUNT, MAX_STRIPE_COUNT,
-    MIN_STRIPE_SIZE, Pattern, STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
+    MIN_STRIPE_SIZE, OstLayout, Pattern, STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
 };
 
 /// `LOV_MAXPOOLNAME`.
@@ -67,6 +67,10 @@ pub enum LayoutError {
     NotIncreasing { comp: usize, start: u64, end: u64 },
     #[error("component {comp}: end {end} is not a multiple of 64KiB")]
     EndNotAligned { comp: usize, end: u64 },
+    #[error("component {comp}: start {start} is not a multiple of 64KiB")]
+    StartNotAligned { comp: usize, start: u64 },
+    #[error("component {comp}: an instantiated component has a stripe size, not 0")]
+    NoStripeSize { comp: usize },
     #[error("component {comp}: stripe size {size} is not a multiple of 64KiB")]
     StripeSizeNotAligned { comp: usize, size: u32 },
     #[error("component {comp}: end {end} is not a multiple of its stripe size {size}")]
@@ -203,16 +207,7 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
                     });
                 }
             }
-            if c.end <= c.start {
-                return Err(LayoutError::NotIncreasing {
-                    comp,
-                    start: c.start,
-                    end: c.end,
-                });
-            }
-            if c.end != EOF && !c.end.is_multiple_of(u64::from(MIN_STRIPE_SIZE)) {
-                return Err(LayoutError::EndNotAligned { comp, end: c.end });
-            }
+            check_extent(c, comp)?;
             if c.pattern == Pattern::Mdt {
                 if let Some(first) = dom_seen {
                     return Err(LayoutError::MultipleDom {
@@ -259,6 +254,54 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
     }
     crate::ec::check(layout)?;
     Ok(())
+}
+
+/// The rules of one component's own extent: it increases, and ends on a 64 KiB boundary.
+fn check_extent(c: &Component, comp: usize) -> std::result::Result<(), LayoutError> {
+    if c.end <= c.start {
+        return Err(LayoutError::NotIncreasing {
+            comp,
+            start: c.start,
+            end: c.end,
+        });
+    }
+    if c.end != EOF && !c.end.is_multiple_of(u64::from(MIN_STRIPE_SIZE)) {
+        return Err(LayoutError::EndNotAligned { comp, end: c.end });
+    }
+    Ok(())
+}
+
+/// Checks the component an OST object says it belongs to ([`OstLayout`]) by the rules
+/// every component of a stored layout passes, so that a writer cannot tag an object with
+/// one the MDT would have refused, and a rebuild makes none. An instantiated component
+/// has an actual stripe size and count (0 and -1 mean a default only before creation),
+/// and a start where a previous component's end could be.
+pub fn check_ost_layout(l: &OstLayout) -> std::result::Result<(), LayoutError> {
+    let count = i32::try_from(l.stripe_count)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or(LayoutError::InvalidStripeCount {
+            comp: 1,
+            count: i32::try_from(l.stripe_count).unwrap_or(i32::MAX),
+        })?;
+    if l.stripe_size == 0 {
+        return Err(LayoutError::NoStripeSize { comp: 1 });
+    }
+    if !l.comp_start.is_multiple_of(u64::from(MIN_STRIPE_SIZE)) {
+        return Err(LayoutError::StartNotAligned {
+            comp: 1,
+            start: l.comp_start,
+        });
+    }
+    let c = Component::raid0(
+        l.comp_start,
+        l.comp_end,
+        count,
+        l.stripe_size,
+        STRIPE_OFFSET_ANY,
+    );
+    check_extent(&c, 1)?;
+    check_raid0(&c, 1, &LayoutCtx::default())
 }
 
 fn check_raid0(
