@@ -332,10 +332,14 @@ impl Client {
             return Some(fut.await);
         }
         let any_failing = futures::future::select_all(imps.iter().map(|i| Box::pin(i.failing())));
-        tokio::select! {
+        let r = tokio::select! {
             r = fut => Some(r),
             _ = any_failing => None,
+        };
+        if r.is_none() {
+            imps.iter().for_each(|i| i.reconnect_in_background());
         }
+        r
     }
 
     /// Writes one copy of the data: through a layout without mirrors (or one mirror).
@@ -635,7 +639,11 @@ impl Client {
             .iter()
             .filter(|c| c.mirror_id() == m)
             .flat_map(|c| c.objects.iter())
-            .any(|o| self.osc(o.ost_idx).is_ok_and(|i| i.is_failing()))
+            .filter_map(|o| self.osc(o.ost_idx).ok())
+            .filter(|i| i.is_failing())
+            .inspect(|i| i.reconnect_in_background())
+            .count()
+            > 0
     }
 
     /// [`Layout::read_mirrors`], mirrors with an OST that stopped answering last.
@@ -655,10 +663,14 @@ impl Client {
         let Ok(imp) = self.osc(ost) else {
             return Some(fut.await);
         };
-        tokio::select! {
+        let r = tokio::select! {
             r = fut => Some(r),
             () = imp.failing() => None,
+        };
+        if r.is_none() {
+            imp.reconnect_in_background();
         }
+        r
     }
 
     /// A read of a mirrored file: each object range from the best mirror in sync (see

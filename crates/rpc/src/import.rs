@@ -69,6 +69,8 @@ pub struct Import {
     failing: std::sync::atomic::AtomicBool,
     /// Woken when `failing` is set, so such a reader goes at once.
     failing_started: tokio::sync::Notify,
+    /// A background reconnect ([`Import::reconnect_in_background`]) is running.
+    reconnecting: std::sync::atomic::AtomicBool,
     /// Connections tried so far, made or not (Lustre's `connection_attempts`).
     connect_attempts: std::sync::atomic::AtomicU64,
     hook: std::sync::OnceLock<Arc<dyn ConnectHook>>,
@@ -97,6 +99,7 @@ impl Import {
             generation: std::sync::atomic::AtomicU64::new(0),
             failing: std::sync::atomic::AtomicBool::new(false),
             failing_started: tokio::sync::Notify::new(),
+            reconnecting: std::sync::atomic::AtomicBool::new(false),
             connect_attempts: std::sync::atomic::AtomicU64::new(0),
             hook: std::sync::OnceLock::new(),
             lo_hook_due: std::sync::atomic::AtomicBool::new(false),
@@ -280,6 +283,29 @@ impl Import {
     /// no answer came since).
     pub fn is_failing(&self) -> bool {
         self.failing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// While the target is failing, keeps one ping going to it in the background (Lustre's
+    /// pinger reconnecting a disconnected import), unless one already is: its answer
+    /// clears the failing mark. Callers that skip a failing target because they have
+    /// another copy (a mirror, parity) never call it themselves, so without this they
+    /// would skip it long after it is back. A ping gives up after the recovery timeout;
+    /// the next caller that skips the target starts another.
+    pub fn reconnect_in_background(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if !self.is_failing() || self.reconnecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.reconnecting.store(false, Ordering::Release);
+            return;
+        };
+        let imp = self.clone();
+        rt.spawn(async move {
+            let r = imp.call(&Request::Ping, Bytes::new()).await;
+            tracing::debug!(target: "rpc", "{}: background reconnect: {}", imp.target, if r.is_ok() { "answered" } else { "no answer" });
+            imp.reconnecting.store(false, Ordering::Release);
+        });
     }
 
     /// Waits until the target is failing ([`Import::is_failing`]); at once if it is.

@@ -310,6 +310,7 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
                         for &o in &osts {
                             rt.block_on(cluster.start_ost(o))?;
                         }
+                        wait_reconnected(rt, &client, &osts)?;
                         let r = r?.context("IOR gave no degraded read report")?;
                         push(
                             op,
@@ -343,6 +344,37 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&cells)?)
             .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Bound on the wait for the mount to use restarted OSTs again.
+const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the mount's imports of `osts` answer again, so that the next case's
+/// mirrored writes do not skip them (and measure one copy instead of two).
+fn wait_reconnected(
+    rt: &tokio::runtime::Runtime,
+    client: &Arc<Client>,
+    osts: &[u32],
+) -> Result<()> {
+    // The reconnect is spawned on the mount's runtime.
+    let _in_rt = rt.enter();
+    let oscs = client.oscs();
+    let start = std::time::Instant::now();
+    for &o in osts {
+        let imp = oscs
+            .get(o as usize)
+            .with_context(|| format!("the mount has no import of OST{o:04x}"))?;
+        while imp.is_failing() {
+            imp.reconnect_in_background();
+            if start.elapsed() > RECONNECT_WAIT {
+                bail!(
+                    "OST{o:04x} did not answer the mount within {RECONNECT_WAIT:?} of its restart"
+                );
+            }
+            rt.block_on(tokio::time::sleep(std::time::Duration::from_millis(50)));
+        }
     }
     Ok(())
 }
