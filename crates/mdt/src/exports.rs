@@ -14,7 +14,10 @@
 //! connection ends, its handles are *parked* for [`EXPORT_GRACE`], and the client's next
 //! `MdtConnect` takes them over (Lustre keeps the export, and its open handles, across a
 //! reconnect). A client that does not come back within the grace has them closed, as one
-//! whose connection was never bound has at once.
+//! whose connection was never bound has at once. The grace is `mdt.*.export_grace`
+//! (seconds, [`EXPORT_GRACE_MIN`]..=[`EXPORT_GRACE_MAX`]): Lustre keeps a silent client's
+//! export for its ping evictor's timeout, 1.5 times `obd_timeout`, and a site with slow
+//! clients or long network outages wants more than the default.
 //!
 //! Bounded by the live connections and [`PARKED_MAX`]: a binding ends with its connection,
 //! a parked export with its grace. Refusals are logged at a bounded rate, so a client
@@ -28,13 +31,18 @@ use nacre_rpc::server::RequestCtx;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long the open handles of a client whose connection ended wait for it to reconnect
-/// before they are closed: longer than a client takes to notice a lost connection and
-/// reconnect (its next callback poll, within a second or two), as Lustre waits for a
-/// silent client before evicting it.
+/// before they are closed, by default: longer than a client takes to notice a lost
+/// connection and reconnect (its next callback poll, within a second or two), as Lustre
+/// waits for a silent client before evicting it.
 pub const EXPORT_GRACE: Duration = Duration::from_secs(30);
+/// Shortest `export_grace`: a client must have time to see its connection end.
+pub const EXPORT_GRACE_MIN: Duration = Duration::from_secs(1);
+/// Longest `export_grace`: handles of a client that is gone are not held for longer.
+pub const EXPORT_GRACE_MAX: Duration = Duration::from_secs(3600);
 /// Exports parked at once; past it a connection's handles are closed when it ends.
 pub const PARKED_MAX: usize = 1 << 16;
 
@@ -64,13 +72,44 @@ pub enum Ended {
 }
 
 /// The bindings of one MDT.
-#[derive(Default)]
 pub struct Exports {
     binds: Mutex<Binds>,
     refusals: LogLimit,
+    /// `export_grace`, in seconds.
+    grace_secs: AtomicU64,
+}
+
+impl Default for Exports {
+    fn default() -> Exports {
+        Exports {
+            binds: Mutex::default(),
+            refusals: LogLimit::default(),
+            grace_secs: AtomicU64::new(EXPORT_GRACE.as_secs()),
+        }
+    }
 }
 
 impl Exports {
+    /// How long an ended connection's handles wait for their client (`export_grace`).
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace_secs.load(Ordering::Acquire))
+    }
+
+    /// Sets `export_grace` from its value in seconds; outside its bounds it is refused.
+    /// A grace already running keeps the length it started with.
+    pub fn set_grace(&self, value: &str) -> Result<(), String> {
+        let (min, max) = (EXPORT_GRACE_MIN.as_secs(), EXPORT_GRACE_MAX.as_secs());
+        let secs: u64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{value}' is not a number of seconds"))?;
+        if !(min..=max).contains(&secs) {
+            return Err(format!("{secs} is out of range [{min}, {max}] seconds"));
+        }
+        self.grace_secs.store(secs, Ordering::Release);
+        Ok(())
+    }
+
     /// Binds `client` to the connection of `ctx` (its `MdtConnect`). `take_over(old, new)`
     /// runs under the bindings' lock when the client's handles are held by an earlier
     /// connection (one it is moving from, or a parked one): it moves them to this one.
@@ -224,6 +263,24 @@ mod tests {
             moved = Some(old);
         })?;
         Ok(moved)
+    }
+
+    #[test]
+    fn export_grace_keeps_its_bounds() {
+        let e = Exports::default();
+        assert_eq!(e.grace(), EXPORT_GRACE);
+        e.set_grace("5").expect("in range");
+        assert_eq!(e.grace(), Duration::from_secs(5));
+        for bad in ["0", "3601", "-1", "5s", ""] {
+            assert!(e.set_grace(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(
+            e.grace(),
+            Duration::from_secs(5),
+            "a refused value changed it"
+        );
+        e.set_grace(&EXPORT_GRACE_MAX.as_secs().to_string())
+            .expect("the maximum");
     }
 
     #[test]

@@ -1948,14 +1948,15 @@ impl Service for Mdt {
                 // Its reconnect takes them over (MdtConnect); otherwise they are closed
                 // when the grace ends.
                 let mut stopping = self.shutdown.subscribe();
+                let grace = self.exports.grace();
                 tokio::spawn(async move {
                     tokio::select! {
-                        _ = tokio::time::sleep(exports::EXPORT_GRACE) => {}
+                        _ = tokio::time::sleep(grace) => {}
                         _ = stopping.wait_for(|s| *s) => return,
                     }
                     if self.exports.expire(client, conn) {
                         let n = self.opens.handles_of(conn).len();
-                        tracing::info!(target: "mdt", "MDT{:04x}: client {client:#x} did not reconnect within {}s: closing its {n} open handle(s)", self.index, exports::EXPORT_GRACE.as_secs());
+                        tracing::info!(target: "mdt", "MDT{:04x}: client {client:#x} did not reconnect within {}s: closing its {n} open handle(s)", self.index, grace.as_secs());
                         self.close_handles_of(conn).await;
                     }
                 });

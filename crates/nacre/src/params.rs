@@ -428,6 +428,11 @@ impl ParamSource for MdtParams {
             writable: false,
         });
         v.push(ParamValue {
+            name: format!("{mdt}.export_grace"),
+            value: self.mdt.exports.grace().as_secs().to_string(),
+            writable: true,
+        });
+        v.push(ParamValue {
             name: format!("{mdt}.recovery_time_soft"),
             value: soft.to_string(),
             writable: true,
@@ -501,6 +506,13 @@ impl ParamSource for MdtParams {
                         .mdt
                         .squash
                         .set_nosquash_nids(value)
+                        .map_err(|e| format!("{name}: {e}"));
+                }
+                Some("export_grace") => {
+                    return self
+                        .mdt
+                        .exports
+                        .set_grace(value)
                         .map_err(|e| format!("{name}: {e}"));
                 }
                 Some("recovery_time_soft") => {

@@ -116,3 +116,85 @@ async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
         assert!(rep.is_clean(), "nacre check: {}", rep.summary());
     });
 }
+
+/// A client that goes away without a goodbye and does not come back has its open handles
+/// closed when `mdt.*.export_grace` ends, and no sooner: its export is counted until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_come_back_loses_its_handles_after_the_export_grace() {
+    const GRACE: u64 = 3;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = tokio::task::block_in_place(|| {
+        let mut cl = ServeCluster::format(
+            "gone",
+            &tmp.path().join("mgs"),
+            &[tmp.path().join("mdt0")],
+            &[tmp.path().join("ost0")],
+        );
+        cl.start_all();
+        cl
+    });
+    let c = cl.mount_as_client("gone-a").await;
+    let name = format!("mdt.{}-MDT0000.export_grace", cl.fsname);
+    let refused =
+        tokio::task::block_in_place(|| common::fail(&["lctl", "set_param", &format!("{name}=0")]));
+    assert!(refused.contains("out of range"), "{refused}");
+    tokio::task::block_in_place(|| common::ok(&["lctl", "set_param", &format!("{name}={GRACE}")]));
+    let num_exports = || {
+        tokio::task::block_in_place(|| {
+            common::param(&format!("mdt.{}-MDT0000.num_exports", cl.fsname))
+        })
+    };
+    let wait_param = |n: &str, want: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = tokio::task::block_in_place(|| common::param(n));
+            if got == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{n} is {got}, not {want}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_param(&name, &GRACE.to_string());
+    let gone = cl.mount_as_client("gone-b").await;
+    let f = create(&gone, Fid::ROOT, b"held", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (_h, _) = gone.open(f, rw(), &Cred::root()).await.expect("open");
+    gone.unlink(Fid::ROOT, b"held", &Cred::root())
+        .await
+        .expect("unlink while open");
+    assert_eq!(num_exports(), "2");
+    // Gone without a goodbye (its connections end as a crashed node's do).
+    gone.unmount();
+    for m in gone.mdcs() {
+        m.reset().await;
+    }
+    drop(gone);
+    let ended = std::time::Instant::now();
+    wait_param(&format!("mdt.{}-MDT0000.num_exports", cl.fsname), "1");
+    let waited = ended.elapsed();
+    assert!(
+        waited >= Duration::from_secs(GRACE - 1),
+        "the export went after {waited:?}, before its grace of {GRACE}s"
+    );
+    // The grace starts when the connection ends, not when the MDT's hold of the client's
+    // callback poll (10 s) would have.
+    assert!(
+        waited < Duration::from_secs(GRACE + 3),
+        "the export went after {waited:?}, its grace being {GRACE}s"
+    );
+    // Its last close destroyed the open-unlinked file: the checker finds no orphan.
+    c.disconnect().await;
+    c.unmount();
+    tokio::task::block_in_place(|| {
+        cl.stop_all();
+        let rep = cl.check();
+        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
+    });
+}
