@@ -7,7 +7,7 @@
 //! and pages through the OSTs' objects at its own pace, so a slow MDT never holds an
 //! OST's other MDTs back.
 
-use nacre_core::{Errno, Fid};
+use nacre_core::{Errno, Fid, OstLayout};
 use nacre_osd::objstore::Absent;
 use nacre_osd::objstore::OBJ_SUBDIRS;
 use nacre_osd::{ObjProbe, ObjStore};
@@ -105,8 +105,14 @@ pub fn probe_batch(s: &ObjStore, objs: &[Fid]) -> Result<Vec<ObjState>, Errno> {
     Ok(out)
 }
 
-/// Makes one repair, checking first that it is still needed.
+/// Makes one repair, checking first that it is still needed. A new filter fid is synced
+/// before it is reported: the MDT's layout swap points the objects it moved at their file
+/// this way, and a power cut of the OST must not give them back to the volatile file.
 pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
+    let set_filter = |obj: &Fid, parent: &Fid, layout: Option<&OstLayout>| {
+        s.set_placed_filter_fid(obj, parent, layout)
+            .and_then(|()| s.sync(obj))
+    };
     let r = match *op {
         OstRepair::SetFilterFid {
             obj,
@@ -119,11 +125,11 @@ pub fn repair(s: &ObjStore, op: &OstRepair) -> Outcome {
             }
             Ok((Some(_), ff)) if ff == Some(parent) => match s.filter_layout(&obj) {
                 Ok(l) if l == layout => return Outcome::Unneeded,
-                Ok(_) => s.set_placed_filter_fid(&obj, &parent, layout.as_ref()),
+                Ok(_) => set_filter(&obj, &parent, layout.as_ref()),
                 Err(e) => Err(e),
             },
             Ok((Some(_), ff)) if ff != old => return Outcome::Unneeded,
-            Ok((Some(_), _)) => s.set_placed_filter_fid(&obj, &parent, layout.as_ref()),
+            Ok((Some(_), _)) => set_filter(&obj, &parent, layout.as_ref()),
             Ok((None, _)) => Err(Errno::ENOENT),
             Err(e) => Err(e),
         },

@@ -17,6 +17,7 @@ use crate::{Mdt, now};
 use nacre_core::layout::{EOF, LCME_FL_INIT, Pattern};
 use nacre_core::{Attr, Component, Errno, Fid, Layout};
 use nacre_osd::{Table, Tx};
+use nacre_rpc::lfsck::OstRepair;
 use nacre_rpc::msg::Reply;
 use nacre_rpc::server::RequestCtx;
 
@@ -280,6 +281,51 @@ impl Mdt {
             })
             .await?;
         self.kick_llog();
+        self.replace_parents(&ino, volatile).await;
         Ok(Reply::Inode(self.info_of(ino)?))
+    }
+
+    /// After a swap, the objects `ino` took over from `volatile` name `ino` in their filter
+    /// fids, and carry its owner. Lustre does this in the swap's transaction; here it
+    /// follows the commit, OST by OST at once, as a chown's owner does ([`Mdt::pass_owner`]).
+    /// An OST that does not answer leaves its objects naming the volatile file (logged)
+    /// until the file's next write to them, or LFSCK's layout check, puts them right.
+    async fn replace_parents(&self, ino: &Inode, volatile: Fid) {
+        let Some(layout) = &ino.layout else {
+            return;
+        };
+        let fid = ino.attr.fid;
+        let mut by_ost: std::collections::BTreeMap<u32, Vec<OstRepair>> = Default::default();
+        for c in &layout.components {
+            let placed = c.ost_layout();
+            for (i, o) in c.objects.iter().enumerate() {
+                let stripe = u32::try_from(i).unwrap_or(u32::MAX);
+                by_ost
+                    .entry(o.ost_idx)
+                    .or_default()
+                    .push(OstRepair::SetFilterFid {
+                        obj: o.fid,
+                        old: Some(volatile.with_ver(stripe)),
+                        parent: fid.with_ver(stripe),
+                        layout: placed,
+                    });
+            }
+        }
+        let calls = by_ost.into_iter().map(|(ost, objs)| async move {
+            let n = objs.len();
+            let r = match self.lod.osp(ost) {
+                Some(osp) => osp.replace_parents(objs).await,
+                None => Err(Errno::ENODEV),
+            };
+            match r {
+                Ok(0) => {}
+                Ok(k) => tracing::warn!(target: "mdt", "file {fid}: {k} of its {n} object(s) on OST{ost:04x} still name the volatile file {volatile}; LFSCK's layout check repairs them"),
+                Err(e) => tracing::warn!(target: "mdt", "file {fid}: its objects on OST{ost:04x} still name the volatile file {volatile} ({e}); LFSCK's layout check repairs them"),
+            }
+        });
+        futures::future::join_all(calls).await;
+        if let Err(e) = self.pass_owner(ino).await {
+            tracing::debug!(target: "mdt", "file {fid}: owner of its new objects: {e}");
+        }
     }
 }

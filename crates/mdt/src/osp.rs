@@ -16,6 +16,7 @@
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid, StripeObject, TargetName};
 use nacre_rpc::Import;
+use nacre_rpc::lfsck::{LfsckReply, LfsckRequest, OstRepair, Outcome};
 use nacre_rpc::msg::{Reply, Request, StatFs};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -459,6 +460,31 @@ impl Osp {
             .await
             .map(|_| ())
             .map_err(|e| e.errno())
+    }
+
+    /// Points objects at the file and stripe that now hold them, with their component's
+    /// layout (the OST's half of a layout swap, Lustre's
+    /// `lod_obj_stripe_replace_parent_fid`), as LFSCK's repair of an unmatched pair does:
+    /// an object whose filter fid names neither the old nor the new parent is left alone.
+    /// How many could not be changed (an object without a file needs no change).
+    pub async fn replace_parents(&self, objs: Vec<OstRepair>) -> Result<usize, Errno> {
+        let mut failed = 0;
+        for batch in objs.chunks(nacre_rpc::lfsck::MAX_BATCH) {
+            let req = Request::Lfsck(LfsckRequest::OstRepair(batch.to_vec()));
+            match self.import.call(&req, Default::default()).await {
+                Ok((Reply::Lfsck(LfsckReply::Outcomes(o)), _)) if o.len() == batch.len() => {
+                    // An object never written has no file, so no filter fid: its first
+                    // write gives it the file's.
+                    failed += o
+                        .iter()
+                        .filter(|o| matches!(o, Outcome::Failed(e) if *e != Errno::ENOENT))
+                        .count();
+                }
+                Ok(_) => return Err(Errno::EPROTO),
+                Err(e) => return Err(e.errno()),
+            }
+        }
+        Ok(failed)
     }
 
     /// Destroys objects on the OST (missing objects count as destroyed).

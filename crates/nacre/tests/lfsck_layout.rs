@@ -486,3 +486,29 @@ async fn files_whose_mdt_objects_are_lost_are_rebuilt_from_their_objects() {
     }
     end(fs, &kept).await;
 }
+
+/// `lfs migrate` copies a file into a volatile file's objects and swaps the layouts: the
+/// objects then belong to the file, and their filter fids say so (Lustre rewrites them in
+/// the swap, `lod_obj_stripe_replace_parent_fid`), before anything writes them again.
+/// Otherwise every migrated file is an unmatched pair, and a rebuild after the loss of
+/// its MDT object would give its objects to the volatile file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrated_files_objects_name_the_file() {
+    use nacre_core::layout::{Component, EOF};
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 4).await;
+    for k in &kept {
+        let l = nacre_core::Layout::composite(vec![
+            Component::raid0(0, 1 << 20, 1, 1 << 20, -1),
+            Component::raid0(1 << 20, EOF, 2, 1 << 20, -1),
+        ]);
+        fs.c.migrate(k.fid, l, &Cred::root())
+            .await
+            .expect("migrate");
+    }
+    let files: Vec<Fid> = kept.iter().map(|k| k.fid).collect();
+    settled(&fs, &files).await;
+    let st = fs.lfsck_layout(0, LPF_DRYRUN).await;
+    assert_eq!(layout_repaired(&st), counts(&[]));
+    end(fs, &kept).await;
+}

@@ -205,9 +205,17 @@ impl ServeCluster {
         panic!("cannot mount {}", self.spec());
     }
 
-    /// The namespace checker's report on the stopped MDTs.
+    /// OST target directories, in index order.
+    pub fn ost_dirs(&self) -> Vec<PathBuf> {
+        (0..)
+            .map_while(|i| self.dirs.get(&format!("ost{i}")).cloned())
+            .collect()
+    }
+
+    /// `nacre check` of the stopped targets: the namespace, and every file's layout
+    /// against the OSTs' objects.
     pub fn check(&self) -> nacre_lfsck::offline::CheckReport {
-        nacre::check::check_mdts(&self.mdt_dirs()).expect("nacre check")
+        nacre::check::check_targets(&self.mdt_dirs(), &self.ost_dirs()).expect("nacre check")
     }
 }
 
