@@ -253,6 +253,14 @@ impl Mdt {
             })
             .await?;
         self.kick_llog();
+        if let Some(v) = victim {
+            // The mirror's objects are the victim's now, under new component ids.
+            let vino = self
+                .store
+                .read()
+                .and_then(|mut r| mdd::get_inode(&mut r, &v))?;
+            self.replace_parents(&vino, fid).await;
+        }
         Ok(Reply::Inode(self.info_of(ino)?))
     }
 }

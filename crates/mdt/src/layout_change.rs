@@ -285,12 +285,14 @@ impl Mdt {
         Ok(Reply::Inode(self.info_of(ino)?))
     }
 
-    /// After a swap, the objects `ino` took over from `volatile` name `ino` in their filter
-    /// fids, and carry its owner. Lustre does this in the swap's transaction; here it
-    /// follows the commit, OST by OST at once, as a chown's owner does ([`Mdt::pass_owner`]).
-    /// An OST that does not answer leaves its objects naming the volatile file (logged)
-    /// until the file's next write to them, or LFSCK's layout check, puts them right.
-    async fn replace_parents(&self, ino: &Inode, volatile: Fid) {
+    /// After a swap, the objects `ino` took over from `volatile` (the file whose objects
+    /// they were: a migration's volatile file, or the file a mirror split off) name `ino`
+    /// in their filter fids, with their component's layout, and carry its owner. Lustre
+    /// does this in the swap's transaction; here it follows the commit, OST by OST at
+    /// once, as a chown's owner does ([`Mdt::pass_owner`]). An OST that does not answer
+    /// leaves its objects naming the other file (logged) until the file's next write to
+    /// them, or LFSCK's layout check, puts them right.
+    pub(crate) async fn replace_parents(&self, ino: &Inode, volatile: Fid) {
         let Some(layout) = &ino.layout else {
             return;
         };

@@ -506,9 +506,36 @@ async fn a_migrated_files_objects_name_the_file() {
             .await
             .expect("migrate");
     }
-    let files: Vec<Fid> = kept.iter().map(|k| k.fid).collect();
+    // `lfs mirror split -f`: a mirror's objects go to another file, under new ids.
+    let data = common::cluster::pattern(300_000, 7);
+    let two = nacre_core::Layout {
+        components: (1..=2)
+            .map(|m| {
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, -1);
+                c.id = nacre_core::layout::pflr_id(m, 0);
+                c
+            })
+            .collect(),
+        ..nacre_core::Layout::composite(Vec::new())
+    };
+    let root = fs.c.root();
+    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), &data)
+        .await
+        .expect("mirrored file");
+    let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
+        .await
+        .expect("empty file");
+    fs.c.mirror_split(m, 2, Some(v)).await.expect("split");
+    let mut files: Vec<Fid> = kept.iter().map(|k| k.fid).collect();
+    files.extend([m, v]);
     settled(&fs, &files).await;
     let st = fs.lfsck_layout(0, LPF_DRYRUN).await;
     assert_eq!(layout_repaired(&st), counts(&[]));
+    for f in [m, v] {
+        let got = common::integrity::read_file(&fs.c, f, data.len() as u64)
+            .await
+            .expect("read");
+        assert!(got[..] == data[..], "{f} differs after the split");
+    }
     end(fs, &kept).await;
 }
