@@ -640,10 +640,11 @@ impl Client {
             .filter(|c| c.mirror_id() == m)
             .flat_map(|c| c.objects.iter())
             .filter_map(|o| self.osc(o.ost_idx).ok())
-            .filter(|i| i.is_failing())
-            .inspect(|i| i.reconnect_in_background())
-            .count()
-            > 0
+            .any(|i| {
+                // Read last, the OST is never asked by a read: a ping finds it back.
+                i.reconnect_in_background();
+                i.is_failing()
+            })
     }
 
     /// [`Layout::read_mirrors`], mirrors with an OST that stopped answering last.

@@ -17,19 +17,22 @@ use std::time::Duration;
 
 const DATA: usize = 1 << 20;
 
+/// An MGS, one MDT and one OST, each a `nacre serve` process, started.
+fn one_mdt_one_ost(dir: &std::path::Path, fsname: &str) -> ServeCluster {
+    let mut cl = ServeCluster::format(
+        fsname,
+        &dir.join("mgs"),
+        &[dir.join("mdt0")],
+        &[dir.join("ost0")],
+    );
+    cl.start_all();
+    cl
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut cl = tokio::task::block_in_place(|| {
-        let mut cl = ServeCluster::format(
-            "reconn",
-            &tmp.path().join("mgs"),
-            &[tmp.path().join("mdt0")],
-            &[tmp.path().join("ost0")],
-        );
-        cl.start_all();
-        cl
-    });
+    let mut cl = tokio::task::block_in_place(|| one_mdt_one_ost(tmp.path(), "reconn"));
     let c = cl.mount_as_client("reconn-a").await;
     let f = create(&c, Fid::ROOT, b"held", FILE)
         .await
@@ -123,16 +126,7 @@ async fn an_open_unlinked_file_keeps_its_data_across_a_reconnect() {
 async fn a_client_that_does_not_come_back_loses_its_handles_after_the_export_grace() {
     const GRACE: u64 = 3;
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut cl = tokio::task::block_in_place(|| {
-        let mut cl = ServeCluster::format(
-            "gone",
-            &tmp.path().join("mgs"),
-            &[tmp.path().join("mdt0")],
-            &[tmp.path().join("ost0")],
-        );
-        cl.start_all();
-        cl
-    });
+    let mut cl = tokio::task::block_in_place(|| one_mdt_one_ost(tmp.path(), "gone"));
     let c = cl.mount_as_client("gone-a").await;
     let name = format!("mdt.{}-MDT0000.export_grace", cl.fsname);
     let refused =
