@@ -18,7 +18,7 @@
 #                                         (the last cut's recording stays for `replay`)
 #   power-cut.sh stop STATE MNT           clean unmount (everything kept), recording ends
 #   power-cut.sh remove STATE MNT         stop whatever runs and delete STATE
-#   power-cut.sh suite [ROUNDS] [SUBSETS] the crash-consistency suite (tests/power_cut.rs)
+#   power-cut.sh suite [ROUNDS] [SUBSETS] the crash-consistency suite (crates/nacre/tests/it/power_cut.rs)
 #                                         ROUNDS times (default 3), a cut per operation and
 #                                         SUBSETS (default 16) random other outcomes of each
 #
@@ -42,7 +42,7 @@ if [ "$cmd" = suite ]; then
     for r in $(seq "$rounds"); do
         echo "== power-cut suite, round $r of $rounds ($subsets outcomes per cut)"
         NACRE_POWER_CUT_EACH=1 NACRE_POWER_CUT_SUBSETS=$subsets \
-            cargo test --release --quiet -p nacre --test power_cut -- --test-threads=1
+            cargo test --release --quiet -p nacre --test it power_cut:: -- --test-threads=1
     done
     exit 0
 fi

@@ -1,4 +1,4 @@
-//! The checksum scenarios of `checksums.rs` over TCP: this binary turns the in-process
+//! The checksum scenarios of `it/checksums.rs` over TCP: this binary turns the in-process
 //! delivery off (`NACRE_LO=0`) before anything reads it, so every request, bulk included,
 //! goes through the kernel's loopback as it would between nodes.
 

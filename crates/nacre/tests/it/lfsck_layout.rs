@@ -1,0 +1,541 @@
+//! The layout LFSCK on a live file system, one inconsistency class at a time (the
+//! scenarios of Lustre's sanity-lfsck.sh 11, 14–18): inject N, a dry run reports exactly
+//! N, a repair fixes N, a second run finds nothing, and the files nobody touched keep
+//! their contents.
+
+use crate::common;
+
+use common::lfsck::{Fs, Kept, counts, layout_repaired};
+use nacre_core::Fid;
+use nacre_lfsck::inject;
+use nacre_lustreapi::lfsck::{LPF_CREATE_OSTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN};
+use nacre_rpc::msg::Cred;
+use std::collections::BTreeMap;
+
+const N: usize = 5;
+
+/// Waits until the MDT trusts the sizes of `files` (settled after their last close): a
+/// stripe is known to hold data only from an exact size.
+async fn settled(fs: &Fs, files: &[Fid]) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = {
+            let mut v = fs.mdt(0).store().read().expect("read");
+            files
+                .iter()
+                .all(|f| nacre_mdt::mdd::get_inode(&mut v, f).is_ok_and(|i| i.lsom_valid))
+        };
+        if all {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "sizes never settled");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// What `nacre check` finds on the stopped stores: the classes of its layout checks that
+/// it counted, and how many of each.
+async fn offline(fs: &mut Fs) -> BTreeMap<&'static str, usize> {
+    let rep = fs.check().await;
+    let l = rep.layout.expect("the layouts were checked");
+    assert!(l.unchecked_osts.is_empty(), "{}", l.summary());
+    [
+        ("dangling", l.dangling.len()),
+        ("unmatched_pair", l.unmatched.len()),
+        ("multiple_referenced", l.multiply_referenced.len()),
+        ("inconsistent_owner", l.bad_owner.len()),
+        ("orphan", l.orphans.len()),
+        ("last_id_behind", l.last_id_behind.len()),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .collect()
+}
+
+/// What every case ends with: the files nobody touched read back as written, `nacre
+/// check` on the stopped stores finds nothing wrong with the namespace or the layouts
+/// the repairs left, and the file system stops.
+async fn end(mut fs: Fs, kept: &[Kept]) {
+    fs.verify(kept).await;
+    let rep = fs.check().await;
+    assert!(rep.is_clean(), "{}", rep.summary());
+    fs.stop().await;
+}
+
+/// The dry run, the repair and the second run, with the counters each must show.
+async fn roundtrip(fs: &Fs, flags: u16, want: &[(&'static str, u64)]) {
+    let dry = fs.lfsck_layout(0, LPF_DRYRUN | flags).await;
+    assert_eq!(layout_repaired(&dry), counts(want), "dry run");
+    let fix = fs.lfsck_layout(0, flags).await;
+    assert_eq!(layout_repaired(&fix), counts(want), "repair");
+    let again = fs.lfsck_layout(0, flags).await;
+    assert_eq!(layout_repaired(&again), counts(&[]), "second run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_file_system_has_no_layout_inconsistency() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 20).await;
+    let st = fs.lfsck_layout(0, LPF_CREATE_OSTOBJ | LPF_OST_ORPHAN).await;
+    assert_eq!(layout_repaired(&st), counts(&[]));
+    // The root, the directory and the files in phase 1; every object holding data in
+    // phase 2 (each file's first stripe, and the second of those past 64 KiB).
+    assert_eq!(st.checked_phase1, 22);
+    let second = kept
+        .iter()
+        .enumerate()
+        .filter(|(i, k)| i % 2 == 1 && k.data.len() > 65536)
+        .count() as u64;
+    assert_eq!(st.checked_phase2, 20 + second);
+    let text = fs.checker(0).layout_text();
+    let keys: Vec<&str> = text.lines().filter_map(|l| l.split(':').next()).collect();
+    assert_eq!(
+        keys,
+        [
+            "name",
+            "magic",
+            "version",
+            "status",
+            "flags",
+            "param",
+            "last_completed_time",
+            "time_since_last_completed",
+            "latest_start_time",
+            "time_since_latest_start",
+            "last_checkpoint_time",
+            "time_since_last_checkpoint",
+            "latest_start_position",
+            "last_checkpoint_position",
+            "first_failure_position",
+            "success_count",
+            "repaired_dangling",
+            "repaired_unmatched_pair",
+            "repaired_multiple_referenced",
+            "repaired_orphan",
+            "repaired_inconsistent_owner",
+            "repaired_others",
+            "skipped",
+            "failed_phase1",
+            "failed_phase2",
+            "checked_phase1",
+            "checked_phase2",
+            "run_time_phase1",
+            "run_time_phase2",
+            "average_speed_phase1",
+            "average_speed_phase2",
+            "real_time_speed_phase1",
+            "real_time_speed_phase2",
+            "current_position",
+        ]
+    );
+    assert!(text.contains("status: completed\n"), "{text}");
+    assert!(text.contains("param: orphan,create_ostobj\n"), "{text}");
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dangling_references_are_reported_and_recreated_with_create_ostobj() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = fs.victims("victims", N).await;
+    settled(&fs, &v).await;
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::remove_ost_object(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("dangling", N)]));
+    // Without -c a dangling reference is reported, not repaired.
+    let plain = fs.lfsck_layout(0, 0).await;
+    assert_eq!(layout_repaired(&plain), counts(&[]));
+    assert!(
+        fs.checker(0)
+            .repairs
+            .text()
+            .contains("found dangling (not repaired, no -c)")
+    );
+    roundtrip(&fs, LPF_CREATE_OSTOBJ, &[("dangling", N as u64)]).await;
+    // Each object is back, empty, and names its file.
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        let (size, ff) = fs.ost(so.ost_idx).probe(&so.fid).expect("probe");
+        assert_eq!(size, Some(0));
+        assert_eq!(ff, Some(f.with_ver(0)));
+    }
+    end(fs, &kept).await;
+}
+
+/// Objects are created with their files, so a lost one is found whatever its file's
+/// size says: here the stripe never written of small two-stripe files, whose sizes the
+/// MDT has not settled (a layout check used to need an exact size to tell a lost object
+/// from one never written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_object_never_written_is_dangling_too() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "victims").await;
+    let mut v = Vec::new();
+    for i in 0..N {
+        let data = format!("victim {i}").into_bytes();
+        v.push((fs.write(d, &format!("v{i}"), &data, 2).await, data));
+    }
+    for (f, _) in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 1)
+            .await
+            .expect("stripe");
+        assert_eq!(
+            fs.ost(so.ost_idx).probe(&so.fid).expect("probe"),
+            (Some(0), None),
+            "stripe 1 of {f} was written"
+        );
+        inject::remove_ost_object(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("dangling", N)]));
+    roundtrip(&fs, LPF_CREATE_OSTOBJ, &[("dangling", N as u64)]).await;
+    for (f, data) in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 1)
+            .await
+            .expect("stripe");
+        let (size, ff) = fs.ost(so.ost_idx).probe(&so.fid).expect("probe");
+        assert_eq!(size, Some(0));
+        assert_eq!(ff, Some(f.with_ver(1)));
+        assert_eq!(&fs.read(*f).await, data);
+    }
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = fs.victims("victims", N).await;
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::corrupt_filter_fid(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    assert_eq!(
+        offline(&mut fs).await,
+        BTreeMap::from([("unmatched_pair", N)])
+    );
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("unmatched_pair", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        let (_, ff) = fs.ost(so.ost_idx).probe(&so.fid).expect("probe");
+        assert_eq!(ff, Some(f.with_ver(0)));
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
+/// sanity-lfsck.sh 16: a chown gives the file's objects its owner; one whose passing to
+/// the OST was lost (`OBD_FAIL_LFSCK_BAD_OWNER`) leaves an object owned by someone else,
+/// which the layout check finds and gives the file's owner. Objects never given an owner
+/// (files nobody chowned, as the population here) are not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_owner_a_chown_did_not_reach_is_repaired() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = fs.victims("victims", N).await;
+    let owner = |i: usize| (1000 + i as u32, 2000 + i as u32);
+    for (i, f) in v.iter().enumerate() {
+        let (uid, gid) = owner(i);
+        let attr = nacre_core::SetAttr {
+            uid: Some(uid),
+            gid: Some(gid),
+            ..Default::default()
+        };
+        fs.c.setattr(*f, attr, &Cred::root(), None)
+            .await
+            .expect("chown");
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(
+            fs.ost(so.ost_idx).owner(&so.fid).expect("owner"),
+            Some((uid, gid)),
+            "the chown did not reach the object"
+        );
+    }
+    // Nothing to repair while every object has its file's owner.
+    let clean = fs.lfsck_layout(0, LPF_DRYRUN).await;
+    assert_eq!(layout_repaired(&clean), counts(&[]));
+    for f in &v {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        inject::change_ost_owner(fs.ost(so.ost_idx), so.fid, 1, 1).expect("inject");
+    }
+    assert_eq!(
+        offline(&mut fs).await,
+        BTreeMap::from([("inconsistent_owner", N)])
+    );
+    roundtrip(&fs, 0, &[("inconsistent_owner", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(
+            fs.ost(so.ost_idx).owner(&so.fid).expect("owner"),
+            Some(owner(i))
+        );
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_object_is_copied_for_the_second_file() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (d, v) = fs.victims("victims", N).await;
+    let mut pairs = Vec::new();
+    for (i, a) in v.iter().enumerate() {
+        let b = fs.write(d, &format!("share{i}"), b"", 1).await;
+        inject::share_object(fs.mdt(0), *a, b, 0)
+            .await
+            .expect("inject");
+        pairs.push((*a, b));
+    }
+    assert_eq!(
+        offline(&mut fs).await,
+        BTreeMap::from([("multiple_referenced", N)])
+    );
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("multiple_referenced", N as u64)]).await;
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        let sa = inject::stripe_object(fs.mdt(0), *a, 0).await.expect("a");
+        let sb = inject::stripe_object(fs.mdt(0), *b, 0).await.expect("b");
+        assert_ne!(sa, sb, "the second file has its own object");
+        let want = format!("victim {i}");
+        let copy = fs
+            .ost(sb.ost_idx)
+            .read(&sb.fid, 0, want.len())
+            .expect("read copy");
+        assert_eq!(copy, want.as_bytes());
+        let (_, ff) = fs.ost(sb.ost_idx).probe(&sb.fid).expect("probe");
+        assert_eq!(ff, Some(b.with_ver(0)));
+        assert_eq!(fs.read(*a).await, want.as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_objects_go_back_to_the_stripe_their_filter_fid_names() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let (_, v) = fs.victims("victims", N).await;
+    let mut objs = Vec::new();
+    for f in &v {
+        objs.push(
+            inject::stripe_object(fs.mdt(0), *f, 0)
+                .await
+                .expect("stripe"),
+        );
+        inject::detach_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("inject");
+    }
+    assert_eq!(
+        offline(&mut fs).await,
+        BTreeMap::from([("dangling", N), ("orphan", N)])
+    );
+    // Put back even without -c or -o: nothing is created.
+    roundtrip(&fs, 0, &[("orphan", N as u64)]).await;
+    for (i, f) in v.iter().enumerate() {
+        let so = inject::stripe_object(fs.mdt(0), *f, 0)
+            .await
+            .expect("stripe");
+        assert_eq!(so, objs[i]);
+        assert_eq!(fs.read(*f).await, format!("victim {i}").as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_objects_of_lost_files_go_to_lost_and_found_with_orphan() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    // Parents on MDT0 that no file has.
+    let base = kept[0].fid;
+    let mut made = Vec::new();
+    for i in 0..N {
+        let parent = Fid::new(base.seq, base.oid + 100_000 + i as u32, 0);
+        let data = format!("lost data {i}");
+        let ost = (i % 2) as u32;
+        let hit = inject::orphan_ost_object(fs.mdt(0), fs.ost(ost), ost, parent, data.as_bytes())
+            .await
+            .expect("inject");
+        made.push((parent, hit.fid, data));
+    }
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", N)]));
+    // Without -o an orphan is reported, not moved.
+    let plain = fs.lfsck_layout(0, 0).await;
+    assert_eq!(layout_repaired(&plain), counts(&[]));
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", N as u64)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    for (parent, _, data) in &made {
+        let name = format!("{parent}-R-0");
+        let info =
+            fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+                .await
+                .expect("in lost+found");
+        assert_eq!(fs.read(info.attr.fid).await, data.as_bytes());
+    }
+    end(fs, &kept).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_id_behind_its_objects_is_put_back() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let mut highest = Vec::new();
+    for ost in 0..2u32 {
+        let seq = fs.mdt(0).lod().osp(ost).expect("osp").seq();
+        let s = fs.ost(ost);
+        let top = (0..nacre_osd::objstore::OBJ_SUBDIRS)
+            .flat_map(|d| s.objects_in(seq, d).expect("list"))
+            .max()
+            .expect("objects");
+        inject::rewind_last_id(s, seq, 1).expect("inject");
+        highest.push((ost, seq, top));
+    }
+    roundtrip(&fs, 0, &[("others", 2)]).await;
+    for (ost, seq, top) in highest {
+        assert!(fs.ost(ost).last_id(seq).expect("last id") >= top);
+    }
+    // New files after the repair do not land on existing objects.
+    let d = fs.mkdir(fs.c.root(), "after").await;
+    for i in 0..4 {
+        fs.write(d, &format!("n{i}"), b"new", 2).await;
+    }
+    end(fs, &kept).await;
+}
+
+/// Lustre's sanity-lfsck.sh 18b: files whose MDT objects are lost come back in
+/// `.lustre/lost+found/MDT0000` as `[FID]-R-<stripe>`, their layouts rebuilt from what
+/// their orphan objects keep beside the filter fid: every stripe in its place, the file
+/// reading back as written, slots never written given new empty objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_whose_mdt_objects_are_lost_are_rebuilt_from_their_objects() {
+    use nacre_core::layout::{Component, EOF, Layout};
+    let mut fs = Fs::new(1, 4).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "lost").await;
+    let pfl = Layout::composite(vec![
+        Component::raid0(0, 128 << 10, 1, 65536, -1),
+        Component::raid0(128 << 10, EOF, 2, 65536, -1),
+    ]);
+    // (name, data, layout, objects holding data)
+    let cases = [
+        (
+            "full",
+            common::cluster::pattern(300_000, 7),
+            Layout::plain(4, 65536, -1),
+            4,
+        ),
+        (
+            "short",
+            common::cluster::pattern(100_000, 8),
+            Layout::plain(4, 65536, -1),
+            2,
+        ),
+        ("pfl", common::cluster::pattern(400_000, 9), pfl, 3),
+    ];
+    let mut lost = Vec::new();
+    for (name, data, layout, _) in &cases {
+        let f = fs.write_layout(d, name, data, layout.clone()).await;
+        settled(&fs, &[f]).await;
+        lost.push(f);
+    }
+    for ((name, ..), f) in cases.iter().zip(&lost) {
+        inject::remove_name(fs.mdt(0), d, name.as_bytes())
+            .await
+            .expect("inject");
+        inject::remove_object(fs.mdt(0), *f).await.expect("inject");
+    }
+    let orphans: usize = cases.iter().map(|c| c.3).sum();
+    assert_eq!(
+        offline(&mut fs).await,
+        BTreeMap::from([("orphan", orphans)])
+    );
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", orphans as u64)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    for ((name, data, ..), f) in cases.iter().zip(&lost) {
+        let info =
+            fs.c.lookup(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
+                .await
+                .unwrap_or_else(|e| panic!("{name} not in lost+found: {e:?}"));
+        assert_eq!(info.attr.fid, *f, "{name} keeps its FID");
+        assert_eq!(info.attr.mode, libc::S_IFREG | 0o400, "{name}");
+        assert_eq!(info.attr.size, data.len() as u64, "{name}");
+        assert!(fs.read(*f).await == *data, "{name} reads back as written");
+    }
+    end(fs, &kept).await;
+}
+
+/// `lfs migrate` copies a file into a volatile file's objects and swaps the layouts: the
+/// objects then belong to the file, and their filter fids say so (Lustre rewrites them in
+/// the swap, `lod_obj_stripe_replace_parent_fid`), before anything writes them again.
+/// Otherwise every migrated file is an unmatched pair, and a rebuild after the loss of
+/// its MDT object would give its objects to the volatile file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrated_files_objects_name_the_file() {
+    use nacre_core::layout::{Component, EOF};
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 4).await;
+    for k in &kept {
+        let l = nacre_core::Layout::composite(vec![
+            Component::raid0(0, 1 << 20, 1, 1 << 20, -1),
+            Component::raid0(1 << 20, EOF, 2, 1 << 20, -1),
+        ]);
+        fs.c.migrate(k.fid, l, &Cred::root())
+            .await
+            .expect("migrate");
+    }
+    // `lfs mirror split -f`: a mirror's objects go to another file, under new ids.
+    let data = common::cluster::pattern(300_000, 7);
+    let two = nacre_core::Layout {
+        components: (1..=2)
+            .map(|m| {
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, -1);
+                c.id = nacre_core::layout::pflr_id(m, 0);
+                c
+            })
+            .collect(),
+        ..nacre_core::Layout::composite(Vec::new())
+    };
+    let root = fs.c.root();
+    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), &data)
+        .await
+        .expect("mirrored file");
+    let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
+        .await
+        .expect("empty file");
+    fs.c.mirror_split(m, 2, Some(v)).await.expect("split");
+    let mut files: Vec<Fid> = kept.iter().map(|k| k.fid).collect();
+    files.extend([m, v]);
+    settled(&fs, &files).await;
+    let st = fs.lfsck_layout(0, LPF_DRYRUN).await;
+    assert_eq!(layout_repaired(&st), counts(&[]));
+    for f in [m, v] {
+        let got = common::integrity::read_file(&fs.c, f, data.len() as u64)
+            .await
+            .expect("read");
+        assert!(got[..] == data[..], "{f} differs after the split");
+    }
+    end(fs, &kept).await;
+}

@@ -1,0 +1,575 @@
+//! Replay recovery after a power cut of the MDT, in the style of Lustre's
+//! `replay-single.sh` (`replay_barrier`, then `fail mds`): each modifying operation runs
+//! with no `fsync` at all, the MDT's power goes right after the replies (before any
+//! checkpoint), the MDT restarts, and the same client, alive throughout, reconnects and
+//! replays: every acknowledged operation is there, `recovery_status` says COMPLETE with
+//! the replayed count, and the stopped file system passes `nacre check`. A client that
+//! does not come back is evicted when the window ends, and the other's replays apply.
+
+use crate::common;
+
+use bytes::Bytes;
+use common::cluster::{DIR, FILE, create, pattern, rw};
+use common::power_cut::{PowerCutDisk, require_power_cut};
+use common::procs::ServeCluster;
+use nacre_client::Client;
+use nacre_client::file::OpenFile;
+use nacre_core::attr::SetAttr;
+use nacre_core::{Errno, Fid};
+use nacre_rpc::msg::{Cred, LayoutRequest};
+use std::sync::Arc;
+
+/// Bytes of the file the truncate cuts.
+const DATA: usize = 1 << 20;
+const TRUNC: u64 = 100_000;
+
+fn cred() -> Cred {
+    Cred::root()
+}
+
+/// MGS and OST0 on plain directories, MDT0 on a disk that can lose power.
+struct Rig {
+    cl: ServeCluster,
+    disk: PowerCutDisk,
+    _tmp: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new(fsname: &str) -> Rig {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let disk = PowerCutDisk::new("192M");
+        let mut cl = ServeCluster::format(
+            fsname,
+            &tmp.path().join("mgs"),
+            &[disk.path().join("mdt0")],
+            &[tmp.path().join("ost0")],
+        );
+        cl.start_all();
+        Rig {
+            cl,
+            disk,
+            _tmp: tmp,
+        }
+    }
+
+    /// The MDT's power goes, comes back, and the MDT restarts.
+    fn cut_mdt(&mut self) {
+        self.cl.kill("mdt0");
+        self.disk.cut(&[]);
+        self.disk.power_on();
+        self.cl.start("mdt0");
+    }
+
+    fn recovery_status(&self) -> String {
+        common::param(&format!("mdt.{}-MDT0000.recovery_status", self.cl.fsname))
+    }
+
+    fn stop_and_check(&mut self) {
+        self.cl.stop_all();
+        let rep = self.cl.check();
+        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
+    }
+}
+
+async fn lookup(c: &Client, dir: Fid, name: &str) -> Option<nacre_rpc::msg::InodeInfo> {
+    match c.lookup(dir, name.as_bytes(), &cred()).await {
+        Ok(i) => Some(i),
+        Err(Errno::ENOENT) => None,
+        Err(e) => panic!("lookup {name}: {e}"),
+    }
+}
+
+/// Everything the operations need, committed (synced) before them.
+struct Setup {
+    dir: Fid,
+    other: Fid,
+    unlinked: Fid,
+    renamed: Fid,
+    moved: Fid,
+    linked: Fid,
+    chmoded: Fid,
+    xattred: Fid,
+    truncated: Fid,
+}
+
+async fn setup(c: &Arc<Client>, tag: &str) -> Setup {
+    let dir = create(c, Fid::ROOT, format!("{tag}-dir").as_bytes(), DIR)
+        .await
+        .expect("dir")
+        .attr
+        .fid;
+    let other = create(c, Fid::ROOT, format!("{tag}-other").as_bytes(), DIR)
+        .await
+        .expect("other")
+        .attr
+        .fid;
+    let f = |n: &'static str| async move { create(c, dir, n.as_bytes(), FILE).await.expect(n).attr.fid };
+    let unlinked = f("unlinked").await;
+    let renamed = f("renamed").await;
+    let moved = f("moved").await;
+    let linked = f("linked").await;
+    let chmoded = f("chmoded").await;
+    let xattred = f("xattred").await;
+    let truncated = f("truncated").await;
+    let (h, _) = c.open(truncated, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::from(pattern(DATA, 1)))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.release(&h).await.expect("close");
+    for d in [dir, other, Fid::ROOT] {
+        c.sync_dir(d).await.expect("fsyncdir");
+    }
+    Setup {
+        dir,
+        other,
+        unlinked,
+        renamed,
+        moved,
+        linked,
+        chmoded,
+        xattred,
+        truncated,
+    }
+}
+
+/// Every modifying operation once, nothing synced; the truncate only with `truncate` (a
+/// lost one would leave a size past its punched objects, which only its replay mends).
+async fn operate(c: &Arc<Client>, s: &Setup, truncate: bool) -> Fid {
+    let created = create(c, s.dir, b"created", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    create(c, s.dir, b"made", DIR).await.expect("mkdir");
+    c.unlink(s.dir, b"unlinked", &cred()).await.expect("unlink");
+    c.rename(s.dir, b"renamed", s.dir, b"renamed2", 0, &cred())
+        .await
+        .expect("rename");
+    c.rename(s.dir, b"moved", s.other, b"moved2", 0, &cred())
+        .await
+        .expect("rename across directories");
+    c.link(s.linked, s.other, b"link2", &cred())
+        .await
+        .expect("link");
+    let a = SetAttr {
+        mode: Some(0o600),
+        uid: Some(7),
+        gid: Some(8),
+        ..SetAttr::default()
+    };
+    c.setattr(s.chmoded, a, &cred(), None)
+        .await
+        .expect("setattr");
+    c.setxattr(s.xattred, b"user.k", b"value", 0, &cred())
+        .await
+        .expect("setxattr");
+    if truncate {
+        let (h, _) = c.open(s.truncated, rw(), &cred()).await.expect("open");
+        let t = SetAttr {
+            size: Some(TRUNC),
+            ..SetAttr::default()
+        };
+        c.setattr(s.truncated, t, &cred(), None)
+            .await
+            .expect("truncate");
+        c.release(&h).await.expect("close");
+    }
+    created
+}
+
+/// Every operation of [`operate`] is there (`kept`) or none is.
+async fn verify(c: &Arc<Client>, s: &Setup, created: Fid, kept: bool, what: &str) {
+    let has = |d: Fid, n: &'static str| async move { lookup(c, d, n).await };
+    let created_now = has(s.dir, "created").await;
+    assert_eq!(created_now.is_some(), kept, "{what}: create");
+    if let Some(i) = created_now {
+        assert_eq!(
+            i.attr.fid, created,
+            "{what}: the replayed create made another FID"
+        );
+    }
+    let made = has(s.dir, "made").await;
+    assert_eq!(
+        made.as_ref().is_some_and(|i| i.attr.is_dir()),
+        kept,
+        "{what}: mkdir"
+    );
+    assert_eq!(
+        has(s.dir, "unlinked").await.is_none(),
+        kept,
+        "{what}: unlink"
+    );
+    assert_eq!(
+        c.getattr(s.unlinked).await.is_err(),
+        kept,
+        "{what}: the unlinked inode"
+    );
+    let r = has(s.dir, "renamed2").await;
+    assert_eq!(r.is_some(), kept, "{what}: rename");
+    assert_eq!(
+        has(s.dir, "renamed").await.is_none(),
+        kept,
+        "{what}: rename"
+    );
+    if let Some(i) = r {
+        assert_eq!(i.attr.fid, s.renamed, "{what}: rename");
+    }
+    let m = has(s.other, "moved2").await;
+    assert_eq!(m.is_some(), kept, "{what}: rename across directories");
+    assert_eq!(
+        has(s.dir, "moved").await.is_none(),
+        kept,
+        "{what}: rename across"
+    );
+    if let Some(i) = m {
+        assert_eq!(i.attr.fid, s.moved, "{what}: rename across directories");
+    }
+    let l = has(s.other, "link2").await;
+    assert_eq!(l.is_some(), kept, "{what}: link");
+    let nlink = c.getattr(s.linked).await.expect("getattr").attr.nlink;
+    assert_eq!(nlink, 1 + u32::from(kept), "{what}: link count");
+    let a = c.getattr(s.chmoded).await.expect("getattr").attr;
+    assert_eq!(
+        (a.mode & 0o7777, a.uid, a.gid) == (0o600, 7, 8),
+        kept,
+        "{what}: setattr {:o} {} {}",
+        a.mode,
+        a.uid,
+        a.gid
+    );
+    match c.getxattr(s.xattred, b"user.k", &cred()).await {
+        Ok(v) => {
+            assert!(kept, "{what}: setxattr of a lost client came back");
+            assert_eq!(v, b"value", "{what}: setxattr");
+        }
+        Err(Errno::ENODATA) => assert!(!kept, "{what}: the setxattr was lost"),
+        Err(e) => panic!("{what}: getxattr: {e}"),
+    }
+    let size = c.getattr(s.truncated).await.expect("getattr").attr.size;
+    if kept {
+        assert_eq!(size, TRUNC, "{what}: truncate");
+    }
+}
+
+fn status_field(status: &str, field: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")))
+        .unwrap_or_else(|| panic!("no {field} in recovery_status:\n{status}"))
+        .trim()
+        .to_string()
+}
+
+/// `replay-single.sh` tests 0-8 and 20 at once: create, mkdir, unlink, rename within and
+/// across directories, link, setattr, setxattr and truncate, each answered and none
+/// synced; the MDT loses its unsynced journal; the same client replays all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_client_replays_every_acknowledged_operation_after_a_power_cut() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpsingle"));
+    let c = rig.cl.mount("replay-a").await;
+    let s = setup(&c, "a").await;
+    let created = operate(&c, &s, true).await;
+    tokio::task::block_in_place(|| rig.cut_mdt());
+    verify(&c, &s, created, true, "after the MDT's power cut").await;
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    assert_eq!(status_field(&st, "completed_clients"), "1/1", "{st}");
+    let replayed: u64 = status_field(&st, "replayed_requests")
+        .parse()
+        .expect("count");
+    // Ten operations (the truncate's open and close are not replayed); a request the
+    // journal kept before the cut is not replayed.
+    assert!(
+        (1..=10).contains(&replayed),
+        "replayed_requests {replayed}:\n{st}"
+    );
+    // New work goes on after recovery.
+    create(&c, s.dir, b"after", FILE)
+        .await
+        .expect("create after recovery");
+    c.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// Two clients change the namespace; one of them is gone when the MDT comes back: it is
+/// evicted when the recovery window ends (a log line says so), its unsynced changes are
+/// lost, and the live client's replays still apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_come_back_is_evicted_and_the_other_replays() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpevict"));
+    let a = rig.cl.mount("replay-a").await;
+    let b = rig.cl.mount("replay-b").await;
+    let fsname = rig.cl.fsname.clone();
+    for (n, v) in [("recovery_time_soft", "2"), ("recovery_time_hard", "6")] {
+        a.set_param_persistent(&format!("mdt.{fsname}-MDT0000.{n}"), Some(v))
+            .await
+            .expect("set_param -P");
+    }
+    let sa = setup(&a, "a").await;
+    let sb = setup(&b, "b").await;
+    let ca = operate(&a, &sa, true).await;
+    let cb = operate(&b, &sb, false).await;
+    // b goes away and never comes back.
+    b.unmount();
+    drop(b);
+    tokio::task::block_in_place(|| rig.cut_mdt());
+    verify(&a, &sa, ca, true, "the live client").await;
+    verify(&a, &sb, cb, false, "the evicted client").await;
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    assert_eq!(status_field(&st, "completed_clients"), "1/2", "{st}");
+    let log = std::fs::read_to_string(rig.cl.logs.join("mdt0.log")).expect("log");
+    assert!(
+        log.contains("recovery window ended: evicting client"),
+        "no eviction in the MDT's log:\n{log}"
+    );
+    // The evicted client's chown reached its file's OST object before the power cut
+    // took the chown back on the MDT: the MDT passes an owner on once its transaction is
+    // done, not once it is durable (Lustre's osp_sync waits for the commit, from a log
+    // that survives a restart). The object is then owned ahead of its file, which the
+    // layout LFSCK repairs; afterwards the checker finds nothing (the journal may also
+    // have committed the chown before the cut, and then there is nothing to repair).
+    let text = tokio::task::block_in_place(|| common::lfsck_run(&["-t", "layout"], "layout"));
+    let owners = common::counter(&text, "repaired_inconsistent_owner");
+    assert!(owners <= 1, "{text}");
+    a.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// Resend (Lustre's `recovery-small.sh` test 11-ish, a lost reply): the same request
+/// number sent twice runs once; the second answer is the first's, not EEXIST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_request_gets_its_first_answer_back() {
+    use nacre_rpc::msg::{LayoutRequest, Reply, Request};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cl = common::cluster::start(tmp.path(), "rpresend", 1, 1).await;
+    // Client-role peers, as mounts are: a server's requests are not bound to a client.
+    let c = common::cluster::mount_as_client(&cl).await;
+    let imp = c.mdcs()[0].clone();
+    let me = c.mdc_replay(0).expect("replay list").client;
+    let req = Request::Tracked {
+        client: me,
+        xid: 42,
+        req: Box::new(Request::Create {
+            parent: Fid::ROOT,
+            name: b"once".to_vec(),
+            mode: FILE,
+            rdev: 0,
+            cred: cred(),
+            symlink: None,
+            layout: LayoutRequest::Inherit,
+            open: None,
+            exclusive: true,
+        }),
+    };
+    let fid_of = |r: Reply| match r {
+        Reply::Tracked { reply, transno, .. } => match *reply {
+            Reply::Created { inode, .. } => {
+                assert!(transno > 0, "a create without a transno");
+                inode.attr.fid
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let first = fid_of(imp.call(&req, Bytes::new()).await.expect("first").0);
+    let again = imp.call(&req, Bytes::new()).await.expect("resend");
+    assert_eq!(fid_of(again.0), first, "the resend made another file");
+    // Another client (another connection) naming this one's uuid: refused, so it can
+    // neither read this client's saved answers, nor run requests in its name, nor drop
+    // its record (Lustre's exports: a uuid belongs to the connection that connected as it).
+    let other = common::cluster::mount_as_client(&cl).await;
+    let oimp = other.mdcs()[0].clone();
+    let refused = |r: Result<(Reply, Bytes), nacre_rpc::error::RpcError>| match r {
+        Err(e) => assert_eq!(e.errno(), Errno::EPERM, "{e}"),
+        Ok((r, _)) => panic!("an impostor was answered: {r:?}"),
+    };
+    refused(oimp.call(&req, Bytes::new()).await);
+    refused(
+        oimp.call(&Request::MdtDisconnect { client: me }, Bytes::new())
+            .await,
+    );
+    refused(
+        oimp.call(&Request::ReplayDone { client: me }, Bytes::new())
+            .await,
+    );
+    // The owner still gets its answer.
+    let again = imp.call(&req, Bytes::new()).await.expect("still its own");
+    assert_eq!(fid_of(again.0), first);
+    other.unmount();
+    c.unmount();
+    cl.stop().await;
+}
+
+/// A client that unmounted cleanly told the MDT (Lustre's disconnect): a restart of the
+/// MDT does not wait for it. With the default window (9 s soft) a recovery that waited
+/// would hold the first request for seconds; here it ends as soon as the MDT is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_unmounted_is_not_waited_for() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpgone"));
+    let a = rig.cl.mount("replay-a").await;
+    let s = setup(&a, "a").await;
+    a.disconnect().await;
+    a.unmount();
+    drop(a);
+    tokio::task::block_in_place(|| rig.cut_mdt());
+    let t0 = std::time::Instant::now();
+    let b = rig.cl.mount("replay-b").await;
+    create(&b, s.dir, b"after", FILE)
+        .await
+        .expect("create after the restart");
+    let took = t0.elapsed();
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    // No client to wait for: no recovery at all.
+    assert_eq!(status_field(&st, "status"), "INACTIVE", "{st}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "the restarted MDT waited {took:?} for a client that had unmounted:\n{st}"
+    );
+    b.disconnect().await;
+    b.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// The bytes a file held open through the MDT's power cut reads back.
+async fn read_back(c: &Arc<Client>, f: &OpenFile, want: &[u8], what: &str) {
+    let got = c
+        .read(f, 0, want.len() as u64)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: read after the MDT's power cut: {e}"));
+    assert!(
+        got[..] == want[..],
+        "{what}: {} bytes read back, first difference at {:?}",
+        got.len(),
+        got.iter().zip(want).position(|(a, b)| a != b)
+    );
+}
+
+/// `replay-single.sh` tests 12, 13 and 14 at once (open, unlink |X| close; open, chmod 0
+/// |X| write, close; open(O_CREAT), unlink |X| close): files the live client holds open
+/// through the MDT's power cut are reopened in its replay, so an unlinked one keeps its
+/// data until its close (whether the unlink was committed or replayed), and a handle
+/// whose file was made mode 0 after it opened still writes and closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpopen"));
+    let c = rig.cl.mount("replay-a").await;
+    let dir = create(&c, Fid::ROOT, b"open-dir", DIR)
+        .await
+        .expect("dir")
+        .attr
+        .fid;
+    let user = Cred::user(500, 500, Vec::new(), 0);
+    let owned = create(&c, dir, b"owned", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let chown = SetAttr {
+        uid: Some(500),
+        gid: Some(500),
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    c.setattr(owned, chown, &cred(), None).await.expect("chown");
+    // Test 12: opened, unlinked, and the unlink committed: an orphan at the restart.
+    let committed = create(&c, dir, b"committed", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (hc, _) = c.open(committed, rw(), &cred()).await.expect("open");
+    let dc = pattern(DATA, 3);
+    c.write(&hc, 0, Bytes::from(dc.clone()))
+        .await
+        .expect("write");
+    c.flush(&hc).await.expect("flush");
+    c.unlink(dir, b"committed", &cred()).await.expect("unlink");
+    for d in [dir, Fid::ROOT] {
+        c.sync_dir(d).await.expect("fsyncdir");
+    }
+    // Test 14: created open, written, unlinked; nothing of it committed.
+    let (info, h) = c
+        .create(
+            dir,
+            b"born",
+            FILE,
+            0,
+            &cred(),
+            None,
+            LayoutRequest::Inherit,
+            Some(rw()),
+            true,
+        )
+        .await
+        .expect("create open");
+    let hb = OpenFile::new(info.attr.fid, h.expect("handle"), rw(), info.layout.clone());
+    let db = pattern(DATA, 4);
+    c.write(&hb, 0, Bytes::from(db.clone()))
+        .await
+        .expect("write");
+    c.flush(&hb).await.expect("flush");
+    c.unlink(dir, b"born", &cred()).await.expect("unlink");
+    // Test 13: opened by its owner, then mode 0.
+    let (ho, _) = c.open(owned, rw(), &user).await.expect("open as owner");
+    let zero = SetAttr {
+        mode: Some(0),
+        ..SetAttr::default()
+    };
+    c.setattr(owned, zero, &cred(), None)
+        .await
+        .expect("chmod 0");
+    let kept = c.mdc_replay(0).expect("mdc").open_handles();
+    assert_eq!(kept, 3, "open handles kept for replay");
+
+    tokio::task::block_in_place(|| rig.cut_mdt());
+
+    // A getattr waits for the end of the recovery, after which the MDT removes the
+    // orphans nobody reopened; then time for their objects' destroy to reach the OST.
+    c.getattr(dir).await.expect("getattr after the recovery");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    read_back(&c, &hc, &dc, "open, unlink (committed)").await;
+    read_back(&c, &hb, &db, "create open, unlink (replayed)").await;
+    let reopened = c
+        .mdc_replay(0)
+        .expect("mdc")
+        .reopened
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reopened, 3, "handles reopened");
+    c.write(&ho, 0, Bytes::from_static(b"written after the cut"))
+        .await
+        .expect("write through the kept handle");
+    for f in [&hc, &hb, &ho] {
+        c.release(f).await.expect("close after the cut");
+    }
+    assert_eq!(c.mdc_replay(0).expect("mdc").open_handles(), 0);
+    let a = c.getattr(owned).await.expect("getattr").attr;
+    assert_eq!(a.mode & 0o7777, 0, "the replayed chmod");
+    assert_eq!(
+        a.size, 21,
+        "the write after the cut, through the reopened handle"
+    );
+    assert!(
+        lookup(&c, dir, "born").await.is_none(),
+        "the replayed unlink"
+    );
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    c.unmount();
+    // The unlinked files went at their last close: nacre check finds neither an orphan
+    // nor an object left behind.
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
