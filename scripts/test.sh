@@ -6,28 +6,34 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 start=$(date +%s)
+# Each step says when it began, so a slow CI run shows where its time went.
+step() { echo "== $* (at $(( $(date +%s) - start ))s)"; }
 
+step "install what the tests need"
 scripts/install-deps.sh --test
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 
-echo "== cargo test"
+step "cargo test: build"
+cargo test --release --workspace --quiet --no-run
+
+step "cargo test: run"
 cargo test --release --workspace --quiet
 
-echo "== fuzz every decoder briefly (scripts/fuzz.sh runs them longer)"
+step "fuzz every decoder briefly (scripts/fuzz.sh runs them longer)"
 # No sanitizer here: the AddressSanitizer build alone takes longer than this step's few
 # minutes on two cores; panics, hangs and the RSS limit are still caught.
 scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}" --sanitizer none
 
-echo "== external suites on a real mount"
+step "external suites on a real mount"
 cargo build --release --quiet -p nacre
 scripts/external-suites.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
 
-echo "== a small measurement series (PaF + IOR, CSV and plots) on a local directory and a mount"
+step "a small measurement series (PaF + IOR, CSV and plots) on a local directory and a mount"
 scripts/series-smoke.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
 
 echo "== all tests passed in $(( $(date +%s) - start ))s"
