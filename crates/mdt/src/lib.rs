@@ -175,11 +175,15 @@ impl Mdt {
                 .await
                 .map_err(|e| setup(format!("cannot create the root directory: {e}")))?;
         }
-        let recorded = store
+        let (recorded, replies) = store
             .read()
-            .and_then(|v| recovery::recorded_clients(&v))
+            .and_then(|v| {
+                let recorded = recovery::recorded_clients(&v)?;
+                let replies = recovery::ReplyData::load(&v, &recorded)?;
+                Ok((recorded, replies))
+            })
             .map_err(|e| setup(format!("cannot read the client records: {e}")))?;
-        let recovery = recovery::Recovery::new(recorded, store.last_committed());
+        let recovery = recovery::Recovery::new(recorded, store.last_committed(), replies);
         let (shutdown, sd_rx) = watch::channel(false);
         dom.set_name(&format!("{}-MDT{:04x}-dom", cfg.fsname, cfg.index));
         let dom = Arc::new(dom);
@@ -1903,15 +1907,22 @@ impl Service for Mdt {
                 let (r, transno) =
                     nacre_osd::mdstore::track_transno(self.clone().dispatch_bulk(ctx, *req, bulk))
                         .await;
-                r.map(|(reply, bulk)| {
-                    let reply = Reply::Tracked {
-                        transno,
-                        last_committed: self.store.last_committed(),
-                        reply: Box::new(reply),
-                    };
-                    self.recovery.replies.save(client, xid, &reply);
-                    (reply, bulk)
-                })
+                let (reply, bulk) = r?;
+                let reply = Reply::Tracked {
+                    transno,
+                    last_committed: self.store.last_committed(),
+                    reply: Box::new(reply),
+                };
+                let seq = self.recovery.replies.save(client, xid, &reply);
+                if transno > 0
+                    && let Err(e) =
+                        recovery::persist_reply(&self.store, client, seq, xid, &reply).await
+                {
+                    // The change is made and answered; only a resend after a restart
+                    // would run it again.
+                    tracing::warn!(target: "mdt", "MDT{:04x}: cannot keep the answer to request {xid} of client {client:016x}: {e}", self.index);
+                }
+                Ok((reply, bulk))
             }
             req => {
                 if !runs_during_recovery(&req) {

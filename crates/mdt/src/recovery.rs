@@ -47,28 +47,124 @@ pub const REPLAY_QUEUE_MAX: usize = 65536;
 pub const REPLY_SLOTS: usize = 256;
 
 /// The last answers to each client's tracked requests, by request number: a resent request
-/// gets its first answer back instead of running twice.
+/// gets its first answer back instead of running twice. The answers to requests that
+/// changed something are also kept in the store (Lustre's `reply_data` file beside
+/// `last_rcvd`), one slot per answer in a ring of [`REPLY_SLOTS`] per client, and loaded
+/// at start: a request whose answer was lost and whose MDT then restarted is not run twice
+/// either, as long as its change was committed. A change the restart lost is run again,
+/// as it must be.
 #[derive(Default)]
 pub struct ReplyData {
-    by_client: Mutex<HashMap<ClientUuid, std::collections::VecDeque<(u64, Reply)>>>,
+    by_client: Mutex<HashMap<ClientUuid, Slots>>,
 }
 
+/// One client's answers, oldest first, and the sequence number of the next one (its slot
+/// in the store is that number modulo [`REPLY_SLOTS`]).
+#[derive(Default)]
+struct Slots {
+    answers: std::collections::VecDeque<(u64, Reply)>,
+    next_seq: u64,
+}
+
+/// The store key prefix of the saved answers: then the client's UUID and the slot, both
+/// big-endian.
+const REPLY_DATA: &[u8] = b"reply_data.";
+
+fn reply_key(c: ClientUuid, slot: u16) -> Vec<u8> {
+    let mut k = client_prefix(REPLY_DATA, c);
+    k.extend_from_slice(&slot.to_be_bytes());
+    k
+}
+
+/// The first key past every key starting with `prefix`: not `prefix` + 0xff, which a key
+/// whose next byte is 0xff sorts after (one client in 256 has a UUID starting so).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            break;
+        }
+    }
+    // Every prefix here starts with an ASCII name.
+    debug_assert!(!end.is_empty());
+    end
+}
+
+fn client_prefix(prefix: &[u8], c: ClientUuid) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(&c.to_be_bytes());
+    k
+}
+
+/// A saved answer as stored: its sequence number, the request number, the answer.
+type SavedReply = (u64, u64, Reply);
+
 impl ReplyData {
+    /// The answers the store kept for the `recorded` clients (those of any other client
+    /// were dropped with its record). One that does not decode is left out with a
+    /// warning: without it, a resend of that request runs again, as before a restart.
+    pub fn load(v: &ReadView, recorded: &BTreeSet<ClientUuid>) -> Result<ReplyData, Errno> {
+        let end = prefix_end(REPLY_DATA);
+        let mut saved: HashMap<ClientUuid, Vec<(u64, u64, Reply)>> = HashMap::new();
+        for (k, val) in v.range(Table::Meta, REPLY_DATA, &end, usize::MAX)? {
+            let Some(client) = k
+                .get(REPLY_DATA.len()..REPLY_DATA.len() + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+            else {
+                continue;
+            };
+            if !recorded.contains(&client) {
+                continue;
+            }
+            match nacre_rpc::msg::decode::<SavedReply>(&val) {
+                Ok(r) => saved.entry(client).or_default().push(r),
+                Err(e) => tracing::warn!(
+                    target: "mdt",
+                    "a saved answer of client {client:016x} does not decode ({e}): a resend of its request runs again"
+                ),
+            }
+        }
+        let mut by_client = HashMap::with_capacity(saved.len());
+        for (client, mut v) in saved {
+            v.sort_unstable_by_key(|(seq, _, _)| *seq);
+            let next_seq = v.last().map_or(0, |(seq, _, _)| seq + 1);
+            let answers = v
+                .into_iter()
+                .rev()
+                .take(REPLY_SLOTS)
+                .rev()
+                .map(|(_, xid, r)| (xid, r))
+                .collect();
+            by_client.insert(client, Slots { answers, next_seq });
+        }
+        Ok(ReplyData {
+            by_client: Mutex::new(by_client),
+        })
+    }
+
     pub fn lookup(&self, client: ClientUuid, xid: u64) -> Option<Reply> {
         let m = self.by_client.lock();
         m.get(&client)?
+            .answers
             .iter()
             .find(|(x, _)| *x == xid)
             .map(|(_, r)| r.clone())
     }
 
-    pub fn save(&self, client: ClientUuid, xid: u64, reply: &Reply) {
+    /// Keeps `reply` for resends of `xid`; its sequence number (for [`persist_reply`]).
+    pub fn save(&self, client: ClientUuid, xid: u64, reply: &Reply) -> u64 {
         let mut m = self.by_client.lock();
         let slots = m.entry(client).or_default();
-        if slots.len() >= REPLY_SLOTS {
-            slots.pop_front();
+        if slots.answers.len() >= REPLY_SLOTS {
+            slots.answers.pop_front();
         }
-        slots.push_back((xid, reply.clone()));
+        slots.answers.push_back((xid, reply.clone()));
+        debug_assert!(slots.answers.len() <= REPLY_SLOTS);
+        let seq = slots.next_seq;
+        slots.next_seq += 1;
+        seq
     }
 
     /// An evicted client's answers go with it.
@@ -77,19 +173,34 @@ impl ReplyData {
     }
 }
 
+/// Keeps answer number `seq` of `client` (to request `xid`) in the store, in the slot of
+/// the answer [`REPLY_SLOTS`] before it. It rides in the next batch the store commits
+/// (at the latest the next checkpoint's), after the request's own: never on disk without
+/// the change it answers, and costing no transaction of its own.
+pub async fn persist_reply(
+    store: &MdStore,
+    client: ClientUuid,
+    seq: u64,
+    xid: u64,
+    reply: &Reply,
+) -> Result<(), Errno> {
+    let slot = (seq % REPLY_SLOTS as u64) as u16;
+    let v = nacre_rpc::msg::encode(&(seq, xid, reply))?;
+    store
+        .put_with_next_commit(Table::Meta, reply_key(client, slot), v)
+        .await
+}
+
 /// The store key of a client's record (`last_rcvd`): prefix, then the UUID big-endian.
 const LAST_RCVD: &[u8] = b"last_rcvd.";
 
 fn client_key(c: ClientUuid) -> Vec<u8> {
-    let mut k = LAST_RCVD.to_vec();
-    k.extend_from_slice(&c.to_be_bytes());
-    k
+    client_prefix(LAST_RCVD, c)
 }
 
 /// The clients recorded in `last_rcvd`.
 pub fn recorded_clients(v: &ReadView) -> Result<BTreeSet<ClientUuid>, Errno> {
-    let mut end = LAST_RCVD.to_vec();
-    end.push(0xff);
+    let end = prefix_end(LAST_RCVD);
     let mut out = BTreeSet::new();
     for (k, _) in v.range(Table::Meta, LAST_RCVD, &end, usize::MAX)? {
         if let Some(b) = k
@@ -188,7 +299,12 @@ pub struct Recovery {
 impl Recovery {
     /// Recovery state for a start with `recorded` clients and the store's
     /// `last_committed`: recovering when any client was recorded.
-    pub fn new(recorded: BTreeSet<ClientUuid>, last_committed: u64) -> Recovery {
+    /// `replies` are the answers the store kept ([`ReplyData::load`]).
+    pub fn new(
+        recorded: BTreeSet<ClientUuid>,
+        last_committed: u64,
+        replies: ReplyData,
+    ) -> Recovery {
         let now = Instant::now();
         let instance = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -221,7 +337,7 @@ impl Recovery {
             }),
             wake: Notify::new(),
             ended: watch::channel(!recovering).0,
-            replies: ReplyData::default(),
+            replies,
         }
     }
 
@@ -525,7 +641,7 @@ pub async fn record_client(store: &MdStore, client: ClientUuid) -> Result<(), Er
         .await
 }
 
-/// Forgets the records of evicted clients.
+/// Forgets the records of evicted clients, and the answers saved for them.
 pub async fn forget_clients(store: &MdStore, clients: Vec<ClientUuid>) -> Result<(), Errno> {
     if clients.is_empty() {
         return Ok(());
@@ -534,6 +650,12 @@ pub async fn forget_clients(store: &MdStore, clients: Vec<ClientUuid>) -> Result
         .write_sync(move |tx| {
             for c in &clients {
                 tx.delete(Table::Meta, &client_key(*c))?;
+                let from = client_prefix(REPLY_DATA, *c);
+                let to = prefix_end(&from);
+                let saved = tx.range(Table::Meta, &from, &to, REPLY_SLOTS + 1)?;
+                for (k, _) in saved {
+                    tx.delete(Table::Meta, &k)?;
+                }
             }
             Ok(())
         })
@@ -581,7 +703,7 @@ mod tests {
     #[test]
     fn a_replay_sent_again_after_a_lost_connection_applies_once() {
         let (a, b) = (1, 2);
-        let r = Recovery::new([a, b].into_iter().collect(), 9);
+        let r = Recovery::new([a, b].into_iter().collect(), 9, ReplyData::default());
         assert!(r.is_recovering());
         // At or below last_committed at start: answered at once.
         let mut rx = r.queue(a, 9, ctx(1), unlink(), None).expect("queue 9");
@@ -631,5 +753,70 @@ mod tests {
         r.finish();
         assert_eq!(r.standing(a), Standing::Recovered);
         assert_eq!(r.standing(b), Standing::Recovered);
+    }
+
+    fn store_at(at: &std::path::Path) -> MdStore {
+        let health = nacre_osd::Health::open("test-MDT0000", at).expect("health");
+        MdStore::open(at, nacre_osd::MdStoreConfig::default(), health).expect("store")
+    }
+
+    /// Saved answers outlive a restart, the newest [`REPLY_SLOTS`] of each client, also
+    /// for a client whose UUID starts with 0xff (a key range ending in `prefix` + 0xff
+    /// missed those); a forgotten client's go with its record.
+    #[tokio::test]
+    async fn saved_answers_outlive_a_restart_and_go_with_their_client() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (a, high) = (0x0123_4567_89ab_cdef_u64, 0xff00_0000_0000_0001_u64);
+        let answer = |n: u64| Reply::Tracked {
+            transno: n,
+            last_committed: 0,
+            reply: Box::new(Reply::Ok),
+        };
+        {
+            let store = store_at(d.path());
+            let replies = ReplyData::default();
+            for c in [a, high] {
+                record_client(&store, c).await.expect("record");
+                for xid in 100..100 + REPLY_SLOTS as u64 + 10 {
+                    let seq = replies.save(c, xid, &answer(xid));
+                    persist_reply(&store, c, seq, xid, &answer(xid))
+                        .await
+                        .expect("persist");
+                }
+            }
+            store.sync().await.expect("sync");
+            store.close().await;
+        }
+        let store = store_at(d.path());
+        let v = store.read().expect("read");
+        let recorded = recorded_clients(&v).expect("clients");
+        assert_eq!(recorded, [a, high].into_iter().collect(), "last_rcvd");
+        let loaded = ReplyData::load(&v, &recorded).expect("load");
+        let last = 100 + REPLY_SLOTS as u64 + 9;
+        for c in [a, high] {
+            assert_eq!(loaded.lookup(c, last), Some(answer(last)), "{c:x}");
+            assert_eq!(
+                loaded.lookup(c, last + 1 - REPLY_SLOTS as u64),
+                Some(answer(last + 1 - REPLY_SLOTS as u64))
+            );
+            assert_eq!(
+                loaded.lookup(c, last - REPLY_SLOTS as u64),
+                None,
+                "older than the ring"
+            );
+        }
+        // The next answer goes after the newest, in the oldest's slot.
+        let seq = loaded.save(a, 7, &answer(7));
+        assert_eq!(seq, REPLY_SLOTS as u64 + 10);
+        drop(v);
+        forget_clients(&store, vec![high]).await.expect("forget");
+        let v = store.read().expect("read");
+        let recorded = recorded_clients(&v).expect("clients");
+        assert_eq!(recorded, [a].into_iter().collect());
+        let loaded = ReplyData::load(&v, &[a, high].into_iter().collect()).expect("load");
+        assert_eq!(loaded.lookup(high, last), None, "forgotten with its client");
+        assert_eq!(loaded.lookup(a, last), Some(answer(last)));
+        drop(v);
+        store.close().await;
     }
 }

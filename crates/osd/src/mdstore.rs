@@ -247,7 +247,16 @@ struct Shared {
     checkpoint_bytes: u64,
     checkpointer: Arc<CheckpointSignal>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Puts that ride in the next batch committed ([`MdStore::put_with_next_commit`]),
+    /// at most [`DEFERRED_PUTS_MAX`].
+    deferred: Mutex<Vec<DeferredPut>>,
 }
+
+/// A put waiting for the next batch: table, key, value.
+type DeferredPut = (Table, Vec<u8>, Vec<u8>);
+
+/// Puts waiting for the next batch, at most: past it a caller commits its own.
+pub const DEFERRED_PUTS_MAX: usize = 4096;
 
 #[derive(Default)]
 struct Queue {
@@ -405,11 +414,18 @@ fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>
                 let mut batch: Vec<Pending> = rest.drain(..n).collect();
                 exec.commit_batch(&s, &mut batch);
             }
+            if !s.deferred.lock().is_empty() {
+                exec.commit_batch(&s, &mut Vec::new());
+            }
             exec.checkpoint(&s);
             return;
         }
         s.with_executor(|exec| {
             if exec.last_checkpoint.elapsed() >= every || exec.journal.len() >= s.checkpoint_bytes {
+                // Deferred puts wait for a checkpoint at most, then go in its own batch.
+                if !s.deferred.lock().is_empty() {
+                    exec.commit_batch(&s, &mut Vec::new());
+                }
                 exec.checkpoint(&s);
             }
         });
@@ -743,6 +759,7 @@ impl MdStore {
             checkpoint_bytes: cfg.checkpoint_bytes,
             checkpointer: checkpointer.clone(),
             thread: Mutex::new(None),
+            deferred: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&shared);
         let every = cfg.checkpoint_interval;
@@ -793,6 +810,28 @@ impl MdStore {
         F: FnOnce(&mut Tx<'_, '_>) -> Result<R, Errno> + Send + 'static,
     {
         self.submit(f, true).await
+    }
+
+    /// Puts `val` at `key` in the next batch anyone commits (a checkpoint commits one if
+    /// nobody else does first), without a transaction of its own: for records that
+    /// follow a change already committed and must never be on disk without it, yet need
+    /// not be on disk with it, such as the answers an MDT keeps for resends. Visible to
+    /// readers only once committed. Commits a transaction of its own instead, and waits
+    /// for it, when [`DEFERRED_PUTS_MAX`] are already waiting.
+    pub async fn put_with_next_commit(
+        &self,
+        t: Table,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    ) -> Result<(), Errno> {
+        {
+            let mut d = self.shared.deferred.lock();
+            if d.len() < DEFERRED_PUTS_MAX {
+                d.push((t, key, val));
+                return Ok(());
+            }
+        }
+        self.write(move |tx| tx.put(t, &key, &val)).await
     }
 
     async fn submit<R, F>(&self, f: F, sync: bool) -> Result<R, Errno>
@@ -1046,6 +1085,22 @@ impl Executor {
                     0
                 };
                 answers.push((reply, res, transno));
+            }
+            // Deferred puts: each answers a change committed in an earlier batch, so they
+            // are never on disk without it. They take no number of their own.
+            let deferred = std::mem::take(&mut *s.deferred.lock());
+            if !deferred.is_empty() {
+                let mark = muts.len();
+                let mut tx = Tx {
+                    tables: &mut tables,
+                    muts: &mut muts,
+                    undo: Vec::new(),
+                };
+                let put = deferred.iter().try_for_each(|(t, k, v)| tx.put(*t, k, v));
+                if let Err(e) = put {
+                    tx.rollback(mark);
+                    tracing::warn!(target: "osd", "{} deferred puts not made: {e}", deferred.len());
+                }
             }
         }
         let refuse = |answers: Vec<(oneshot::Sender<Numbered>, Answer, u64)>, errno: Errno| {
@@ -1361,6 +1416,53 @@ mod tests {
         assert!(dir.join(DB_FILE).exists() && dir.join(JOURNAL_FILE).exists());
         let bad = crate::not_private(&d.path().join("mdt0"));
         assert!(bad.is_empty(), "readable by others: {bad:?}");
+    }
+
+    /// A deferred put is committed with the next batch, or by the checkpoint when no
+    /// batch comes, and is kept across a restart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_put_rides_in_the_next_commit_or_the_checkpoint() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = open(d.path());
+        let get = |s: &MdStore, k: &[u8]| s.read().expect("read").get(Table::Meta, k).expect("get");
+        let bytes = |b: &[u8]| b.to_vec();
+        s.put_with_next_commit(Table::Meta, bytes(b"r1"), bytes(b"1"))
+            .await
+            .expect("defer");
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        assert_eq!(get(&s, b"r1"), Some(bytes(b"1")), "not in the next batch");
+        // Nobody commits: the checkpoint (every 50 ms here) does.
+        s.put_with_next_commit(Table::Meta, bytes(b"r2"), bytes(b"2"))
+            .await
+            .expect("defer");
+        let t0 = Instant::now();
+        while get(&s, b"r2").is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "never committed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Past the bound, a put commits on its own.
+        for i in 0..DEFERRED_PUTS_MAX + 1 {
+            s.put_with_next_commit(Table::Meta, format!("q{i:05}").into_bytes(), bytes(b"q"))
+                .await
+                .expect("defer");
+        }
+        assert!(s.shared.deferred.lock().len() <= DEFERRED_PUTS_MAX);
+        s.put_with_next_commit(Table::Meta, bytes(b"r3"), bytes(b"3"))
+            .await
+            .expect("defer");
+        s.close().await;
+        drop(s);
+        let s = open(d.path());
+        for (k, v) in [(b"r1", b"1"), (b"r2", b"2"), (b"r3", b"3")] {
+            assert_eq!(get(&s, k), Some(bytes(v)), "after the restart");
+        }
+        assert_eq!(
+            get(&s, format!("q{:05}", DEFERRED_PUTS_MAX).as_bytes()),
+            Some(bytes(b"q"))
+        );
+        s.close().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

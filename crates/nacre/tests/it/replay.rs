@@ -408,6 +408,73 @@ async fn a_resent_request_gets_its_first_answer_back() {
     cl.stop().await;
 }
 
+/// `replay-single.sh` test 53-style: a request ran and was committed, its answer never
+/// reached the client, and then the MDT lost power and restarted. The client's resend
+/// after recovery gets the first answer back (the MDT keeps answers on disk beside
+/// `last_rcvd`, as Lustre's `reply_data`), not a second run: before, the in-memory answer
+/// was gone and the exclusive create ran again and failed with EEXIST. A request whose
+/// change the power cut took runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_after_the_mdt_restarted_gets_its_first_answer_back() {
+    use nacre_rpc::msg::{Reply, Request};
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpresnd"));
+    let c = rig.cl.mount("replay-r").await;
+    let imp = c.mdcs()[0].clone();
+    let me = c.mdc_replay(0).expect("replay list").client;
+    // Request numbers far above the client's own.
+    let create = |xid: u64, name: &str| Request::Tracked {
+        client: me,
+        xid,
+        req: Box::new(Request::Create {
+            parent: Fid::ROOT,
+            name: name.as_bytes().to_vec(),
+            mode: FILE,
+            rdev: 0,
+            cred: cred(),
+            symlink: None,
+            layout: LayoutRequest::Inherit,
+            open: None,
+            exclusive: true,
+        }),
+    };
+    let fid_of = |what: &str, r: Result<(Reply, Bytes), nacre_rpc::error::RpcError>| match r {
+        Ok((Reply::Tracked { reply, .. }, _)) => match *reply {
+            Reply::Created { inode, .. } => inode.attr.fid,
+            other => panic!("{what}: {other:?}"),
+        },
+        Ok((other, _)) => panic!("{what}: {other:?}"),
+        Err(e) => panic!("{what}: {e}"),
+    };
+    let (kept, lost) = (create(1 << 40, "kept"), create((1 << 40) + 1, "lost"));
+    let first = fid_of("create", imp.call(&kept, Bytes::new()).await);
+    c.sync_dir(Fid::ROOT).await.expect("sync");
+    fid_of("create", imp.call(&lost, Bytes::new()).await);
+    tokio::task::block_in_place(|| rig.cut_mdt());
+    let again = fid_of(
+        "the resend of a committed create",
+        imp.call(&kept, Bytes::new()).await,
+    );
+    assert_eq!(again, first, "the resend made another file");
+    // Ran again if the cut took it, or answered as the first time if it was kept.
+    let made = fid_of(
+        "the resend of a create the cut may have taken",
+        imp.call(&lost, Bytes::new()).await,
+    );
+    assert_eq!(
+        lookup(&c, Fid::ROOT, "lost").await.map(|i| i.attr.fid),
+        Some(made)
+    );
+    assert_eq!(
+        lookup(&c, Fid::ROOT, "kept").await.map(|i| i.attr.fid),
+        Some(first)
+    );
+    c.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
 /// A client that unmounted cleanly told the MDT (Lustre's disconnect): a restart of the
 /// MDT does not wait for it. With the default window (9 s soft) a recovery that waited
 /// would hold the first request for seconds; here it ends as soon as the MDT is up.
