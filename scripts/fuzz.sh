@@ -11,7 +11,8 @@
 # per-allocation limit below. CI (scripts/test.sh) runs a few seconds per target with
 # `--sanitizer none`: the ASan build alone takes longer than CI's fuzz budget on two
 # cores; without it, panics, hangs and the RSS limit are still caught.
-# Installs the nightly toolchain and cargo-fuzz first if they are missing.
+# Targets run side by side, FUZZ_JOBS at a time (default: one per core). Installs the
+# nightly toolchain and cargo-fuzz first if they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,28 +54,51 @@ echo "== fuzz: building ${#targets[@]} targets (sanitizer $sanitizer)"
 fuzz build --sanitizer "$sanitizer" --target-dir "$build_dir"
 echo "== fuzz: built in $(( $(date +%s) - start ))s"
 
-failed=()
-for t in "${targets[@]}"; do
-    corpus="$root/fuzz/corpus/$t"
-    seeds="$root/fuzz/seeds/$t"
-    artifacts="$root/fuzz/artifacts/$t"
+# Targets run side by side, one per core (FUZZ_JOBS): each libFuzzer process uses one.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+
+# Runs target $1; its output goes to $results/$1.out and its verdict (ok or failed) to
+# $results/$1.verdict. Always returns 0: the verdicts are read once all have run.
+run_target() {
+    local t=$1
+    local corpus="$root/fuzz/corpus/$t" seeds="$root/fuzz/seeds/$t"
+    local artifacts="$root/fuzz/artifacts/$t" log="$results/$t.log"
     mkdir -p "$corpus" "$artifacts"
     [ -d "$seeds" ] || seeds=""
-    echo "== fuzz: $t for ${seconds}s"
-    log=$(mktemp)
     if fuzz run "$t" --sanitizer "$sanitizer" --target-dir "$build_dir" \
         "$corpus" ${seeds:+"$seeds"} -- \
         -max_total_time="$seconds" -timeout="$TIMEOUT_S" \
         -rss_limit_mb="$RSS_LIMIT_MB" -malloc_limit_mb="$MALLOC_LIMIT_MB" \
         -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1; then
-        grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" | tail -1 || true
+        { grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" | tail -1 || true; } >"$results/$t.out"
+        echo ok >"$results/$t.verdict"
     else
-        tail -40 "$log"
-        echo "fuzz: $t FAILED; input in:" \
-            $(grep -oE "$artifacts/(crash|leak|timeout|oom|slow-unit)-[0-9a-f]+" "$log" | sort -u)
-        failed+=("$t")
+        {
+            tail -40 "$log"
+            echo "fuzz: $t FAILED; input in:" \
+                $(grep -oE "$artifacts/(crash|leak|timeout|oom|slow-unit)-[0-9a-f]+" "$log" | sort -u)
+        } >"$results/$t.out"
+        echo failed >"$results/$t.verdict"
     fi
-    rm -f "$log"
+    return 0
+}
+
+echo "== fuzz: ${#targets[@]} targets for ${seconds}s each, $jobs at a time"
+for t in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n || true
+    done
+    run_target "$t" &
+done
+wait
+
+failed=()
+for t in "${targets[@]}"; do
+    echo "== fuzz: $t"
+    cat "$results/$t.out" 2>/dev/null || true
+    [ "$(cat "$results/$t.verdict" 2>/dev/null)" = ok ] || failed+=("$t")
 done
 
 echo "== fuzz: ${#targets[@]} targets in $(( $(date +%s) - start ))s"
