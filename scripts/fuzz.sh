@@ -55,7 +55,7 @@ fuzz build --sanitizer "$sanitizer" --target-dir "$build_dir"
 echo "== fuzz: built in $(( $(date +%s) - start ))s"
 
 # Targets run side by side, one per core (FUZZ_JOBS): each libFuzzer process uses one.
-jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+at_once=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 
@@ -85,9 +85,9 @@ run_target() {
     return 0
 }
 
-echo "== fuzz: ${#targets[@]} targets for ${seconds}s each, $jobs at a time"
+echo "== fuzz: ${#targets[@]} targets for ${seconds}s each, $at_once at a time"
 for t in "${targets[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+    while [ "$(jobs -rp | wc -l)" -ge "$at_once" ]; do
         wait -n || true
     done
     run_target "$t" &

@@ -106,7 +106,7 @@ impl ReplyData {
     /// warning: without it, a resend of that request runs again, as before a restart.
     pub fn load(v: &ReadView, recorded: &BTreeSet<ClientUuid>) -> Result<ReplyData, Errno> {
         let end = prefix_end(REPLY_DATA);
-        let mut saved: HashMap<ClientUuid, Vec<(u64, u64, Reply)>> = HashMap::new();
+        let mut saved: HashMap<ClientUuid, Vec<SavedReply>> = HashMap::new();
         for (k, val) in v.range(Table::Meta, REPLY_DATA, &end, usize::MAX)? {
             let Some(client) = k
                 .get(REPLY_DATA.len()..REPLY_DATA.len() + 8)
@@ -652,7 +652,7 @@ pub async fn forget_clients(store: &MdStore, clients: Vec<ClientUuid>) -> Result
                 tx.delete(Table::Meta, &client_key(*c))?;
                 let from = client_prefix(REPLY_DATA, *c);
                 let to = prefix_end(&from);
-                let saved = tx.range(Table::Meta, &from, &to, REPLY_SLOTS + 1)?;
+                let saved = tx.range(Table::Meta, &from, &to, REPLY_SLOTS)?;
                 for (k, _) in saved {
                     tx.delete(Table::Meta, &k)?;
                 }

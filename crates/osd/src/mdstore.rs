@@ -414,18 +414,11 @@ fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>
                 let mut batch: Vec<Pending> = rest.drain(..n).collect();
                 exec.commit_batch(&s, &mut batch);
             }
-            if !s.deferred.lock().is_empty() {
-                exec.commit_batch(&s, &mut Vec::new());
-            }
             exec.checkpoint(&s);
             return;
         }
         s.with_executor(|exec| {
             if exec.last_checkpoint.elapsed() >= every || exec.journal.len() >= s.checkpoint_bytes {
-                // Deferred puts wait for a checkpoint at most, then go in its own batch.
-                if !s.deferred.lock().is_empty() {
-                    exec.commit_batch(&s, &mut Vec::new());
-                }
                 exec.checkpoint(&s);
             }
         });
@@ -1086,8 +1079,10 @@ impl Executor {
                 };
                 answers.push((reply, res, transno));
             }
-            // Deferred puts: each answers a change committed in an earlier batch, so they
-            // are never on disk without it. They take no number of their own.
+            // Deferred puts: each follows a change committed in an earlier batch, so they
+            // are never on disk without it. In a batch with transactions they take no
+            // number of their own; alone (at a checkpoint) the batch takes the next one,
+            // as a batch whose transactions all failed does.
             let deferred = std::mem::take(&mut *s.deferred.lock());
             if !deferred.is_empty() {
                 let mark = muts.len();
@@ -1160,6 +1155,11 @@ impl Executor {
     }
 
     fn checkpoint(&mut self, s: &Shared) {
+        // Deferred puts wait for a checkpoint at most: one that no batch took goes in a
+        // batch of its own first.
+        if !s.deferred.lock().is_empty() {
+            self.commit_batch(s, &mut Vec::new());
+        }
         // A failed store keeps its journal for whoever repairs the target.
         if self.journal.is_empty() || s.health.is_failed() {
             self.last_checkpoint = Instant::now();
@@ -1442,26 +1442,42 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(5), "never committed");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Past the bound, a put commits on its own.
-        for i in 0..DEFERRED_PUTS_MAX + 1 {
-            s.put_with_next_commit(Table::Meta, format!("q{i:05}").into_bytes(), bytes(b"q"))
-                .await
-                .expect("defer");
-        }
-        assert!(s.shared.deferred.lock().len() <= DEFERRED_PUTS_MAX);
         s.put_with_next_commit(Table::Meta, bytes(b"r3"), bytes(b"3"))
             .await
             .expect("defer");
         s.close().await;
         drop(s);
+        // Past the bound, a put commits a batch of its own (taking every deferred one),
+        // here where no checkpoint comes first.
+        let e = tempfile::tempdir().expect("tmp");
+        let health = Health::open("test-MDT0001", e.path()).expect("health");
+        let slow = MdStoreConfig {
+            checkpoint_interval: Duration::from_secs(3600),
+            ..MdStoreConfig::default()
+        };
+        let b = MdStore::open(e.path(), slow, health).expect("open");
+        for i in 0..DEFERRED_PUTS_MAX {
+            b.put_with_next_commit(Table::Meta, format!("q{i:05}").into_bytes(), bytes(b"q"))
+                .await
+                .expect("defer");
+        }
+        assert_eq!(get(&b, b"q00000"), None, "committed before any batch");
+        let over = format!("q{DEFERRED_PUTS_MAX:05}").into_bytes();
+        b.put_with_next_commit(Table::Meta, over.clone(), bytes(b"q"))
+            .await
+            .expect("over the bound");
+        assert_eq!(get(&b, &over), Some(bytes(b"q")), "not committed on return");
+        assert_eq!(
+            get(&b, b"q00000"),
+            Some(bytes(b"q")),
+            "the deferred ones wait on"
+        );
+        assert!(b.shared.deferred.lock().is_empty());
+        b.close().await;
         let s = open(d.path());
         for (k, v) in [(b"r1", b"1"), (b"r2", b"2"), (b"r3", b"3")] {
             assert_eq!(get(&s, k), Some(bytes(v)), "after the restart");
         }
-        assert_eq!(
-            get(&s, format!("q{:05}", DEFERRED_PUTS_MAX).as_bytes()),
-            Some(bytes(b"q"))
-        );
         s.close().await;
     }
 
