@@ -57,7 +57,10 @@ use crate::health::Health;
 use crate::journal::{Journal, Mutation, Record};
 use nacre_core::Errno;
 use parking_lot::{Condvar, Mutex};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, DatabaseError, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition,
+};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -710,20 +713,20 @@ impl MdStore {
             _ => {}
         }
         let db_path = dir.join(DB_FILE);
-        // Opened here rather than by redb, so a new file gets the private mode.
-        let file = crate::private_file()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&db_path)
-            .map_err(|e| open_err(e.to_string()))?;
-        let backend =
-            redb::backends::FileBackend::new(file).map_err(|e| open_err(e.to_string()))?;
-        let db = redb::Builder::new()
-            .set_cache_size(cfg.cache_bytes)
-            .create_with_backend(backend)
-            .map_err(|e| open_err(e.to_string()))?;
+        let db = waiting_for_the_lock(|| {
+            // Opened here rather than by redb, so a new file gets the private mode.
+            let file = crate::private_file()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&db_path)?;
+            let backend = redb::backends::FileBackend::new(file)?;
+            redb::Builder::new()
+                .set_cache_size(cfg.cache_bytes)
+                .create_with_backend(backend)
+        })
+        .map_err(|e| open_err(e.to_string()))?;
         let journal_path = dir.join(JOURNAL_FILE);
         let mut journal = Journal::open(&journal_path).map_err(|e| open_err(e.to_string()))?;
         let transno = replay(&db, &mut journal).map_err(|reason| StoreError::Replay {
@@ -934,6 +937,31 @@ impl MdStore {
         let handle = self.shared.thread.lock().take();
         if let Some(h) = handle {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+    }
+}
+
+/// How long an open waits for another holder of the store's lock to let go.
+///
+/// redb locks the file with open-file-description locks, which a child process forked
+/// by another thread inherits until it execs: a store closed a moment ago can still look
+/// open for that long. A store that is really open elsewhere stays locked past this.
+pub const STORE_LOCK_WAIT: Duration = Duration::from_secs(2);
+/// Pause between attempts while waiting for the lock.
+const STORE_LOCK_RETRY: Duration = Duration::from_millis(20);
+
+/// Runs `open` until it does not fail with [`DatabaseError::DatabaseAlreadyOpen`], for at
+/// most [`STORE_LOCK_WAIT`].
+pub(crate) fn waiting_for_the_lock<T>(
+    mut open: impl FnMut() -> Result<T, DatabaseError>,
+) -> Result<T, DatabaseError> {
+    let started = Instant::now();
+    loop {
+        match open() {
+            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < STORE_LOCK_WAIT => {
+                std::thread::sleep(STORE_LOCK_RETRY);
+            }
+            r => return r,
         }
     }
 }

@@ -57,7 +57,8 @@ impl StoreSnapshot {
             path: journal_path.display().to_string(),
             reason: e.to_string(),
         })?;
-        match redb::Builder::new().open_read_only(&db_path) {
+        match crate::mdstore::waiting_for_the_lock(|| redb::Builder::new().open_read_only(&db_path))
+        {
             Ok(db) => {
                 let checkpoint = {
                     let txn = db.begin_read().map_err(|e| open_err(e.to_string()))?;
@@ -266,6 +267,46 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    /// A store's lock can outlive its close for a moment (a child forked by another
+    /// thread keeps the locked file until it execs): the reader waits for it, but not
+    /// for a store that stays open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_let_go_soon_is_waited_for_and_one_held_is_refused() {
+        let t = tempfile::tempdir().expect("tmp");
+        let d = store_dir(t.path());
+        let health = crate::Health::open("fs-MDT0000", t.path()).expect("health");
+        let s = MdStore::open(&d, MdStoreConfig::default(), health).expect("open");
+        s.write(|tx| tx.put(Table::Inodes, b"kept", b"1"))
+            .await
+            .expect("put");
+
+        let started = std::time::Instant::now();
+        let refused = StoreSnapshot::open(&d)
+            .err()
+            .expect("an open store is refused");
+        assert!(started.elapsed() >= crate::mdstore::STORE_LOCK_WAIT);
+        assert!(refused.to_string().contains("running server"), "{refused}");
+
+        // Let go a little later, from another thread, as a forked child's exec would.
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
+            rt.block_on(s.close());
+            drop(s);
+        });
+        let snap = StoreSnapshot::open(&d).expect("the lock was waited for");
+        holder.join().expect("holder");
+        assert_eq!(
+            snap.read()
+                .expect("read")
+                .get(Table::Inodes, b"kept")
+                .expect("get"),
+            Some(b"1".to_vec())
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
