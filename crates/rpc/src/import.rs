@@ -74,8 +74,13 @@ pub struct Import {
     /// Connections tried so far, made or not (Lustre's `connection_attempts`).
     connect_attempts: std::sync::atomic::AtomicU64,
     hook: std::sync::OnceLock<Arc<dyn ConnectHook>>,
-    /// A new in-process link has not had its connect hook run yet.
+    /// A new in-process link may not have had its connect hook run yet (set under
+    /// `local`'s lock when a link is made, cleared once the current one's hook ran).
     lo_hook_due: std::sync::atomic::AtomicBool,
+    /// The in-process link whose connect hook ran. Its lock is held while a hook runs, so
+    /// other callers wait for the connect instead of sending ahead of it (as the TCP
+    /// path's callers wait under `conn`): a request before `MdtConnect` is refused.
+    lo_hooked: tokio::sync::Mutex<std::sync::Weak<LocalLink>>,
     /// This import's id in its hello: a target serves a new connection of it only once
     /// the old one's requests are done ([`crate::reconnect`]). Random, never 0.
     id: u64,
@@ -103,6 +108,7 @@ impl Import {
             connect_attempts: std::sync::atomic::AtomicU64::new(0),
             hook: std::sync::OnceLock::new(),
             lo_hook_due: std::sync::atomic::AtomicBool::new(false),
+            lo_hooked: tokio::sync::Mutex::new(std::sync::Weak::new()),
             id: rand::random::<u64>().max(1),
             connect_log: nacre_core::log_limit::LogLimit::default(),
         }
@@ -143,6 +149,27 @@ impl Import {
         self.lo_hook_due
             .store(true, std::sync::atomic::Ordering::Release);
         Some(l)
+    }
+
+    /// Runs the connect hook on the in-process link `link` unless it ran already; callers
+    /// that come meanwhile wait for it. An error leaves it due for the next caller.
+    async fn lo_connect(&self, link: &Arc<LocalLink>) -> Result<(), RpcError> {
+        let mut hooked = self.lo_hooked.lock().await;
+        if std::ptr::eq(hooked.as_ptr(), Arc::as_ptr(link)) {
+            return Ok(());
+        }
+        if let Some(h) = self.hook.get() {
+            h.connected(NewLink::Lo(link)).await?;
+        }
+        *hooked = Arc::downgrade(link);
+        // Due no more unless a newer link replaced this one meanwhile (a link is made,
+        // and marked due, under this lock).
+        let local = self.local.lock();
+        if local.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
+            self.lo_hook_due
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Changes whenever a new connection (a new export on the target) replaces the last.
@@ -355,15 +382,9 @@ impl Import {
         let mut backoff = BACKOFF_START;
         loop {
             if let Some(link) = self.local_link() {
-                if self
-                    .lo_hook_due
-                    .swap(false, std::sync::atomic::Ordering::AcqRel)
-                    && let Some(h) = self.hook.get()
-                    && let Err(e) = h.connected(NewLink::Lo(&link)).await
+                if self.lo_hook_due.load(std::sync::atomic::Ordering::Acquire)
+                    && let Err(e) = self.lo_connect(&link).await
                 {
-                    // Run again before the next request uses the link.
-                    self.lo_hook_due
-                        .store(true, std::sync::atomic::Ordering::Release);
                     let e = self.connect_failed(e);
                     if Instant::now() >= deadline {
                         return Err(e);

@@ -701,6 +701,53 @@ mod tests {
         );
     }
 
+    /// Notes in the service's order when it ran, after a pause: a slow connect.
+    struct SlowHook(Arc<Peer>);
+
+    impl crate::import::ConnectHook for SlowHook {
+        fn connected<'a>(
+            &'a self,
+            _link: crate::import::NewLink<'a>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.0.order.lock().push("connected");
+                Ok(())
+            })
+        }
+    }
+
+    /// Callers that come while an in-process link's connect hook runs wait for it, as
+    /// over TCP: the MDT refuses (EPERM) a tracked request that comes before the
+    /// client's `MdtConnect`, and a new file system's first mkdir under load got that.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_wait_for_the_connect_hook_of_a_new_in_process_link() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let (addr, _cfg, _task) = start(&key, svc.clone(), sd_rx).await;
+        let imp = Arc::new(import(&addr, key.clone()));
+        imp.set_recovery_timeout(Duration::from_secs(5));
+        imp.set_connect_hook(Arc::new(SlowHook(svc.clone())));
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let imp = imp.clone();
+                tokio::spawn(async move { imp.call(&Request::Ping, Bytes::new()).await })
+            })
+            .collect();
+        for c in calls {
+            c.await.expect("task").expect("ping");
+        }
+        assert_eq!(
+            *svc.order.lock(),
+            ["connected", "ping", "ping", "ping", "ping"],
+            "a request went ahead of the connect, or the hook ran twice"
+        );
+        // Once connected, the hook does not run again.
+        imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
+        assert_eq!(svc.order.lock().len(), 6);
+    }
+
     /// A request the caller gave up on (its timeout passed) still runs; the next request of
     /// the same client runs only after it, so the caller never sees an operation it was
     /// told had failed land after a newer one.
