@@ -501,3 +501,90 @@ async fn racing_operations_across_mdts_leave_a_consistent_namespace() {
     let rep = nacre::check::check_local(dir.path()).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }
+
+/// Names under a directory another caller removed are ENOENT for every operation, as on
+/// a local file system (a process whose cwd was removed) and in Lustre, whether the
+/// directory was plain, remote or striped; the directory itself is ESTALE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_under_a_removed_directory_are_enoent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "gonefs", 2, 1).await;
+    let c = mount(&cluster).await;
+    let root = c.root();
+    let cred = Cred::root();
+    let keep = touch(&c, root, "keep").await;
+    let plain = mkdir(&c, root, "plain").await;
+    let remote = c
+        .mkdir_with_layout(
+            root,
+            b"remote",
+            0o755,
+            &cred,
+            layout(1, 1, HashType::Fnv1a64),
+        )
+        .await
+        .expect("lfs mkdir -i 1")
+        .attr
+        .fid;
+    let striped = c
+        .mkdir_with_layout(
+            root,
+            b"striped",
+            0o755,
+            &cred,
+            layout(2, 0, HashType::Fnv1a64),
+        )
+        .await
+        .expect("lfs mkdir -c 2")
+        .attr
+        .fid;
+    for (name, d) in [("plain", plain), ("remote", remote), ("striped", striped)] {
+        // Seen once, as a caller that cd'd there would have.
+        c.getattr(d).await.expect("getattr");
+        c.rmdir(root, name.as_bytes(), &cred).await.expect("rmdir");
+        let e = |r: Result<(), Errno>| r.err();
+        let none = Some(Errno::ENOENT);
+        assert_eq!(
+            e(c.lookup(d, b"x", &cred).await.map(drop)),
+            none,
+            "{name}: lookup"
+        );
+        assert_eq!(
+            e(create(&c, d, b"x", FILE).await.map(drop)),
+            none,
+            "{name}: create"
+        );
+        assert_eq!(
+            e(create(&c, d, b"x", DIR).await.map(drop)),
+            none,
+            "{name}: mkdir"
+        );
+        assert_eq!(e(c.unlink(d, b"x", &cred).await), none, "{name}: unlink");
+        assert_eq!(e(c.rmdir(d, b"x", &cred).await), none, "{name}: rmdir");
+        assert_eq!(
+            e(c.rename(d, b"x", root, b"y", 0, &cred).await),
+            none,
+            "{name}: rename out"
+        );
+        assert_eq!(
+            e(c.rename(root, b"keep", d, b"k", 0, &cred).await),
+            none,
+            "{name}: rename in"
+        );
+        assert_eq!(
+            e(c.link(keep, d, b"l", &cred).await.map(drop)),
+            none,
+            "{name}: link"
+        );
+        assert_eq!(
+            e(c.getattr(d).await.map(drop)),
+            Some(Errno::ESTALE),
+            "{name}: the directory itself"
+        );
+    }
+    // Nothing moved: the file is where it was, with one link.
+    let k = c.lookup(root, b"keep", &cred).await.expect("keep");
+    assert_eq!((k.attr.fid, k.attr.nlink), (keep, 1));
+    c.disconnect().await;
+    cluster.stop().await;
+}
