@@ -435,8 +435,9 @@ async fn check_one(cx: &mut Cx<'_>, r: &Ref, s: &ObjState) {
 }
 
 /// An object whose owner is not its file's, as the scan saw them. Under the file's owner
-/// lock, so no chown passes its owner on meanwhile, the file's owner and the object's
-/// are read again: a chown since the scan read them is no inconsistency. The object
+/// lock, so the owner log passes no owner on meanwhile, the file's owner and the
+/// object's are read again: a chown since the scan read them, or one whose owner the log
+/// has yet to pass on, is no inconsistency. The object
 /// takes the file's owner (the MDT is trusted, as in Lustre).
 async fn owner_differs(cx: &mut Cx<'_>, r: &Ref) {
     let mdt = cx.mdt.clone();
@@ -445,6 +446,10 @@ async fn owner_differs(cx: &mut Cx<'_>, r: &Ref) {
         let Ok(mut v) = mdt.store().read() else {
             return;
         };
+        // A chown's owner still on its way through the owner log is no inconsistency.
+        if nacre_mdt::owner::owner_pending(&mut v, &r.file).unwrap_or(true) {
+            return;
+        }
         match mdd::get_inode(&mut v, &r.file) {
             Ok(i) => (i.attr.uid, i.attr.gid),
             // Gone since the scan: nothing to compare.

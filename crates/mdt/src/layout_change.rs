@@ -289,7 +289,7 @@ impl Mdt {
     /// they were: a migration's volatile file, or the file a mirror split off) name `ino`
     /// in their filter fids, with their component's layout, and carry its owner. Lustre
     /// does this in the swap's transaction; here it follows the commit, OST by OST at
-    /// once, as a chown's owner does ([`Mdt::pass_owner`]). An OST that does not answer
+    /// once; their owner follows through the owner log ([`crate::owner`]). An OST that does not answer
     /// leaves its objects naming the other file (logged) until the file's next write to
     /// them, or LFSCK's layout check, puts them right.
     pub(crate) async fn replace_parents(&self, ino: &Inode, volatile: Fid) {
@@ -326,8 +326,17 @@ impl Mdt {
             }
         });
         futures::future::join_all(calls).await;
-        if let Err(e) = self.pass_owner(ino).await {
-            tracing::debug!(target: "mdt", "file {fid}: owner of its new objects: {e}");
+        // The owner, as a chown passes it on: from the owner log, once durable.
+        let logged = ino.clone();
+        match self
+            .store
+            .write(move |tx| crate::owner::log_owner(tx, &logged))
+            .await
+        {
+            Ok(()) => self.owner_kick.notify_one(),
+            Err(e) => {
+                tracing::warn!(target: "mdt", "file {fid}: its new objects keep their old owner ({e}); LFSCK's layout check repairs them")
+            }
         }
     }
 }

@@ -109,6 +109,8 @@ pub struct Mdt {
     opens: OpenTable,
     pub callbacks: callback::Callbacks,
     llog_kick: Notify,
+    /// A chown wrote an owner record ([`owner`]).
+    owner_kick: Notify,
     shutdown: watch::Sender<bool>,
     dne: dne::Dne,
     /// The checker, attached once the MDT has started ([`Mdt::set_lfsck`]).
@@ -201,6 +203,7 @@ impl Mdt {
             opens: OpenTable::new(),
             callbacks: callback::Callbacks::default(),
             llog_kick: Notify::new(),
+            owner_kick: Notify::new(),
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
             lfsck: std::sync::OnceLock::new(),
@@ -222,6 +225,7 @@ impl Mdt {
             .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
         tokio::spawn(cfg.health.clone().monitor(sd_rx.clone()));
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
+        tokio::spawn(mdt.clone().owner_loop(sd_rx.clone()));
         // Scrub reports name files by path, which this MDT (or another) resolves.
         let me = Arc::downgrade(&mdt);
         mdt.dom_scrub.set_resolver(Arc::new(move |fid| {
@@ -1419,24 +1423,21 @@ impl Mdt {
                     }
                 }
                 let chown = attr.uid.is_some() || attr.gid.is_some();
-                // A chown and its passing to the OST objects are one step for LFSCK's
-                // owner repair of the same file (see `owner`).
-                let _owner = if chown {
-                    Some(self.owner_locks.lock(&fid).await)
-                } else {
-                    None
-                };
                 let me = self.clone();
                 let ino = self
                     .store
                     .write(move |tx| {
                         let writers = |f: &Fid| me.opens.writers(f) > 0;
-                        mdd::setattr(tx, &fid, &attr, t, &writers, &cred, writable)
+                        let ino = mdd::setattr(tx, &fid, &attr, t, &writers, &cred, writable)?;
+                        if chown && ino.attr.is_reg() {
+                            // The objects take the owner once this is durable (`owner`).
+                            owner::log_owner(tx, &ino)?;
+                        }
+                        Ok(ino)
                     })
                     .await?;
                 if chown && ino.attr.is_reg() {
-                    // Failures are logged: the chown itself is done, and LFSCK repairs them.
-                    let _ = self.pass_owner(&ino).await;
+                    self.owner_kick.notify_one();
                 }
                 if sized {
                     // The client made the objects match this size before asking.

@@ -225,11 +225,25 @@ pub struct StoreStats {
 /// The highest transaction number on stable storage (Lustre's `last_committed`): every
 /// transaction up to it is in a synced journal or a durable checkpoint.
 #[derive(Debug, Default)]
-struct Committed(AtomicU64);
+struct Committed(AtomicU64, tokio::sync::Notify);
 
 impl Committed {
     fn advance(&self, transno: u64) {
-        self.0.fetch_max(transno, Ordering::AcqRel);
+        if self.0.fetch_max(transno, Ordering::AcqRel) < transno {
+            self.1.notify_waiters();
+        }
+    }
+
+    async fn reached(&self, transno: u64) {
+        loop {
+            let advanced = self.1.notified();
+            tokio::pin!(advanced);
+            advanced.as_mut().enable();
+            if self.0.load(Ordering::Acquire) >= transno {
+                return;
+            }
+            advanced.await;
+        }
     }
 }
 
@@ -750,7 +764,7 @@ impl MdStore {
             sync_journal: AtomicBool::new(cfg.sync_journal),
             stats: StoreStats::default(),
             // What the journal replay left is all durable.
-            committed: Committed(AtomicU64::new(transno)),
+            committed: Committed(AtomicU64::new(transno), tokio::sync::Notify::new()),
             max_batch: cfg.max_batch.max(1),
             checkpoint_bytes: cfg.checkpoint_bytes,
             checkpointer: checkpointer.clone(),
@@ -883,6 +897,12 @@ impl MdStore {
     /// The highest transaction number on stable storage (`last_committed`).
     pub fn last_committed(&self) -> u64 {
         self.shared.committed.0.load(Ordering::Acquire)
+    }
+
+    /// Returns once transaction `transno` is on stable storage: after the journal's
+    /// next sync or the next checkpoint, whichever comes first; it forces neither.
+    pub async fn committed_through(&self, transno: u64) {
+        self.shared.committed.reached(transno).await
     }
 
     /// The last transaction number given out.
@@ -1444,6 +1464,41 @@ mod tests {
         assert!(dir.join(DB_FILE).exists() && dir.join(JOURNAL_FILE).exists());
         let bad = crate::not_private(&d.path().join("mdt0"));
         assert!(bad.is_empty(), "readable by others: {bad:?}");
+    }
+
+    /// A wait for a transaction to be on stable storage ends with the sync that makes it
+    /// so, and not before; it forces nothing itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_for_a_commit_ends_when_it_is_durable() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = Health::open("test-MDT0000", d.path()).expect("health");
+        let hourly = MdStoreConfig {
+            checkpoint_interval: Duration::from_secs(3600),
+            ..MdStoreConfig::default()
+        };
+        let s = MdStore::open(d.path(), hourly, health).expect("open");
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        let t = s.last_transno();
+        assert!(s.last_committed() < t, "durable at once");
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.committed_through(t).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "ended before anything was synced");
+        s.sync().await.expect("sync");
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("still waiting after the sync")
+            .expect("task");
+        assert!(s.last_committed() >= t);
+        // Already durable: at once.
+        tokio::time::timeout(Duration::from_secs(1), s.committed_through(t))
+            .await
+            .expect("waited for a durable transaction");
+        s.close().await;
     }
 
     /// A deferred put is committed with the next batch, or by the checkpoint when no

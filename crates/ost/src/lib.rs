@@ -444,11 +444,13 @@ impl Ost {
                 Ok((Reply::Ok, none))
             }
             Request::OstSetOwner { objs, uid, gid } => {
+                // Durable before the answer: the MDT drops its owner record on it.
                 self.blocking(move |s| {
+                    let mut changed = false;
                     for o in &objs {
-                        s.set_owner(o, uid, gid)?;
+                        changed |= s.set_owner(o, uid, gid)?;
                     }
-                    Ok(())
+                    if changed { s.sync_all() } else { Ok(()) }
                 })
                 .await?;
                 Ok((Reply::Ok, none))

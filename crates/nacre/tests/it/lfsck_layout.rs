@@ -234,7 +234,8 @@ async fn unmatched_filter_fids_are_pointed_back_at_their_files() {
     end(fs, &kept).await;
 }
 
-/// sanity-lfsck.sh 16: a chown gives the file's objects its owner; one whose passing to
+/// sanity-lfsck.sh 16: a chown gives the file's objects its owner (once it is durable);
+/// one whose passing to
 /// the OST was lost (`OBD_FAIL_LFSCK_BAD_OWNER`) leaves an object owned by someone else,
 /// which the layout check finds and gives the file's owner. Objects never given an owner
 /// (files nobody chowned, as the population here) are not counted.
@@ -254,14 +255,21 @@ async fn an_object_owner_a_chown_did_not_reach_is_repaired() {
         fs.c.setattr(*f, attr, &Cred::root(), None)
             .await
             .expect("chown");
+    }
+    // The owners go to the objects once the chowns are durable (the owner log).
+    fs.mdt(0).store().sync().await.expect("sync");
+    for (i, f) in v.iter().enumerate() {
         let so = inject::stripe_object(fs.mdt(0), *f, 0)
             .await
             .expect("stripe");
-        assert_eq!(
-            fs.ost(so.ost_idx).owner(&so.fid).expect("owner"),
-            Some((uid, gid)),
-            "the chown did not reach the object"
-        );
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while fs.ost(so.ost_idx).owner(&so.fid).expect("owner") != Some(owner(i)) {
+            assert!(
+                std::time::Instant::now() < end,
+                "the chown did not reach the object"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
     // Nothing to repair while every object has its file's owner.
     let clean = fs.lfsck_layout(0, LPF_DRYRUN).await;

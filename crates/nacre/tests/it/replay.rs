@@ -330,15 +330,13 @@ async fn a_client_that_does_not_come_back_is_evicted_and_the_other_replays() {
         log.contains("recovery window ended: evicting client"),
         "no eviction in the MDT's log:\n{log}"
     );
-    // The evicted client's chown reached its file's OST object before the power cut
-    // took the chown back on the MDT: the MDT passes an owner on once its transaction is
-    // done, not once it is durable (Lustre's osp_sync waits for the commit, from a log
-    // that survives a restart). The object is then owned ahead of its file, which the
-    // layout LFSCK repairs; afterwards the checker finds nothing (the journal may also
-    // have committed the chown before the cut, and then there is nothing to repair).
+    // The power cut took the evicted client's chown back on the MDT; its owner never
+    // went to the file's OST object, which the MDT passes on only once the chown is
+    // durable (the owner log, as Lustre's osp_sync), so no object is owned ahead of its
+    // file.
     let text = tokio::task::block_in_place(|| common::lfsck_run(&["-t", "layout"], "layout"));
     let owners = common::counter(&text, "repaired_inconsistent_owner");
-    assert!(owners <= 1, "{text}");
+    assert_eq!(owners, 0, "{text}");
     a.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
