@@ -341,6 +341,8 @@ async fn serve_conn<S: Service>(
     // Each handler writes its own reply: no writer task to hop through.
     let writer = Arc::new(FrameWriter::new(wr));
     let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
+    // Set when nothing more is read from the connection: its held long polls end.
+    let reading_ended = watch::Sender::new(false);
     // A newer connection of the same import stops this one's reading: what it had not read
     // yet never runs ([`crate::reconnect`]). Once it resolves the loop ends, so it is never
     // polled again.
@@ -437,10 +439,27 @@ async fn serve_conn<S: Service>(
         let stats = cfg.stats.clone();
         let net = cfg.net.clone();
         let quick = decoded.as_ref().map_or(true, Request::is_quick);
-        // A long poll ends, unanswered, when a newer connection replaces this one: it
-        // changes nothing, and the new connection waits for what this one still runs.
-        let poll_end = match (&decoded, &succession) {
-            (Ok(r), Some(s)) if r.is_long_poll() => Some(s.replaced_signal()),
+        // A long poll ends, unanswered, when a newer connection replaces this one (it
+        // changes nothing, and the new connection waits for what this one still runs) or
+        // when this one's peer is gone: the end of a connection is seen, and the client's
+        // export parked, when its last request is done, not a poll's hold later.
+        let poll_end = match &decoded {
+            Ok(r) if r.is_long_poll() => {
+                let replaced = succession.as_ref().map(|s| s.replaced_signal());
+                let mut gone = reading_ended.subscribe();
+                Some(async move {
+                    let gone = async move {
+                        let _ = gone.wait_for(|g| *g).await;
+                    };
+                    match replaced {
+                        Some(replaced) => tokio::select! {
+                            () = replaced => {}
+                            () = gone => {}
+                        },
+                        None => gone.await,
+                    }
+                })
+            }
             _ => None,
         };
         let work = async move {
@@ -487,6 +506,7 @@ async fn serve_conn<S: Service>(
             tokio::spawn(work);
         }
     }
+    let _ = reading_ended.send(true);
     // Replies still being written finish first; then the write side closes.
     let _ = limit.acquire_many(MAX_REQUESTS_PER_CONN as u32).await;
     writer.close().await;
