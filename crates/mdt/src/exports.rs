@@ -227,6 +227,11 @@ impl Exports {
         false
     }
 
+    /// The connection `client` is bound to now.
+    pub fn conn_of(&self, client: ClientUuid) -> Option<u64> {
+        self.binds.lock().by_client.get(&client).map(|&(c, _)| c)
+    }
+
     /// Exports parked now.
     pub fn parked(&self) -> usize {
         self.binds.lock().parked.len()

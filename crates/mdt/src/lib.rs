@@ -1281,6 +1281,7 @@ impl Mdt {
                 recovery::Step::Finish => break,
             }
         }
+        self.deferred_reopens().await;
         let last = self.recovery.last_replayed();
         let store = self.store.clone();
         let _ = tokio::task::spawn_blocking(move || store.advance_transno(last)).await;
@@ -1293,6 +1294,25 @@ impl Mdt {
         let (recovered, evicted, replayed, _) = self.recovery.finish();
         tracing::info!(target: "mdt", "{me}: recovery over: {recovered} clients recovered, {evicted} evicted, {replayed} requests replayed");
         self.clean_orphans().await;
+    }
+
+    /// Reopens that found no file during the replays, once every replay is applied, over
+    /// their clients' connections of now.
+    async fn deferred_reopens(&self) {
+        for r in self.recovery.take_deferred_reopens() {
+            let Some(conn) = self.exports.conn_of(r.client) else {
+                tracing::warn!(target: "mdt", "MDT{:04x}: client {:#x} is gone: its reopen of {} is dropped", self.index, r.client, r.fid);
+                continue;
+            };
+            let mut ctx = r.ctx;
+            ctx.conn_id = conn;
+            if let Err(e) = self
+                .open_handle(&ctx, r.fid, r.flags, &r.cred, Some(r.handle))
+                .await
+            {
+                tracing::warn!(target: "mdt", "MDT{:04x}: client {:#x} could not reopen {} after the replays: {e}", self.index, r.client, r.fid);
+            }
+        }
     }
 
     /// One replayed request, run as it first ran.
@@ -1876,6 +1896,20 @@ impl Service for Mdt {
                 let r = self
                     .open_handle(&ctx, fid, flags, &cred, Some(handle))
                     .await;
+                // No such file (yet): another client's replay may make it.
+                if matches!(r, Err(Errno::ESTALE))
+                    && self.recovery.defer_reopen(recovery::DeferredReopen {
+                        client,
+                        ctx,
+                        handle,
+                        fid,
+                        flags,
+                        cred,
+                    })
+                {
+                    tracing::debug!(target: "mdt", "MDT{:04x}: client {client:#x} reopens {fid} after the replays", self.index);
+                    return Ok((Reply::Ok, Bytes::new()));
+                }
                 if let Err(e) = &r {
                     tracing::warn!(target: "mdt", "MDT{:04x}: client {client:#x} could not reopen {fid}: {e}", self.index);
                 }

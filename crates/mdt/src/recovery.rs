@@ -274,6 +274,23 @@ struct State {
     replayed: u64,
     /// Every client recorded, recovery or not (so a new client's record is written once).
     recorded: BTreeSet<ClientUuid>,
+    /// Reopens of files not there yet, tried again once every replay is applied.
+    deferred: Vec<DeferredReopen>,
+}
+
+/// Reopens waiting for the replays at most; past it a reopen that finds no file fails.
+pub const DEFERRED_REOPENS_MAX: usize = 1 << 16;
+
+/// A client's reopen of a file that did not exist when it came: another client's replay,
+/// later in transno order, may create it (a file one client created and another opened
+/// before the MDT lost both). Lustre replays opens after every request with a transno.
+pub struct DeferredReopen {
+    pub client: ClientUuid,
+    pub ctx: RequestCtx,
+    pub handle: u64,
+    pub fid: nacre_core::Fid,
+    pub flags: nacre_rpc::msg::OpenFlags,
+    pub cred: nacre_rpc::msg::Cred,
 }
 
 /// What the recovery driver does next.
@@ -334,6 +351,7 @@ impl Recovery {
                 last_transno: last_committed,
                 replayed: 0,
                 recorded,
+                deferred: Vec::new(),
             }),
             wake: Notify::new(),
             ended: watch::channel(!recovering).0,
@@ -466,6 +484,30 @@ impl Recovery {
             st.last_activity = Instant::now();
         }
         s
+    }
+
+    /// Keeps a reopen that found no file for after the replays; false (it fails now) when
+    /// recovery is not waiting for its client or [`DEFERRED_REOPENS_MAX`] wait already.
+    pub fn defer_reopen(&self, r: DeferredReopen) -> bool {
+        let mut st = self.st.lock();
+        if st.status != Status::Recovering
+            || standing(&st, r.client) != Standing::Replaying
+            || st.deferred.len() >= DEFERRED_REOPENS_MAX
+        {
+            return false;
+        }
+        st.last_activity = Instant::now();
+        st.deferred.push(r);
+        true
+    }
+
+    /// The reopens kept for after the replays, but those of evicted clients.
+    pub(crate) fn take_deferred_reopens(&self) -> Vec<DeferredReopen> {
+        let mut st = self.st.lock();
+        let all = std::mem::take(&mut st.deferred);
+        all.into_iter()
+            .filter(|r| !st.evicted.contains(&r.client))
+            .collect()
     }
 
     /// The client replayed all it had; the answer comes when recovery ends.

@@ -638,3 +638,134 @@ async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
     // nor an object left behind.
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// One client created a file and another opened it, and the MDT lost both before they
+/// were committed: after the restart the second client's reopen may come before the
+/// first client's replay of the create. The reopen waits for the replays (Lustre replays
+/// opens after every request with a transno) instead of failing with ESTALE, which a
+/// client takes for its eviction. Sent by hand, in that order, over two connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopen_of_a_file_another_clients_replay_makes_waits_for_it() {
+    use nacre_rpc::conn::ConnConfig;
+    use nacre_rpc::msg::{OpenFlags, ReplayOutcome, Reply, Request};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = common::cluster::start(tmp.path(), "rpreopen", 1, 1).await;
+    let connect = |addr: String, key: nacre_rpc::Key| async move {
+        nacre_rpc::Conn::connect(
+            &addr,
+            &ConnConfig {
+                fsname: "rpreopen".into(),
+                client: "by-hand".into(),
+                key,
+                max_in_flight: 8,
+                timeout: std::time::Duration::from_secs(30),
+            },
+        )
+        .await
+        .expect("connect")
+    };
+    let mdt_addr =
+        |cl: &nacre::local::LocalCluster| cl.mdts[0].as_ref().expect("MDT0").addr.to_string();
+    let (a, b): (u64, u64) = (0xa11ce, 0xb0b);
+    let hello = |client| Request::MdtConnect { client };
+    // Both clients are recorded; a file made now tells which FIDs MDT0 gives.
+    let key = cl.key.client_key();
+    for c in [a, b] {
+        let conn = connect(mdt_addr(&cl), key.clone()).await;
+        conn.call(&hello(c), Bytes::new()).await.expect("connect");
+    }
+    let m = common::cluster::mount(&cl).await;
+    let probe = create(&m, Fid::ROOT, b"probe", DIR)
+        .await
+        .expect("probe")
+        .attr
+        .fid;
+    // It says goodbye: recovery does not wait for it.
+    m.disconnect().await;
+    let made = Fid::new(probe.seq, probe.oid + 1000, 0);
+    // A restart with both clients recorded: recovery waits for them.
+    cl.stop_mdt(0).await;
+    cl.start_mdt(0).await.expect("restart");
+    let mdt = cl.mdts[0]
+        .as_ref()
+        .and_then(|s| s.mdt())
+        .expect("mdt")
+        .clone();
+    assert!(mdt.recovery.is_recovering());
+    let next = mdt.store().last_transno() + 1;
+
+    // b reopens the directory a's replay will make, then ends its replay.
+    let cb = connect(mdt_addr(&cl), key.clone()).await;
+    cb.call(&hello(b), Bytes::new()).await.expect("b connects");
+    let reopen = Request::Reopen {
+        client: b,
+        handle: 77,
+        fid: made,
+        flags: OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        },
+        cred: cred(),
+    };
+    let r = cb.call(&reopen, Bytes::new()).await;
+    assert!(
+        r.is_ok(),
+        "the reopen failed instead of waiting: {:?}",
+        r.err()
+    );
+    let b_done = tokio::spawn(async move {
+        let r = cb
+            .call(&Request::ReplayDone { client: b }, Bytes::new())
+            .await;
+        (cb, r)
+    });
+
+    // a replays the mkdir, then ends its replay.
+    let ca = connect(mdt_addr(&cl), key.clone()).await;
+    ca.call(&hello(a), Bytes::new()).await.expect("a connects");
+    let replay = Request::Replay {
+        client: a,
+        transno: next,
+        req: Box::new(Request::Create {
+            parent: Fid::ROOT,
+            name: b"made".to_vec(),
+            mode: DIR,
+            rdev: 0,
+            cred: cred(),
+            symlink: None,
+            layout: LayoutRequest::Inherit,
+            open: None,
+            exclusive: true,
+        }),
+        outcome: Some(ReplayOutcome {
+            fid: made,
+            layout: None,
+        }),
+    };
+    ca.call(&replay, Bytes::new()).await.expect("a's replay");
+    let (r, _) = ca
+        .call(&Request::ReplayDone { client: a }, Bytes::new())
+        .await
+        .expect("a's end of replay");
+    assert!(matches!(r, Reply::Recovered { .. }), "{r:?}");
+    let (cb, r) = b_done.await.expect("task");
+    r.expect("b's end of replay");
+    assert!(!mdt.recovery.is_recovering());
+    assert!(
+        mdt.is_open(&made),
+        "b's reopen was not made after the replays"
+    );
+    // b's handle is its own: it closes it.
+    cb.call(
+        &Request::Close {
+            handle: 77,
+            wrote: false,
+        },
+        Bytes::new(),
+    )
+    .await
+    .expect("b closes its reopened handle");
+    assert!(!mdt.is_open(&made));
+    drop(mdt);
+    cl.stop().await;
+}
