@@ -17,7 +17,7 @@
 
 use crate::Mdt;
 use crate::mdd;
-use crate::records::Inode;
+use crate::records::{Inode, prefix_end};
 use nacre_core::{Errno, Fid};
 use nacre_osd::{KvRead, Table, Tx};
 use std::collections::BTreeMap;
@@ -74,18 +74,12 @@ pub fn owner_pending<R: KvRead>(r: &mut R, fid: &Fid) -> Result<bool, Errno> {
 
 /// Owner records waiting, at most `limit`: each file with the owner its chown set.
 pub fn pending<R: KvRead>(r: &mut R, limit: usize) -> Result<Vec<(Fid, Vec<u8>)>, Errno> {
-    let end = {
-        let mut e = OWNER_LOG.to_vec();
-        // The prefix ends in '.', so one past it bounds every key that starts with it.
-        if let Some(last) = e.last_mut() {
-            *last += 1;
-        }
-        e
-    };
-    Ok(r.range(Table::Meta, OWNER_LOG, &end, limit)?
-        .into_iter()
-        .filter_map(|(k, v)| Some((Fid::from_bytes(&k[OWNER_LOG.len()..])?, v)))
-        .collect())
+    Ok(
+        r.range(Table::Meta, OWNER_LOG, &prefix_end(OWNER_LOG), limit)?
+            .into_iter()
+            .filter_map(|(k, v)| Some((Fid::from_bytes(&k[OWNER_LOG.len()..])?, v)))
+            .collect(),
+    )
 }
 
 /// What a log pass left behind.
@@ -93,8 +87,6 @@ pub fn pending<R: KvRead>(r: &mut R, limit: usize) -> Result<Vec<(Fid, Vec<u8>)>
 pub struct OwnerPass {
     /// Owner records read (at most [`OWNER_LOG_BATCH`]).
     pub read: usize,
-    /// Files whose objects took their owner.
-    pub passed: usize,
     /// Records left for a later pass: an OST did not answer.
     pub left: usize,
 }
@@ -155,22 +147,17 @@ impl Mdt {
         // Per OST and owner, the objects to give it, and the files they belong to.
         type Group = (Vec<Fid>, Vec<usize>);
         let mut groups: BTreeMap<(u32, u32, u32), Group> = BTreeMap::new();
-        let mut gone = Vec::new();
         for (i, (fid, val)) in recs.iter().enumerate() {
             // The owner the record holds, which is durable; a later chown's, which may
             // not be yet, waits for its own record's pass.
             let Some((uid, gid)) = decode_owner(val) else {
                 tracing::warn!(target: "mdt", "file {fid}: dropping an owner record that does not decode; LFSCK's layout check repairs its objects' owner");
-                gone.push(i);
                 continue;
             };
             let ino = match mdd::get_inode(&mut v, fid) {
                 Ok(ino) => ino,
                 // Removed since: its objects go with it.
-                Err(Errno::ENOENT) => {
-                    gone.push(i);
-                    continue;
-                }
+                Err(Errno::ENOENT) => continue,
                 Err(e) => return Err(e),
             };
             for o in ino.layout.iter().flat_map(|l| l.objects()) {
@@ -208,7 +195,6 @@ impl Mdt {
             .filter(|(i, _)| !failed[*i])
             .map(|(_, (fid, val))| (owner_key(fid), val.clone()))
             .collect();
-        let passed = done.len() - gone.len().min(done.len());
         let left = recs.len() - done.len();
         self.store
             .write(move |tx| {
@@ -223,7 +209,6 @@ impl Mdt {
             .await?;
         Ok(OwnerPass {
             read: recs.len(),
-            passed,
             left,
         })
     }

@@ -289,6 +289,21 @@ pub fn link_key_parts(k: &[u8]) -> Option<(Fid, Fid, &[u8])> {
     Some((child, parent, &k[40..]))
 }
 
+/// The first key past every key starting with `prefix`: not `prefix` + 0xff, which a key
+/// whose next byte is 0xff sorts after (one client in 256 has a UUID starting so).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            break;
+        }
+    }
+    // Every prefix used starts with an ASCII name.
+    debug_assert!(!end.is_empty());
+    end
+}
+
 pub fn xattr_key(fid: &Fid, name: &[u8]) -> Vec<u8> {
     let mut k = fid.to_bytes().to_vec();
     k.extend_from_slice(name);

@@ -16,6 +16,7 @@
 //! - ends with one journal sync, so everything replayed is committed before new requests
 //!   run, and numbers later transactions above every replayed one.
 
+use crate::records::prefix_end;
 use nacre_core::Errno;
 use nacre_osd::{MdStore, ReadView, Table};
 use nacre_rpc::msg::{ClientUuid, ReplayOutcome, Reply, Request};
@@ -74,21 +75,6 @@ fn reply_key(c: ClientUuid, slot: u16) -> Vec<u8> {
     let mut k = client_prefix(REPLY_DATA, c);
     k.extend_from_slice(&slot.to_be_bytes());
     k
-}
-
-/// The first key past every key starting with `prefix`: not `prefix` + 0xff, which a key
-/// whose next byte is 0xff sorts after (one client in 256 has a UUID starting so).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            break;
-        }
-    }
-    // Every prefix here starts with an ASCII name.
-    debug_assert!(!end.is_empty());
-    end
 }
 
 fn client_prefix(prefix: &[u8], c: ClientUuid) -> Vec<u8> {
