@@ -305,6 +305,8 @@ pub struct ObjStore {
     direct: AtomicBool,
     /// Objects with blocks reserved past their data (see [`RESERVE_START`]).
     reserved: Mutex<HashMap<Fid, Reserved>>,
+    /// Told when a reservation is made, so the OST's release timer sleeps while there is none.
+    reserved_made: tokio::sync::Notify,
     /// Writes and size changes share it; giving back reserved blocks takes it alone, so no
     /// write lands in the range being given back.
     extend: RwLock<()>,
@@ -430,6 +432,7 @@ impl ObjStore {
             last_ids: Mutex::new(HashMap::new()),
             direct: AtomicBool::new(cfg.direct_io),
             reserved: Mutex::new(HashMap::new()),
+            reserved_made: tokio::sync::Notify::new(),
             extend: RwLock::new(()),
             sidecars: Mutex::new(FdCache {
                 map: HashMap::new(),
@@ -926,6 +929,7 @@ impl ObjStore {
                 last: Instant::now(),
             },
         );
+        self.reserved_made.notify_one();
     }
 
     /// Bytes writers may still use on the store's file system (0 if unknown).
@@ -951,9 +955,27 @@ impl ObjStore {
         self.reserved.lock().remove(fid);
     }
 
+    /// When the oldest reservation goes idle; with none, waits for one to be made. The
+    /// OST's timer sleeps on it, so an OST with no stream never wakes for this.
+    pub async fn next_idle_release(&self) -> Instant {
+        loop {
+            let made = self.reserved_made.notified();
+            let due = self
+                .reserved
+                .lock()
+                .values()
+                .map(|r| r.last + RESERVE_IDLE)
+                .min();
+            if let Some(due) = due {
+                return due;
+            }
+            made.await;
+        }
+    }
+
     /// Gives back what objects not written for [`RESERVE_IDLE`] have not used; the OST
-    /// calls it every second too, so a stream that stopped
-    /// gives back even when nothing else is written.
+    /// calls it when the oldest goes idle too (see [`ObjStore::next_idle_release`]), so a
+    /// stream that stopped gives back even when nothing else is written.
     pub fn release_idle(&self) {
         let mut out = Vec::new();
         {
@@ -2380,6 +2402,35 @@ mod tests {
         assert!(blocks() < size + (1 << 20), "{} bytes allocated", blocks());
         let got = s.read(&o, 0, size as usize).expect("read");
         assert!(got.chunks(chunk).all(|c| c == &v[pad..pad + chunk]));
+    }
+
+    /// The OST's release timer sleeps while nothing is reserved and wakes when the
+    /// first reservation made goes idle.
+    #[tokio::test]
+    async fn the_release_timer_waits_for_a_reservation_and_then_its_idle_time() {
+        let d = tempfile::tempdir().expect("tmp");
+        check_xattr_support(d.path()).expect("xattrs");
+        let s = Arc::new(open_store(d.path(), ObjStoreConfig::default()));
+        let waiting = tokio::spawn({
+            let s = s.clone();
+            async move { s.next_idle_release().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "due with nothing reserved");
+        let made = Instant::now();
+        s.reserved.lock().insert(
+            Fid::new(0x240000400, 1, 0),
+            Reserved {
+                end: 1 << 20,
+                last: made,
+            },
+        );
+        s.reserved_made.notify_one();
+        let due = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the timer did not wake")
+            .expect("join");
+        assert_eq!(due, made + RESERVE_IDLE);
     }
 
     #[test]

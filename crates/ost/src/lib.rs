@@ -207,8 +207,8 @@ impl Ost {
         self.health().status()
     }
 
-    /// Until `shutdown`: every second, streams that stopped give back the blocks reserved
-    /// ahead of them (see `ObjStore::release_idle`), and the storage is checked (see
+    /// Until `shutdown`: streams that stopped give back the blocks reserved ahead of them
+    /// once idle (see `ObjStore::release_idle`), and the storage is checked (see
     /// [`Health::monitor`]); scrub runs beside.
     pub async fn housekeeping(self: Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
         tokio::spawn(self.scrub.clone().run(shutdown.clone()));
@@ -216,11 +216,18 @@ impl Ost {
         let release = async {
             let mut shutdown = shutdown;
             loop {
+                let store = self.store.clone();
                 tokio::select! {
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    due = store.next_idle_release() => {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(due.into()) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                    }
                     _ = shutdown.changed() => return,
                 }
-                let store = self.store.clone();
+                // A write since may have moved the due time on: release_idle gives back
+                // only what is idle by then, and the loop asks again.
                 let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
             }
         };
