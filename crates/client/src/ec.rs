@@ -30,7 +30,7 @@ use nacre_core::ec::{RaidSet, data_layout, is_ec, parity_in_sync, parity_of, rai
 use nacre_core::layout::{Component, LCME_FL_INIT};
 use nacre_core::log_limit::held_note;
 use nacre_core::{Errno, Fid, Layout, StripeObject, TargetName};
-use nacre_rpc::msg::{Reply, Request, WriteGrant};
+use nacre_rpc::msg::{Cred, Reply, Request, WriteGrant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -694,6 +694,9 @@ impl Client {
             fid,
             handle,
             layout_gen: layout.layout_gen,
+            // Without a handle it is a resync, which the mirror requests make as root
+            // (`lfs` runs as root); a squashed root needs write permission.
+            cred: Cred::root(),
         };
         match self.md_call(self.mdt_of(&fid), req).await? {
             Reply::Layout(Some(l)) => Ok(l),

@@ -4,10 +4,11 @@
 
 use crate::Mdt;
 use crate::lod::Lod;
+use crate::perm;
 use nacre_core::ec::{clear_parity_stale, data_of, is_ec, mark_parity_stale, raid_sets};
 use nacre_core::layout::LCME_FL_INIT;
 use nacre_core::{Errno, Fid, Layout, StripeObject};
-use nacre_rpc::msg::Reply;
+use nacre_rpc::msg::{Cred, Reply};
 
 impl Lod {
     /// Instantiates component `i` of `l`: a parity component from its data component's
@@ -104,8 +105,13 @@ impl Mdt {
         fid: Fid,
         handle: Option<u64>,
         layout_gen: u32,
+        cred: &Cred,
     ) -> Result<Reply, Errno> {
         let own = handle.is_some_and(|h| self.opens.is_writer(h, &fid, conn_id));
+        if !own {
+            // As for `lfs mirror resync`: only a writer of the file says its parity is good.
+            self.may(&fid, cred, perm::MAY_WRITE)?;
+        }
         if self.writers_of(&fid) > u32::from(own) {
             return Err(Errno::EBUSY);
         }

@@ -1558,8 +1558,9 @@ impl Mdt {
                 fid,
                 handle,
                 layout_gen,
+                cred,
             } => {
-                self.ec_parity_synced(ctx.conn_id, fid, handle, layout_gen)
+                self.ec_parity_synced(ctx.conn_id, fid, handle, layout_gen, &cred)
                     .await
             }
             Request::WaitCallbacks { acked } => {

@@ -583,11 +583,14 @@ pub enum Request {
     /// The client recomputed the parity of erasure-coded `fid` from layout generation
     /// `layout_gen` (at the close of `handle`, or a resync): clear `stale` on its parity
     /// components. EBUSY while another writer holds the file open, ESTALE when the layout
-    /// moved on (a write open since); replies with the layout.
+    /// moved on (a write open since); replies with the layout. Without the caller's own
+    /// write handle, `cred` must have write permission on the file: parity declared in
+    /// sync that is not would decode into bytes nobody wrote.
     EcParitySynced {
         fid: Fid,
         handle: Option<u64>,
         layout_gen: u32,
+        cred: Cred,
     },
     // --- Object owners (appended) ---
     /// MDT to OST (Lustre's `OST_SETATTR` of a chown): objects `objs` of a file now owned
@@ -886,6 +889,7 @@ macro_rules! with_cred {
             | Request::Access { $cred, .. }
             | Request::DnePermission { $cred, .. }
             | Request::Mirror { $cred, .. }
+            | Request::EcParitySynced { $cred, .. }
             | Request::Reopen { $cred, .. } => Some($e),
             _ => None,
         }

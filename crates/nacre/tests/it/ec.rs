@@ -246,6 +246,27 @@ async fn stale_parity_is_never_read_from_and_a_resync_makes_it_current() {
             .all(|c| c.is_stale()),
         "parity must be stale after a write: {l:?}"
     );
+    // Only a writer says parity is in sync: a user who may not write the file (0644,
+    // root's) holding no handle is refused, and parity stays stale.
+    let claim = Request::EcParitySynced {
+        fid,
+        handle: None,
+        layout_gen: l.layout_gen,
+        cred: Cred::user(1000, 1000, Vec::new(), 0),
+    };
+    assert_eq!(
+        c.mdcs()[0].call(&claim, bytes::Bytes::new()).await.err(),
+        Some(nacre_rpc::RpcError::Errno(Errno::EACCES)),
+        "parity declared in sync by a user without write permission"
+    );
+    let (_, _, l) = objects(&c, fid).await;
+    assert!(
+        l.components
+            .iter()
+            .filter(|c| c.is_parity())
+            .all(|c| c.is_stale()),
+        "a refused claim cleared stale: {l:?}"
+    );
     settled(&c, fid).await;
     cluster.stop_ost(dobj[0].ost_idx).await;
     // Old parity would decode into the old bytes: EIO instead.
