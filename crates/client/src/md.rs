@@ -172,13 +172,29 @@ impl Client {
         cred: &Cred,
         handle: Option<u64>,
     ) -> Result<InodeInfo, Errno> {
+        self.setattr_known(fid, attr, cred, handle, None).await
+    }
+
+    /// [`Client::setattr`]; `known`: the file as the caller got it just now, with this
+    /// client's writes landed (an open's answer), which a size change then need not ask for.
+    async fn setattr_known(
+        &self,
+        fid: Fid,
+        attr: SetAttr,
+        cred: &Cred,
+        handle: Option<u64>,
+        known: Option<InodeInfo>,
+    ) -> Result<InodeInfo, Errno> {
         if let Some(size) = attr.size {
             // The MDT decides who may truncate: ask it before touching the objects.
             self.may_truncate(fid, cred, handle).await?;
             self.local_changes.bump(&fid);
             // getattr first lets this client's writes still on the way land, so none of
             // them lands after the truncate.
-            let info = self.getattr(fid).await?;
+            let info = match known {
+                Some(i) if !self.has_dirty(&fid) => i,
+                _ => self.getattr(fid).await?,
+            };
             if info.attr.is_dir() {
                 return Err(Errno::EISDIR);
             }
@@ -231,8 +247,12 @@ impl Client {
             write: true,
             ..OpenFlags::default()
         };
-        let (f, _) = self.open(fid, flags, cred).await?;
-        let r = self.setattr(fid, attr, cred, Some(f.handle)).await;
+        // The open's answer is the file as it is now: the truncate through the handle
+        // needs no getattr of its own.
+        let (f, info) = self.open(fid, flags, cred).await?;
+        let r = self
+            .setattr_known(fid, attr, cred, Some(f.handle), Some(info))
+            .await;
         let closed = self.release(&f).await;
         r?;
         closed?;
