@@ -175,6 +175,30 @@ pub(crate) fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
     }
 }
 
+/// `run` (a component's phases), unless the run is asked to end first: then it is
+/// dropped where it waits, so a stop or pause is not held up by a request to a target
+/// that does not answer (up to [`RPC_TIMEOUT`] each). Its position moves only once a
+/// window is done, so a resumed run starts with the window it was in; a repair cut
+/// short is one a crash could have cut too, and the next run finds what is left of it.
+pub(crate) async fn or_halt(
+    halt: &watch::Receiver<Halt>,
+    run: impl std::future::Future<Output = Result<(), End>>,
+) -> Result<(), End> {
+    let mut asked = halt.clone();
+    let halted = async {
+        let asked = asked.wait_for(|h| *h != Halt::Go).await.map(|h| *h);
+        match asked {
+            Ok(h) => h,
+            // Nobody can ask any more: the run goes to its end.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = run => r,
+        h = halted => Err(End::Halted(h)),
+    }
+}
+
 /// The status a component's run (`what` on `dev`) ends with; a run that went to its end
 /// without some target is partial.
 pub(crate) fn end_status(r: Result<(), End>, partial: bool, dev: &str, what: &str) -> LfsckStatus {

@@ -41,7 +41,7 @@
 //! next run.
 
 use crate::control::{
-    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted,
+    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted, or_halt,
 };
 use crate::mdt::{Bookmark, LAYOUT, MdtLfsck};
 use crate::namespace::SCRUB_WINDOW_SIZE;
@@ -150,7 +150,8 @@ pub(crate) async fn run(
         rebuild: BTreeMap::new(),
         rebuild_len: 0,
     };
-    let r = async {
+    let asked = halt.clone();
+    let r = or_halt(&asked, async {
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;
@@ -162,7 +163,7 @@ pub(crate) async fn run(
             cx.partial = true;
         }
         phase2(&mut cx, &mut halt).await
-    }
+    })
     .await;
     // Where it ended (or stopped) is the last checkpoint: a resumed run starts there.
     eng.checkpoint(mdt, &LAYOUT).await;

@@ -16,7 +16,7 @@ pub mod facts;
 pub mod repair;
 
 use crate::control::{
-    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted,
+    AdaptiveWindow, End, Halt, Live, Pace, Throttle, bounded, end_status, halted, or_halt,
 };
 use crate::mdt::{Bookmark, MdtLfsck, NAMESPACE};
 use check::{Finding, Kind, Opts, Repair, Scan};
@@ -98,7 +98,8 @@ pub(crate) async fn run(
         gone: HashSet::new(),
         partial: false,
     };
-    let r = async {
+    let asked = halt.clone();
+    let r = or_halt(&asked, async {
         dne_records(&mut cx).await?;
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &NAMESPACE).await;
@@ -111,7 +112,7 @@ pub(crate) async fn run(
             cx.partial = true;
         }
         phase2(&mut cx, &mut halt).await
-    }
+    })
     .await;
     // Where it ended (or stopped) is the last checkpoint: a resumed run starts there.
     eng.checkpoint(mdt, &NAMESPACE).await;

@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- |
 //! | MGS | `row_mgs_devfail`: completed; I/O fine | `row_mgs_network`: completed; I/O fine | `the_mgs_gone_changes_nothing` |
 //! | MDS | `row_mds_devfail`: start refused (EIO); I/O EIO | `row_mds_network`: completed (it runs on the MDS); I/O EIO after the client's recovery | `an_mdt_gone_leaves_a_partial_namespace_run` (of two MDTs) |
-//! | one OSS | `row_one_oss_devfail`: layout partial; its files EIO | `row_one_oss_network`: layout partial after one timeout; its files EIO | `an_ost_gone_leaves_a_partial_layout_run`, `an_osts_objects_gone_end_the_layout_run` |
+//! | one OSS | `row_one_oss_devfail`: layout partial; its files EIO | `row_one_oss_network`: layout partial after one timeout; its files EIO; `a_stop_ends_a_run_held_up_by_a_silent_ost_at_once` | `an_ost_gone_leaves_a_partial_layout_run`, `an_osts_objects_gone_end_the_layout_run` |
 //! | every OSS | `row_every_oss_devfail`: layout partial; I/O EIO | `row_every_oss_network`: layout partial; I/O EIO | |
 //! | MDS + OSS | `row_mds_and_oss_devfail`: start refused (EIO) | `row_mds_and_oss_network`: layout partial; I/O EIO | |
 
@@ -78,6 +78,53 @@ async fn an_ost_gone_leaves_a_partial_layout_run() {
         .await
         .expect("start OST1");
     let again = fs.lfsck_layout(0, 0).await;
+    assert_eq!(again.repaired_total(), 0);
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+/// Longest `lfsck_stop` may take while the run waits on a silent OST: well under the
+/// checker's request timeout, which the stop must not sit out.
+const STOP_BOUND: Duration = Duration::from_secs(3);
+
+/// `lfsck_stop` under a network fault (Lustre's `sanity-lfsck` stops a run held up by an
+/// OST, `OBD_FAIL_LFSCK_DELAY*`): the run waiting on the OST that does not answer ends
+/// at once, stopped, not after the OST's timeout; once the fault clears, a new run
+/// completes and finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_a_run_held_up_by_a_silent_ost_at_once() {
+    let fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 20).await;
+    let items = fs
+        .inject("OST0001", InjectOp::Network { clear: false })
+        .await;
+    assert_eq!(items[0].detail, "injected", "{items:?}");
+    let l = fs.checker(0);
+    l.start(layout_dry_run()).await.expect("start");
+    // The OST is silent for a request timeout: the run is waiting on it now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        l.running(),
+        "the run ended before the stop:\n{}",
+        l.layout_text()
+    );
+    let t0 = Instant::now();
+    l.stop(false).await.expect("stop");
+    let took = t0.elapsed();
+    let st = l.state.lock().lo.clone();
+    assert!(
+        took < STOP_BOUND,
+        "lfsck_stop took {took:?} with an OST silent:\n{}",
+        l.layout_text()
+    );
+    assert!(!l.running(), "still running after the stop");
+    assert_eq!(st.status, LfsckStatus::Stopped, "{}", l.layout_text());
+    let items = fs
+        .inject("OST0001", InjectOp::Network { clear: true })
+        .await;
+    assert_eq!(items[0].detail, "cleared", "{items:?}");
+    let again = fs.lfsck_layout(0, 0).await;
+    assert_eq!(again.status, LfsckStatus::Completed);
     assert_eq!(again.repaired_total(), 0);
     fs.verify(&kept).await;
     fs.stop().await;
