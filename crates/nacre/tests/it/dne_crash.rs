@@ -3,8 +3,9 @@
 //! participant MDT at each step of a remote mkdir, a striped mkdir, renames of a file and
 //! of a directory across MDTs, a remote rmdir and a hard link across MDTs. The victim is
 //! restarted, recovery runs, and then the operation must be either complete or undone
-//! (checked through the client) and the namespace consistent (the checker, run on the
-//! stopped stores, finds no dangling name, orphan, bad link count or unfinished record).
+//! (checked through the client) and the file system consistent (the checker, run on the
+//! stopped stores, finds no dangling name, orphan, bad link count or unfinished record, and
+//! every file's objects match its layout).
 
 use crate::common;
 
@@ -276,7 +277,7 @@ impl Op {
         }
     }
 
-    async fn setup(self, c: &Client, tag: &str) -> Setup {
+    async fn setup(self, c: &Arc<Client>, tag: &str) -> Setup {
         let root = Fid::ROOT;
         // `a` on MDT1 holds the sources; `b` on MDT2 is a target for directory renames.
         let a = mkdir_on(c, root, &format!("{tag}.a"), 1, 1)
@@ -287,7 +288,12 @@ impl Op {
             .expect("b");
         let obj = match self {
             Op::RemoteMkdir | Op::StripedMkdir => None,
-            Op::RenameFile | Op::Link => Some(create(c, a, "f", false).await),
+            // With data: its OST object names the file, which the layout check verifies.
+            Op::RenameFile | Op::Link => Some(
+                common::integrity::write_file(c, a, "f", None, b"moved across MDTs")
+                    .await
+                    .expect("write f"),
+            ),
             Op::RenameDir => {
                 let x = create(c, a, "x", true).await;
                 create(c, x, "inside", false).await;
@@ -484,7 +490,8 @@ async fn crash_matrix(ops: &[Op]) {
             let dirs: Vec<PathBuf> = (0..MDTS)
                 .map(|i| tmp.path().join(format!("mdt{i}")))
                 .collect();
-            let rep = nacre::check::check_mdts(&dirs).expect("check");
+            let osts = [tmp.path().join("ost0")];
+            let rep = nacre::check::check_targets(&dirs, &osts).expect("check");
             assert!(rep.is_clean(), "{op:?} at {point}: {}", rep.summary());
             tokio::task::block_in_place(|| cl.start_all());
             c = mount(&cl).await;
@@ -520,6 +527,7 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
     let dirs: Vec<PathBuf> = (0..MDTS)
         .map(|i| tmp.path().join(format!("mdt{i}")))
         .collect();
+    let osts = [tmp.path().join("ost0")];
 
     tokio::task::block_in_place(|| cl.stop("mdt2"));
     let t = Instant::now();
@@ -562,7 +570,7 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
     assert!(exists(&c, Fid::ROOT, "half").await.is_none());
     c.unmount();
     tokio::task::block_in_place(|| cl.stop_all());
-    let rep = nacre::check::check_mdts(&dirs).expect("check");
+    let rep = nacre::check::check_targets(&dirs, &osts).expect("check");
     assert_eq!(rep.pending, 1, "{}", rep.summary());
     assert_eq!(rep.orphans.len(), 1, "{}", rep.summary());
     assert!(!rep.is_clean());
@@ -573,6 +581,6 @@ async fn mdt_down_and_checker_finds_what_recovery_fixes() {
     assert!(exists(&c, Fid::ROOT, "half").await.is_none());
     c.unmount();
     tokio::task::block_in_place(|| cl.stop_all());
-    let rep = nacre::check::check_mdts(&dirs).expect("check");
+    let rep = nacre::check::check_targets(&dirs, &osts).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }
