@@ -551,9 +551,11 @@ impl MdtLfsck {
                 .copied()
                 .filter(|m| *m != self.index)
                 .collect();
-            for m in peers {
-                let _ = self.call_mdt(m, LfsckRequest::Stop { all: false }).await;
-            }
+            // All at once: a gone MDT costs one request timeout, not one each.
+            let stops = peers
+                .into_iter()
+                .map(|m| self.call_mdt(m, LfsckRequest::Stop { all: false }));
+            futures::future::join_all(stops).await;
         }
         if was { Ok(()) } else { Err(Errno::EALREADY) }
     }

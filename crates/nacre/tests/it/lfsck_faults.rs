@@ -10,7 +10,7 @@
 //! | node(s) | a-DevFail (injected) | c-Network (injected) | stopped or deleted |
 //! | --- | --- | --- | --- |
 //! | MGS | `row_mgs_devfail`: completed; I/O fine | `row_mgs_network`: completed; I/O fine | `the_mgs_gone_changes_nothing` |
-//! | MDS | `row_mds_devfail`: start refused (EIO); I/O EIO | `row_mds_network`: completed (it runs on the MDS); I/O EIO after the client's recovery | `an_mdt_gone_leaves_a_partial_namespace_run` (of two MDTs) |
+//! | MDS | `row_mds_devfail`: start refused (EIO); I/O EIO | `row_mds_network`: completed (it runs on the MDS); I/O EIO after the client's recovery | `an_mdt_gone_leaves_a_partial_namespace_run` (of two MDTs), `a_stop_of_every_target_ends_with_an_mdt_gone` |
 //! | one OSS | `row_one_oss_devfail`: layout partial; its files EIO | `row_one_oss_network`: layout partial after one timeout; its files EIO; `a_stop_ends_a_run_held_up_by_a_silent_ost_at_once` | `an_ost_gone_leaves_a_partial_layout_run`, `an_osts_objects_gone_end_the_layout_run` |
 //! | every OSS | `row_every_oss_devfail`: layout partial; I/O EIO | `row_every_oss_network`: layout partial; I/O EIO | |
 //! | MDS + OSS | `row_mds_and_oss_devfail`: start refused (EIO) | `row_mds_and_oss_network`: layout partial; I/O EIO | |
@@ -167,6 +167,51 @@ async fn an_mdt_gone_leaves_a_partial_namespace_run() {
     let l = fs.checker(0);
     let st = l.state.lock().ns.clone();
     assert_eq!(st.status, LfsckStatus::Partial, "{}", l.namespace_text());
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
+/// sanity-lfsck.sh 32b: `lfsck_stop -A` while an MDT taking part has failed. The stop
+/// ends the run here at once and gives up on the gone MDT within one request timeout;
+/// the run is stopped, and the MDT back, the names read as they did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_of_every_target_ends_with_an_mdt_gone() {
+    let mut fs = Fs::new(2, 1).await;
+    let kept = fs.populate("keep", 40).await;
+    let l = fs.checker(0).clone();
+    // Slowed down (Lustre delays it with a fail_loc) so that it is in its first phase.
+    l.start(StartArgs {
+        valid: nacre_lustreapi::lfsck::LSV_SPEED_LIMIT,
+        speed_limit: 10,
+        active: TYPE_NAMESPACE,
+        flags: LPF_DRYRUN | LPF_ALL_TGT | LPF_BROADCAST,
+        ..StartArgs::default()
+    })
+    .await
+    .expect("start");
+    fs.cl.as_mut().expect("running").stop_mdt(1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        l.running(),
+        "the run ended before the stop:\n{}",
+        l.namespace_text()
+    );
+    let t0 = Instant::now();
+    l.stop(true).await.expect("stop");
+    let took = t0.elapsed();
+    assert!(
+        took < RPC_TIMEOUT + STOP_BOUND,
+        "lfsck_stop -A took {took:?} with an MDT gone"
+    );
+    assert!(!l.running(), "still running after the stop");
+    let st = l.state.lock().ns.clone();
+    assert_eq!(st.status, LfsckStatus::Stopped, "{}", l.namespace_text());
+    fs.cl
+        .as_mut()
+        .expect("running")
+        .start_mdt(1)
+        .await
+        .expect("start MDT1");
     fs.verify(&kept).await;
     fs.stop().await;
 }
