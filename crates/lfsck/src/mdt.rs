@@ -119,6 +119,9 @@ pub struct MdtLfsck {
     /// own pace.
     pub coupled: Arc<AtomicBool>,
     run: Mutex<Option<RunHandle>>,
+    /// The end of the last run started, kept after its handle is taken: whoever finds
+    /// the run already being ended (a stop, then the MDT stopping) waits for it too.
+    last_done: Mutex<Option<watch::Receiver<bool>>>,
     /// Peers reported progress: whoever waits for peers looks again.
     pub peer_news: Notify,
     pub repairs: RepairLog,
@@ -198,6 +201,7 @@ impl MdtLfsck {
             coupled: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(st),
             run: Mutex::new(None),
+            last_done: Mutex::new(None),
             peer_news: Notify::new(),
             repairs: RepairLog::default(),
         });
@@ -357,6 +361,7 @@ impl MdtLfsck {
         }
         let (halt, halt_rx) = watch::channel(Halt::Go);
         let (done_tx, done) = watch::channel(false);
+        *self.last_done.lock() = Some(done.clone());
         *self.run.lock() = Some(RunHandle { halt, done });
         // The sponsor of a run on all targets starts the other MDTs.
         if a.flags & api::LPF_BROADCAST != 0 && a.sponsor.is_none() {
@@ -538,9 +543,10 @@ impl MdtLfsck {
     }
 
     /// Stops the run (`lfsck_stop`), waiting until it has saved its place; with `all`,
-    /// every participant too.
+    /// every participant too. A run paused by its MDT stopping meanwhile is stopped
+    /// too: it does not resume when the MDT starts again.
     pub async fn stop(self: &Arc<Self>, all: bool) -> Result<(), Errno> {
-        let was = self.halt(Halt::Stop).await;
+        let was = self.halt(Halt::Stop).await || self.stop_paused().await?;
         if all {
             let peers: Vec<u32> = self
                 .state
@@ -560,10 +566,43 @@ impl MdtLfsck {
         if was { Ok(()) } else { Err(Errno::EALREADY) }
     }
 
+    /// Marks paused components stopped and saves them; whether there were any. An error
+    /// if they could not be saved (the MDT stopped meanwhile): they would resume.
+    async fn stop_paused(&self) -> Result<bool, Errno> {
+        let paused = {
+            let mut g = self.state.lock();
+            let st = &mut *g;
+            let mut any = false;
+            for s in [&mut st.ns.status, &mut st.lo.status] {
+                if *s == LfsckStatus::Paused {
+                    *s = LfsckStatus::Stopped;
+                    any = true;
+                }
+            }
+            if st.scrub.status == ScrubStatus::Paused {
+                st.scrub.status = ScrubStatus::Stopped;
+                any = true;
+            }
+            any
+        };
+        if paused {
+            self.save_all(&*self.mdt()?).await?;
+        }
+        Ok(paused)
+    }
+
     /// Asks the run to end and waits for it (at most [`PAUSE_WAIT`]); whether one ran.
+    /// A run another caller is ending is waited for too (returning false), so the MDT
+    /// does not stop under its last save.
     async fn halt(&self, how: Halt) -> bool {
         let h = self.run.lock().take();
-        let Some(h) = h else { return false };
+        let Some(h) = h else {
+            let ending = self.last_done.lock().clone();
+            if let Some(mut done) = ending {
+                let _ = tokio::time::timeout(PAUSE_WAIT, done.wait_for(|d| *d)).await;
+            }
+            return false;
+        };
         if *h.done.borrow() {
             return false;
         }

@@ -216,6 +216,58 @@ async fn a_stop_of_every_target_ends_with_an_mdt_gone() {
     fs.stop().await;
 }
 
+/// sanity-lfsck.sh 44: the MDT stops while `lfsck_stop` is under way. The run is
+/// stopped, not paused: it does not start again with the MDT, and says `stopped`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mdt_stopped_while_lfsck_stops_keeps_it_stopped() {
+    let mut fs = Fs::new(1, 1).await;
+    let kept = fs.populate("keep", 40).await;
+    let l = fs.checker(0).clone();
+    l.start(StartArgs {
+        valid: nacre_lustreapi::lfsck::LSV_SPEED_LIMIT,
+        speed_limit: 10,
+        active: TYPE_NAMESPACE,
+        flags: LPF_DRYRUN,
+        ..StartArgs::default()
+    })
+    .await
+    .expect("start");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(l.running(), "the run ended early:\n{}", l.namespace_text());
+    // The stop goes first, as in Lustre's test: its first step asks the run to end,
+    // then it waits for the run while the MDT stops.
+    let mut stopping = Box::pin(l.stop(false));
+    assert!(
+        futures::poll!(&mut stopping).is_pending(),
+        "the stop did not wait"
+    );
+    let mdt_stop = fs.cl.as_mut().expect("running").stop_mdt(0);
+    let (stopped, ()) =
+        tokio::time::timeout(STOP_BOUND, async { tokio::join!(stopping, mdt_stop) })
+            .await
+            .expect("lfsck_stop hung while its MDT stopped");
+    eprintln!("lfsck_stop: {stopped:?}");
+    fs.cl
+        .as_mut()
+        .expect("running")
+        .start_mdt(0)
+        .await
+        .expect("start MDT0");
+    let l = fs.checker(0);
+    // Give a wrongly resumed run the time to show.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stopped.expect("lfsck_stop");
+    assert!(
+        !l.running(),
+        "the stopped run started again with its MDT:\n{}",
+        l.namespace_text()
+    );
+    let st = l.state.lock().ns.clone();
+    assert_eq!(st.status, LfsckStatus::Stopped, "{}", l.namespace_text());
+    fs.verify(&kept).await;
+    fs.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mgs_gone_changes_nothing() {
     let mut fs = Fs::new(1, 2).await;
