@@ -150,7 +150,8 @@ pub(crate) async fn run(
         rebuild: BTreeMap::new(),
         rebuild_len: 0,
     };
-    let r = or_halt(halt.clone(), async {
+    let asked = halt.clone();
+    let r = or_halt(&asked, async {
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;

@@ -98,7 +98,8 @@ pub(crate) async fn run(
         gone: HashSet::new(),
         partial: false,
     };
-    let r = or_halt(halt.clone(), async {
+    let asked = halt.clone();
+    let r = or_halt(&asked, async {
         dne_records(&mut cx).await?;
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &NAMESPACE).await;
