@@ -181,10 +181,9 @@ pub(crate) fn halted(halt: &watch::Receiver<Halt>) -> Option<Halt> {
 /// window is done, so a resumed run starts with the window it was in; a repair cut
 /// short is one a crash could have cut too, and the next run finds what is left of it.
 pub(crate) async fn or_halt(
-    halt: &watch::Receiver<Halt>,
+    mut asked: watch::Receiver<Halt>,
     run: impl std::future::Future<Output = Result<(), End>>,
 ) -> Result<(), End> {
-    let mut asked = halt.clone();
     let halted = async {
         let asked = asked.wait_for(|h| *h != Halt::Go).await.map(|h| *h);
         match asked {

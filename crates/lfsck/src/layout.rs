@@ -150,8 +150,7 @@ pub(crate) async fn run(
         rebuild: BTreeMap::new(),
         rebuild_len: 0,
     };
-    let asked = halt.clone();
-    let r = or_halt(&asked, async {
+    let r = or_halt(halt.clone(), async {
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &LAYOUT).await;
         eng.notify_peers(Event::LayoutPhase1Done).await;

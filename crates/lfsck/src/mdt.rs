@@ -55,11 +55,6 @@ pub struct Bookmark {
     pub sponsor: Option<u32>,
 }
 
-struct RunHandle {
-    halt: watch::Sender<Halt>,
-    done: watch::Receiver<bool>,
-}
-
 /// The records of this MDT's components, and their progress while they run.
 #[derive(Default)]
 pub struct MdtState {
@@ -118,9 +113,10 @@ pub struct MdtLfsck {
     /// lockstep, as Lustre runs them ([`control::Pace`]); off (the default): each at its
     /// own pace.
     pub coupled: Arc<AtomicBool>,
-    run: Mutex<Option<RunHandle>>,
-    /// The end of the last run started, kept after its handle is taken: whoever finds
-    /// the run already being ended (a stop, then the MDT stopping) waits for it too.
+    /// Asks the run under way to end; taken by whoever asks.
+    run: Mutex<Option<watch::Sender<Halt>>>,
+    /// The end of the last run started, kept after `run` is taken: whoever finds the run
+    /// already being ended (a stop, then the MDT stopping) waits for it too.
     last_done: Mutex<Option<watch::Receiver<bool>>>,
     /// Peers reported progress: whoever waits for peers looks again.
     pub peer_news: Notify,
@@ -268,7 +264,7 @@ impl MdtLfsck {
 
     /// Whether a run is going on.
     pub fn running(&self) -> bool {
-        self.run.lock().as_ref().is_some_and(|r| !*r.done.borrow())
+        self.run.lock().is_some() && self.last_done.lock().as_ref().is_some_and(|d| !*d.borrow())
     }
 
     /// This MDT's components, for `lfsck_query`.
@@ -361,8 +357,8 @@ impl MdtLfsck {
         }
         let (halt, halt_rx) = watch::channel(Halt::Go);
         let (done_tx, done) = watch::channel(false);
-        *self.last_done.lock() = Some(done.clone());
-        *self.run.lock() = Some(RunHandle { halt, done });
+        *self.last_done.lock() = Some(done);
+        *self.run.lock() = Some(halt);
         // The sponsor of a run on all targets starts the other MDTs.
         if a.flags & api::LPF_BROADCAST != 0 && a.sponsor.is_none() {
             let peer_args = StartArgs {
@@ -595,21 +591,16 @@ impl MdtLfsck {
     /// A run another caller is ending is waited for too (returning false), so the MDT
     /// does not stop under its last save.
     async fn halt(&self, how: Halt) -> bool {
-        let h = self.run.lock().take();
-        let Some(h) = h else {
-            let ending = self.last_done.lock().clone();
-            if let Some(mut done) = ending {
-                let _ = tokio::time::timeout(PAUSE_WAIT, done.wait_for(|d| *d)).await;
-            }
+        let halt = self.run.lock().take();
+        let Some(mut done) = self.last_done.lock().clone() else {
             return false;
         };
-        if *h.done.borrow() {
-            return false;
-        }
-        let _ = h.halt.send(how);
-        let mut done = h.done.clone();
+        let asked = match halt {
+            Some(h) if !*done.borrow() => h.send(how).is_ok(),
+            _ => false,
+        };
         let _ = tokio::time::timeout(PAUSE_WAIT, done.wait_for(|d| *d)).await;
-        true
+        asked
     }
 
     /// A call to another MDT, bounded by [`control::RPC_TIMEOUT`].

@@ -217,13 +217,12 @@ impl Ost {
             let mut shutdown = shutdown;
             loop {
                 let store = self.store.clone();
+                let due = tokio::select! {
+                    due = store.next_idle_release() => due,
+                    _ = shutdown.changed() => return,
+                };
                 tokio::select! {
-                    due = store.next_idle_release() => {
-                        tokio::select! {
-                            _ = tokio::time::sleep_until(due.into()) => {}
-                            _ = shutdown.changed() => return,
-                        }
-                    }
+                    _ = tokio::time::sleep_until(due.into()) => {}
                     _ = shutdown.changed() => return,
                 }
                 // A write since may have moved the due time on: release_idle gives back

@@ -98,8 +98,7 @@ pub(crate) async fn run(
         gone: HashSet::new(),
         partial: false,
     };
-    let asked = halt.clone();
-    let r = or_halt(&asked, async {
+    let r = or_halt(halt.clone(), async {
         dne_records(&mut cx).await?;
         phase1(&mut cx, &mut halt, pace).await?;
         eng.enter_phase2(mdt, &NAMESPACE).await;

@@ -53,6 +53,14 @@ async fn objects(c: &Client, fid: Fid) -> (Vec<StripeObject>, Vec<StripeObject>,
 
 /// Waits until the MDT's size of `fid` is exact (settled after the last close), so reads
 /// with an OST stopped need no glimpse of it.
+/// Whether every parity component of `l` is marked stale.
+fn every_parity_stale(l: &Layout) -> bool {
+    l.components
+        .iter()
+        .filter(|c| c.is_parity())
+        .all(|c| c.is_stale())
+}
+
 async fn settled(c: &Client, fid: Fid) {
     let end = Instant::now() + Duration::from_secs(10);
     while Instant::now() < end {
@@ -240,10 +248,7 @@ async fn stale_parity_is_never_read_from_and_a_resync_makes_it_current() {
     c.release(&f).await.expect("close");
     let (dobj, _, l) = objects(&c, fid).await;
     assert!(
-        l.components
-            .iter()
-            .filter(|c| c.is_parity())
-            .all(|c| c.is_stale()),
+        every_parity_stale(&l),
         "parity must be stale after a write: {l:?}"
     );
     // Only a writer says parity is in sync: a user who may not write the file (0644,
@@ -261,10 +266,7 @@ async fn stale_parity_is_never_read_from_and_a_resync_makes_it_current() {
     );
     let (_, _, l) = objects(&c, fid).await;
     assert!(
-        l.components
-            .iter()
-            .filter(|c| c.is_parity())
-            .all(|c| c.is_stale()),
+        every_parity_stale(&l),
         "a refused claim cleared stale: {l:?}"
     );
     settled(&c, fid).await;
