@@ -229,6 +229,14 @@ impl Client {
         if end > layout.max_file_size() {
             return Err(Errno::EFBIG);
         }
+        // Lustre's lov_io_rw_iter_init: with a stripe lost, the file's tail is not known
+        // for an append; and a lost stripe takes no bytes.
+        if layout.has_hole()
+            && (f.flags.append || crate::io::reaches_lost_stripe(&layout, off, data.len() as u64))
+        {
+            tracing::error!(target: "client", "file {}: write at {off} of a file with a lost stripe: EIO", f.fid);
+            return Err(Errno::EIO);
+        }
         if !layout.instantiated_to(end) || self.needs_mirror_intent(&layout, off, end) {
             return Ok(Gathered::NeedLayout);
         }

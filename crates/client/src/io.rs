@@ -154,6 +154,16 @@ pub fn plan(layout: &Layout, off: u64, len: u64, max_rpc: u64) -> Plan {
     p
 }
 
+/// Whether `[off, off + len)` reaches a stripe whose object is lost (a dummy slot of a
+/// layout LFSCK rebuilt with a hole): those bytes can be neither read nor written.
+pub fn reaches_lost_stripe(layout: &Layout, off: u64, len: u64) -> bool {
+    layout.has_hole()
+        && plan(layout, off, len, u64::MAX)
+            .chunks
+            .iter()
+            .any(|c| c.obj.is_dummy())
+}
+
 impl Client {
     fn max_rpc(&self) -> u64 {
         self.tunables.max_rpc_bytes()
@@ -392,6 +402,10 @@ impl Client {
                     .map(drop)
                 }
             });
+        if p.chunks.iter().any(|c| c.obj.is_dummy()) {
+            tracing::error!(target: "client", "file {fid}: write at {off} reaches a stripe that was lost (a hole in the layout): EIO");
+            return Err(Errno::EIO);
+        }
         let calls = p.chunks.iter().map(|c| {
             let bulk = data.slice(c.buf_off as usize..(c.buf_off + c.len) as usize);
             let (obj, parent, offset) = (c.obj.fid, fid.with_ver(c.stripe), c.obj_off);
@@ -639,6 +653,7 @@ impl Client {
             .iter()
             .filter(|c| c.mirror_id() == m)
             .flat_map(|c| c.objects.iter())
+            .filter(|o| !o.is_dummy())
             .filter_map(|o| self.osc(o.ost_idx).ok())
             .any(|i| {
                 // Read last, the OST is never asked by a read: a ping finds it back.
@@ -986,6 +1001,12 @@ impl Client {
     /// OST's copy failed its stored checksum: the place for a redundant layout to read
     /// another copy and rewrite this one.
     pub async fn read_chunk_checked(&self, c: &Chunk) -> Result<Bytes, ChunkReadError> {
+        if c.obj.is_dummy() {
+            if let Some(held) = self.missing_log.allow() {
+                tracing::error!(target: "client", "stripe {} was lost (a hole in the layout): EIO{}", c.stripe, nacre_core::log_limit::held_note(held));
+            }
+            return Err(ChunkReadError::Failed(Errno::EIO));
+        }
         let imp = self.osc(c.obj.ost_idx)?;
         self.rpc_stats.record(c.obj.ost_idx, false, c.len);
         let kind = self.tunables.checksums();
@@ -1158,6 +1179,9 @@ impl Client {
         // through a handle open for write) and is recomputed whole.
         for c in layout.components.iter().filter(|c| !c.is_parity()) {
             for (idx, o) in c.objects.iter().enumerate() {
+                if o.is_dummy() {
+                    continue;
+                }
                 punches.push((*o, c.object_size_for_file_size(idx, size)));
             }
         }

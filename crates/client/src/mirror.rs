@@ -163,6 +163,9 @@ impl Client {
     /// Cuts the objects of component `c` to what a file of `size` bytes holds in them.
     async fn cut_objects(&self, c: &Component, size: u64) -> Result<(), Errno> {
         for (idx, o) in c.objects.iter().enumerate() {
+            if o.is_dummy() {
+                continue;
+            }
             let imp = self.osc(o.ost_idx)?;
             let req = Request::OstPunch {
                 obj: o.fid,

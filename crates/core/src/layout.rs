@@ -21,6 +21,8 @@ pub const OST_OBJECT_MAX_BYTES: u64 = (1 << 44) - 4096;
 /// `lmm_pattern` values.
 pub const LOV_PATTERN_RAID0: u32 = 0x1;
 pub const LOV_PATTERN_MDT: u32 = 0x100;
+/// Some stripe's object is lost: its slot is a dummy ([`StripeObject::DUMMY`]).
+pub const LOV_PATTERN_F_HOLE: u32 = 0x4000_0000;
 pub const LOV_PATTERN_OVERSTRIPING: u32 = 0x200;
 
 /// Component flags (`lcme_flags`), with the names `lfs` prints.
@@ -148,6 +150,21 @@ impl Pattern {
 pub struct StripeObject {
     pub ost_idx: u32,
     pub fid: Fid,
+}
+
+impl StripeObject {
+    /// A slot whose object was lost and not recreated (Lustre's dummy `lov_ost_data`, all
+    /// zeros, in a layout flagged `LOV_PATTERN_F_HOLE`): LFSCK leaves one where it rebuilds
+    /// a lost file's layout without that stripe's object, so reads and writes of the
+    /// stripe fail with EIO instead of returning zeros for bytes that were lost.
+    pub const DUMMY: StripeObject = StripeObject {
+        ost_idx: 0,
+        fid: Fid::ZERO,
+    };
+
+    pub fn is_dummy(&self) -> bool {
+        self.fid.is_zero()
+    }
 }
 
 /// One component of a layout.
@@ -297,6 +314,22 @@ impl Component {
 
     pub fn is_stale(&self) -> bool {
         self.flags & LCME_FL_STALE != 0
+    }
+
+    /// Whether some stripe's object is lost (a dummy slot, `LOV_PATTERN_F_HOLE`).
+    pub fn has_hole(&self) -> bool {
+        self.objects.iter().any(StripeObject::is_dummy)
+    }
+
+    /// `lmm_pattern` as stored: the pattern, with `LOV_PATTERN_F_HOLE` where a stripe's
+    /// object is lost.
+    pub fn pattern_bits(&self) -> u32 {
+        let hole = if self.has_hole() {
+            LOV_PATTERN_F_HOLE
+        } else {
+            0
+        };
+        self.pattern.bits() | hole
     }
 
     /// A component of erasure-code parity (flag `parity`).
@@ -534,9 +567,18 @@ impl Layout {
             + 1
     }
 
-    /// Every OST object of every instantiated component.
+    /// Every OST object of every instantiated component; not the dummy slots of a layout
+    /// with holes, which name no object.
     pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
-        self.components.iter().flat_map(|c| c.objects.iter())
+        self.components
+            .iter()
+            .flat_map(|c| c.objects.iter())
+            .filter(|o| !o.is_dummy())
+    }
+
+    /// Whether some stripe's object is lost (`LOV_PATTERN_F_HOLE`).
+    pub fn has_hole(&self) -> bool {
+        self.components.iter().any(Component::has_hole)
     }
 
     /// The last instantiated component (what single-field `getstripe` options report).
@@ -557,6 +599,9 @@ impl Layout {
             // Parity objects take space but say nothing of the file's size.
             let parity = c.is_parity();
             for (idx, o) in c.objects.iter().enumerate() {
+                if o.is_dummy() {
+                    continue;
+                }
                 if let Some((s, b, m)) = attrs(o) {
                     if !parity {
                         size = size.max(c.file_size_from_object(idx, s));

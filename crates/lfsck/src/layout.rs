@@ -21,13 +21,14 @@
 //! every OST's objects that hold data ([`LfsckRequest::Objects`]), and takes those whose
 //! filter fid names a file of this MDT (MDT0 also takes those whose filter fid names no
 //! MDT). An object the file it names does not reference is an orphan: re-attached to a
-//! dangling stripe of its file; else (with `-o`), when its file is gone or has lost its
+//! dangling stripe of its file, or to the hole a rebuild left where it was lost; else (with `-o`), when its file is gone or has lost its
 //! whole layout, the file's layout is rebuilt from all its orphans once the listing is
 //! done (each object keeps its component's shape beside the filter fid, see
 //! [`crate::rebuild`]), in the file itself or in a file of the same FID in
-//! `.lustre/lost+found/MDTxxxx` named `[parent FID]-R-<stripe>`; an orphan that fits no
-//! rebuilt layout gets a new file of its own there, named `[parent FID]-R-<stripe>`, or
-//! `[parent FID]-[object FID]-C-<stripe>` when its file holds another object there.
+//! `.lustre/lost+found/MDTxxxx` named `[parent FID]-R-<n>` (`<n>` the first number free,
+//! as Lustre names them); an orphan that fits no
+//! rebuilt layout gets a new file of its own there, named `[parent FID]-R-<n>`, or
+//! `[parent FID]-[object FID]-C-<n>` when its file holds another object there.
 //! A LAST_ID behind the highest object of its sequence, or behind the objects an MDT was
 //! told are precreated, is put back (`repaired_others`, flag `crashed_lastid`).
 //!
@@ -272,6 +273,10 @@ pub(crate) fn stripes_of(ino: &Inode, out: &mut Vec<Ref>) {
     let Some(l) = &ino.layout else { return };
     for (ci, c) in l.components.iter().enumerate() {
         for (i, so) in c.objects.iter().enumerate() {
+            // A stripe lost and left a hole by a rebuild: no object to check.
+            if so.is_dummy() {
+                continue;
+            }
             out.push(Ref {
                 file: ino.attr.fid,
                 comp: ci,
@@ -932,6 +937,19 @@ async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
         done(cx, LayoutInconsistency::Orphan, o, &r, true).await;
         return;
     }
+    // The hole a rebuild left for this very stripe (Lustre's
+    // lfsck_layout_extend_recovered_lovea): the object goes back there.
+    if let (Some(p), Some(i), Some(l)) = (parent, &file, o.layout)
+        && let Some(ci) = hole_for(i, &l, stripe)
+    {
+        let out = if cx.dryrun {
+            Outcome::Repaired
+        } else {
+            set_slot(cx.mdt, p, ci, stripe, StripeObject::DUMMY, so).await
+        };
+        done(cx, LayoutInconsistency::Orphan, out, &r, true).await;
+        return;
+    }
     // The file is gone, or has lost its whole layout: with -o, its orphans rebuild it
     // once the listing is done.
     if cx.orphan
@@ -947,6 +965,17 @@ async fn check_object(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj) {
     alone(cx, ost, o, file.is_some()).await;
 }
 
+/// The component of `i` whose slot `stripe` is a hole and whose shape is `l`, the one
+/// an orphan's filter fid says it was a stripe of.
+fn hole_for(i: &Inode, l: &OstLayout, stripe: u32) -> Option<usize> {
+    i.layout.as_ref()?.components.iter().position(|c| {
+        c.ost_layout().is_some_and(|cl| cl == *l)
+            && c.objects
+                .get(stripe as usize)
+                .is_some_and(StripeObject::is_dummy)
+    })
+}
+
 /// A file whose layout names no object at all (none, or lost): what its orphans can
 /// rebuild without taking anything from it.
 fn references_nothing(i: &Inode) -> bool {
@@ -958,15 +987,15 @@ fn references_nothing(i: &Inode) -> bool {
 /// An orphan that goes to lost+found as a file of its own (with `-o`; reported without).
 async fn alone(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj, file_exists: bool) {
     let parent = o.ff.map(|f| f.with_ver(0));
-    let stripe = o.ff.map_or(0, |f| f.ver);
     let so = StripeObject {
         ost_idx: ost,
         fid: o.obj,
     };
-    let name = match (parent, file_exists) {
-        (Some(p), true) => format!("{p}-{}-C-{stripe}", o.obj),
-        (Some(p), false) => format!("{p}-R-{stripe}"),
-        (None, _) => format!("{}-R-0", o.obj),
+    // Lustre's names: `-<n>` is the first number free in lost+found.
+    let prefix = match (parent, file_exists) {
+        (Some(p), true) => format!("{p}-{}-C", o.obj),
+        (Some(p), false) => format!("{p}-R"),
+        (None, _) => format!("{}-R", o.obj),
     };
     if !cx.orphan {
         cx.eng.repairs.push(
@@ -979,10 +1008,13 @@ async fn alone(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj, file_exists: bool) {
         );
         return;
     }
-    let out = if cx.dryrun {
-        Outcome::Repaired
+    let (out, name) = if cx.dryrun {
+        (Outcome::Repaired, format!("{prefix}-<n>"))
     } else {
-        to_lost_found(cx, so, o, name.clone()).await
+        match to_lost_found(cx, so, o, &prefix).await {
+            Ok(name) => (Outcome::Repaired, name),
+            Err(e) => (Outcome::Failed(e), format!("{prefix}-<n>")),
+        }
     };
     let at = format!(
         "object {} on OST{ost:04x} as .lustre/lost+found/MDT{:04x}/{name}",
@@ -993,7 +1025,7 @@ async fn alone(cx: &mut Cx<'_>, ost: u32, o: &OrphanObj, file_exists: bool) {
 
 /// Rebuilds the layout of `file` from its orphans (see [`crate::rebuild`]): into the
 /// file if it still exists (it lost its layout), else into a file of the same FID in
-/// this MDT's lost+found named `[FID]-R-<stripe>` (mode 0400, owned as its objects
+/// this MDT's lost+found named `[FID]-R-<n>` (mode 0400, owned as its objects
 /// are), as Lustre's LFSCK recreates a lost parent. Each orphan placed counts as one
 /// repaired orphan; those that fit no consistent layout go to lost+found alone.
 async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>) {
@@ -1023,30 +1055,23 @@ async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>)
                 .filter_map(|(s, o)| o.map(|o| (o.ost_idx, s as u32, o.fid)))
         })
         .collect();
-    let first_stripe = placed.first().map_or(0, |p| p.1);
     let out = if placed.is_empty() {
         Outcome::Unneeded
     } else if cx.dryrun {
         Outcome::Repaired
     } else {
-        match fillers(cx, &plan, owner, file).await {
-            Ok(fill) => match plan.layout(&fill) {
-                Some(layout) => {
-                    let size = plan.size(&layout);
-                    let o = put_layout(cx, file, layout, size, owner, first_stripe).await;
-                    if !matches!(o, Outcome::Repaired) {
-                        cx.mdt.lod().give_back(&fill);
-                    }
-                    o
-                }
-                None => {
-                    cx.mdt.lod().give_back(&fill);
-                    Outcome::Failed(Errno::EINVAL)
-                }
-            },
-            Err(e) => Outcome::Failed(e),
+        match plan.layout() {
+            Some(layout) => {
+                let size = plan.size(&layout);
+                put_layout(cx, file, layout, size, owner).await
+            }
+            None => Outcome::Failed(Errno::EINVAL),
         }
     };
+    let holes = plan.missing().len();
+    if out == Outcome::Repaired && holes > 0 && !cx.dryrun {
+        tracing::warn!(target: "lfsck", "{}: layout: lost file {file} rebuilt with {holes} stripes lost (a hole in its layout: reading or writing them fails with EIO)", cx.eng.dev);
+    }
     let rebuilt = out == Outcome::Repaired;
     if let Outcome::Failed(e) = out {
         tracing::warn!(target: "lfsck", "{}: layout: cannot rebuild the layout of lost file {file} from {} objects: {e}; they go to lost+found alone", cx.eng.dev, placed.len());
@@ -1083,64 +1108,6 @@ async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>)
     }
 }
 
-/// New objects for the slots of a rebuilt layout no orphan filled, each on an OST its
-/// component does not use yet where there is one, made on their OSTs with the file's
-/// filter fid and owner.
-async fn fillers(
-    cx: &mut Cx<'_>,
-    plan: &rebuild::Plan,
-    owner: (u32, u32),
-    file: Fid,
-) -> Result<Vec<StripeObject>, Errno> {
-    let lod = cx.mdt.lod();
-    let osts = lod.ost_count() as u32;
-    let mut fill: Vec<StripeObject> = Vec::new();
-    for (ci, stripe) in plan.missing() {
-        let used: HashSet<u32> = plan.comps[ci]
-            .slots
-            .iter()
-            .flatten()
-            .map(|o| o.ost_idx)
-            .chain(fill.iter().map(|o| o.ost_idx))
-            .collect();
-        let order = (0..osts).map(|i| (stripe + i) % osts.max(1));
-        let pick = order
-            .clone()
-            .filter(|i| !used.contains(i))
-            .chain(order)
-            .filter(|i| !cx.gone.contains(i))
-            .find_map(|i| lod.osp(i).filter(|o| lod.usable(o)));
-        let Some(osp) = pick else {
-            lod.give_back(&fill);
-            return Err(Errno::ENOSPC);
-        };
-        let so = match osp.take().await {
-            Ok(so) => so,
-            Err(e) => {
-                lod.give_back(&fill);
-                return Err(e);
-            }
-        };
-        fill.push(so);
-        let made = ost_repair(
-            cx,
-            so.ost_idx,
-            OstRepair::Create {
-                obj: so.fid,
-                parent: file.with_ver(stripe),
-                uid: owner.0,
-                gid: owner.1,
-            },
-        )
-        .await;
-        if let Outcome::Failed(e) = made {
-            lod.give_back(&fill);
-            return Err(e);
-        }
-    }
-    Ok(fill)
-}
-
 /// Stores a rebuilt layout: into `file` if it exists and still names no object, else
 /// into a new file of that FID in lost+found.
 async fn put_layout(
@@ -1149,7 +1116,6 @@ async fn put_layout(
     mut layout: Layout,
     size: u64,
     owner: (u32, u32),
-    first_stripe: u32,
 ) -> Outcome {
     let lpf = match lost_found_dir(cx.mdt).await {
         Ok(f) => f,
@@ -1179,7 +1145,7 @@ async fn put_layout(
                 Err(Errno::ENOENT) => {}
                 Err(e) => return Err(e),
             }
-            let name = free_name(tx, &lpf, &format!("{file}-R-{first_stripe}"))?;
+            let name = free_name(tx, &lpf, &format!("{file}-R"))?;
             let a = mdd::CreateArgs {
                 parent: lpf,
                 name,
@@ -1211,23 +1177,28 @@ async fn put_layout(
     }
 }
 
-/// `base`, or the first of `base-1`, `base-2`, ... that `lpf` does not hold yet.
-fn free_name<R: nacre_osd::KvRead>(tx: &mut R, lpf: &Fid, base: &str) -> Result<Vec<u8>, Errno> {
-    let mut name = base.as_bytes().to_vec();
+/// The first of `prefix-0`, `prefix-1`, ... that `lpf` does not hold yet (Lustre's
+/// `lfsck_layout_recreate_parent`).
+fn free_name<R: nacre_osd::KvRead>(tx: &mut R, lpf: &Fid, prefix: &str) -> Result<Vec<u8>, Errno> {
     let mut idx = 0u32;
-    while mdd::lookup(tx, lpf, &name)?.is_some() {
+    loop {
+        let name = format!("{prefix}-{idx}").into_bytes();
+        if mdd::lookup(tx, lpf, &name)?.is_none() {
+            return Ok(name);
+        }
         idx += 1;
-        name = format!("{base}-{idx}").into_bytes();
     }
-    Ok(name)
 }
 
 /// Gives an orphan a new file in this MDT's lost+found, its only stripe.
-async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: String) -> Outcome {
-    let lpf = match lost_found_dir(cx.mdt).await {
-        Ok(f) => f,
-        Err(e) => return Outcome::Failed(e),
-    };
+/// Returns the name it was given.
+async fn to_lost_found(
+    cx: &mut Cx<'_>,
+    so: StripeObject,
+    o: &OrphanObj,
+    prefix: &str,
+) -> Result<String, Errno> {
+    let lpf = lost_found_dir(cx.mdt).await?;
     let me = cx.mdt.index;
     let size = o.size;
     let mut layout = Layout::plain(1, DEFAULT_STRIPE_SIZE, so.ost_idx as i32);
@@ -1237,14 +1208,15 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
     }
     let lone = layout.components.first().and_then(Component::ost_layout);
     let now = Timespec::now();
-    let made = cx
+    let prefix = prefix.to_string();
+    let (fid, name) = cx
         .mdt
         .store()
         .write(move |tx| {
-            let name = free_name(tx, &lpf, &name)?;
+            let name = free_name(tx, &lpf, &prefix)?;
             let a = mdd::CreateArgs {
                 parent: lpf,
-                name,
+                name: name.clone(),
                 mode: libc::S_IFREG | 0o600,
                 rdev: 0,
                 cred: Cred::root(),
@@ -1260,13 +1232,9 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
             i.attr.size = size;
             i.lsom_valid = true;
             mdd::put_inode(tx, &i)?;
-            Ok(i.attr.fid)
+            Ok((i.attr.fid, name))
         })
-        .await;
-    let fid = match made {
-        Ok(f) => f,
-        Err(e) => return Outcome::Failed(e),
-    };
+        .await?;
     match ost_repair(
         cx,
         so.ost_idx,
@@ -1279,7 +1247,7 @@ async fn to_lost_found(cx: &mut Cx<'_>, so: StripeObject, o: &OrphanObj, name: S
     )
     .await
     {
-        Outcome::Failed(e) => Outcome::Failed(e),
-        _ => Outcome::Repaired,
+        Outcome::Failed(e) => Err(e),
+        _ => Ok(String::from_utf8_lossy(&name).into_owned()),
     }
 }

@@ -4,12 +4,12 @@
 //! ([`OstLayout`]), so the objects of one file say between them which components it had,
 //! how many stripes each, and which object sat in which slot.
 //!
-//! Planning is pure (this module); the layout component makes the objects for missing
-//! slots and stores the file. Lustre leaves a missing slot as a hole in the layout; a
-//! layout here names an object in every slot of an instantiated component, so a missing
-//! one gets a new empty object (its bytes were lost with it either way, and read as
-//! zeros). Objects that do not fit one consistent layout (two in one slot, a component
-//! whose objects disagree about its shape, extents that overlap, a mirror's or parity's
+//! Planning is pure (this module); the layout component stores the file. As in Lustre,
+//! a slot no object was found for is left a hole ([`StripeObject::DUMMY`], the layout
+//! flagged `LOV_PATTERN_F_HOLE`): its bytes were lost, so reading or writing them fails
+//! with EIO rather than returning zeros, and an orphan of that slot found later fills
+//! it. Objects that do not fit one consistent layout (two in one slot, a component whose
+//! objects disagree about its shape, extents that overlap, a mirror's or parity's
 //! stripes) are not guessed at: each goes to lost+found alone.
 
 use nacre_core::layout::{EOF, LCME_FL_INIT, MIN_STRIPE_SIZE, mirror_id_of};
@@ -110,12 +110,10 @@ impl Plan {
         out
     }
 
-    /// The layout, once every missing slot has an object (`fill` gives them, in the order
-    /// of [`missing`](Self::missing)). A gap between components (one never instantiated,
-    /// or a Data-on-MDT part lost with the file) becomes a component without objects,
-    /// read as a hole. `None`: nothing planned, or too few fillers.
-    pub(crate) fn layout(&self, fill: &[StripeObject]) -> Option<Layout> {
-        let mut fill = fill.iter();
+    /// The layout: the slots found, a hole where none was. A gap between components (one
+    /// never instantiated, or a Data-on-MDT part lost with the file) becomes a component
+    /// without objects, read as zeros. `None`: nothing planned.
+    pub(crate) fn layout(&self) -> Option<Layout> {
         let mut comps = Vec::new();
         let mut at = 0u64;
         for c in &self.comps {
@@ -132,12 +130,11 @@ impl Plan {
             );
             comp.id = l.comp_id;
             comp.flags = LCME_FL_INIT;
-            for s in &c.slots {
-                comp.objects.push(match s {
-                    Some(o) => *o,
-                    None => *fill.next()?,
-                });
-            }
+            comp.objects = c
+                .slots
+                .iter()
+                .map(|s| s.unwrap_or(StripeObject::DUMMY))
+                .collect();
             at = l.comp_end;
             comps.push(comp);
         }
@@ -215,7 +212,8 @@ mod tests {
             .collect();
         let p = plan(pieces);
         assert!(p.rest.is_empty() && p.missing().is_empty());
-        let layout = p.layout(&[]).expect("layout");
+        let layout = p.layout().expect("layout");
+        assert!(!layout.has_hole());
         assert_eq!(check_structure(&layout), Ok(()));
         assert!(!layout.composite);
         let c = &layout.components[0];
@@ -227,17 +225,24 @@ mod tests {
     }
 
     #[test]
-    fn missing_slots_take_fillers_and_the_size_comes_from_what_is_left() {
+    fn missing_slots_are_holes_and_the_size_comes_from_what_is_left() {
         let l = shape(4, 0, EOF, 0);
         let p = plan(vec![
             piece(0, obj(0, 1), l, 1 << 20),
             piece(1, obj(1, 1), l, 5),
         ]);
         assert_eq!(p.missing(), vec![(0, 2), (0, 3)]);
-        assert_eq!(p.layout(&[obj(2, 7)]), None, "too few fillers");
-        let layout = p.layout(&[obj(2, 7), obj(3, 7)]).expect("layout");
+        let layout = p.layout().expect("layout");
         assert_eq!(check_structure(&layout), Ok(()));
-        assert_eq!(layout.components[0].objects[3], obj(3, 7));
+        let c = &layout.components[0];
+        assert_eq!(c.objects.len(), 4, "the stripe count is kept");
+        assert!(c.objects[2].is_dummy() && c.objects[3].is_dummy());
+        assert!(layout.has_hole());
+        assert_eq!(
+            c.pattern_bits(),
+            nacre_core::layout::LOV_PATTERN_RAID0 | nacre_core::layout::LOV_PATTERN_F_HOLE
+        );
+        assert_eq!(layout.objects().count(), 2, "holes name no object");
         assert_eq!(p.size(&layout), (1 << 20) + 5);
     }
 
@@ -251,7 +256,7 @@ mod tests {
             piece(0, obj(0, 3), b, 3 << 20),
         ]);
         assert!(p.rest.is_empty());
-        let layout = p.layout(&[]).expect("layout");
+        let layout = p.layout().expect("layout");
         assert_eq!(check_structure(&layout), Ok(()), "{layout:?}");
         assert!(layout.composite);
         let ext: Vec<(u64, u64, usize)> = layout
@@ -287,7 +292,8 @@ mod tests {
         ]);
         assert_eq!(p.comps.len(), 1);
         assert_eq!(p.rest.len(), 5, "{:?}", p.rest);
-        let layout = p.layout(&[obj(1, 8)]).expect("layout");
+        let layout = p.layout().expect("layout");
         assert_eq!(check_structure(&layout), Ok(()));
+        assert!(layout.components[0].objects[1].is_dummy());
     }
 }

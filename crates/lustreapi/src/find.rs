@@ -708,7 +708,7 @@ impl FindPredicate {
             let Some(l) = layout else {
                 return false;
             };
-            let found = l.components.iter().any(|c| c.pattern.bits() & bits != 0);
+            let found = l.components.iter().any(|c| c.pattern_bits() & bits != 0);
             if found == neg {
                 return false;
             }

@@ -600,7 +600,7 @@ impl Lum {
         };
         Lum {
             magic,
-            pattern: c.pattern.bits(),
+            pattern: c.pattern_bits(),
             oi: fid,
             oi_default: false,
             stripe_size: c.stripe_size,

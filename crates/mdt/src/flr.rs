@@ -212,7 +212,11 @@ impl Mdt {
                     layout.set_flr_state(0);
                 }
                 attr.ctime = t;
-                let gone_objs: Vec<_> = gone.iter().flat_map(|c| c.objects.clone()).collect();
+                let gone_objs: Vec<_> = gone
+                    .iter()
+                    .flat_map(|c| c.objects.iter().copied())
+                    .filter(|o| !o.is_dummy())
+                    .collect();
                 match victim {
                     None => {
                         if !gone_objs.is_empty() {

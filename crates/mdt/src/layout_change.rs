@@ -301,6 +301,9 @@ impl Mdt {
         for c in &layout.components {
             let placed = c.ost_layout();
             for (i, o) in c.objects.iter().enumerate() {
+                if o.is_dummy() {
+                    continue;
+                }
                 let stripe = u32::try_from(i).unwrap_or(u32::MAX);
                 by_ost
                     .entry(o.ost_idx)

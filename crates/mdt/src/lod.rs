@@ -293,7 +293,12 @@ pub fn other_mirrors_osts(l: &Layout, i: usize) -> Vec<u32> {
         .components
         .iter()
         .filter(|c| c.mirror_id() != m)
-        .flat_map(|c| c.objects.iter().map(|o| o.ost_idx))
+        .flat_map(|c| {
+            c.objects
+                .iter()
+                .filter(|o| !o.is_dummy())
+                .map(|o| o.ost_idx)
+        })
         .collect();
     v.sort_unstable();
     v.dedup();

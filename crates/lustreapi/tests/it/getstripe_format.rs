@@ -518,3 +518,20 @@ fn hex_idx_and_mdt_index_verbose() {
     // -v after -m replaces the field selection: the whole layout.
     assert!(run(&["-m", "-v"], &e).contains("lmm_magic:"));
 }
+
+/// A layout LFSCK rebuilt with stripe 0's object lost (sanity-lfsck.sh 20a): the pattern
+/// says `hole`, the stripe count keeps the lost slot, and the slot prints as zeros.
+#[test]
+fn a_layout_with_a_lost_stripe_says_hole() {
+    let mut l = Layout::plain(3, 1 << 20, -1);
+    l.components[0].objects = vec![StripeObject::DUMMY, idif(1, 9), idif(2, 9)];
+    let e = StripeEntry::file("/mnt/lustre/f1", FILE_FID, 0, Some(l));
+    assert_eq!(run(&["-L"], &e), "raid0,hole\n\n");
+    assert_eq!(run(&["-c"], &e), "3\n\n");
+    let out = run(&[], &e);
+    assert!(out.contains("lmm_pattern:       raid0,hole\n"), "{out}");
+    assert!(
+        out.contains("\t     0\t             0\t            0\t             0\n"),
+        "{out}"
+    );
+}

@@ -5,6 +5,8 @@
 
 use crate::common;
 
+use bytes::Bytes;
+
 use common::lfsck::{Fs, Kept, counts, layout_repaired};
 use nacre_core::Fid;
 use nacre_lfsck::inject;
@@ -437,7 +439,7 @@ async fn a_last_id_behind_its_objects_is_put_back() {
 /// Lustre's sanity-lfsck.sh 18b: files whose MDT objects are lost come back in
 /// `.lustre/lost+found/MDT0000` as `[FID]-R-<stripe>`, their layouts rebuilt from what
 /// their orphan objects keep beside the filter fid: every stripe in its place, the file
-/// reading back as written, slots never written given new empty objects.
+/// reading back as written, slots never written left holes that no read reaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_whose_mdt_objects_are_lost_are_rebuilt_from_their_objects() {
     use nacre_core::layout::{Component, EOF, Layout};
@@ -497,6 +499,190 @@ async fn files_whose_mdt_objects_are_lost_are_rebuilt_from_their_objects() {
         assert_eq!(info.attr.size, data.len() as u64, "{name}");
         assert!(fs.read(*f).await == *data, "{name} reads back as written");
     }
+    end(fs, &kept).await;
+}
+
+/// Lustre's sanity-lfsck.sh 20a: lost files whose orphans lack a stripe come back with
+/// a hole in their layout (`LOV_PATTERN_F_HOLE`) where the lost object was: the stripe
+/// count and size are kept, reading or writing the lost stripe fails with EIO (every
+/// other block reads), an append fails (the tail is not known), and chown, touch and
+/// unlink work. A file with all its objects comes back without a hole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_layout_keeps_a_hole_where_an_object_was_lost() {
+    use nacre_core::attr::SetTime;
+    use nacre_core::{Errno, SetAttr};
+    const BLOCK: u64 = 4096;
+    // 256 blocks on stripe 0, 256 on stripe 1, one on stripe 2 (1 MiB stripes).
+    const BLOCKS: u64 = 513;
+    let mut fs = Fs::new(1, 3).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "a1").await;
+    let data = common::cluster::pattern((BLOCK * BLOCKS) as usize, 20);
+    let mut lost = Vec::new();
+    for name in ["f0", "f1", "f2"] {
+        let f = fs
+            .write_layout(d, name, &data, nacre_core::Layout::plain(3, 1 << 20, 0))
+            .await;
+        settled(&fs, &[f]).await;
+        lost.push(f);
+    }
+    // f1 loses its stripe 0 object, f2 its stripe 1 object; all three their MDT objects.
+    for (f, stripe) in [(lost[1], 0), (lost[2], 1)] {
+        let so = inject::stripe_object(fs.mdt(0), f, stripe)
+            .await
+            .expect("stripe");
+        inject::remove_ost_object(fs.ost(so.ost_idx), so.fid).expect("inject");
+    }
+    for (name, f) in ["f0", "f1", "f2"].iter().zip(&lost) {
+        inject::remove_name(fs.mdt(0), d, name.as_bytes())
+            .await
+            .expect("inject");
+        inject::remove_object(fs.mdt(0), *f).await.expect("inject");
+    }
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", 7)]));
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 7)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    let flags = |append| nacre_rpc::msg::OpenFlags {
+        read: true,
+        write: true,
+        truncate: false,
+        append,
+    };
+    for (i, f) in lost.iter().enumerate() {
+        let name = format!("{f}-R-0");
+        let info =
+            fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+                .await
+                .unwrap_or_else(|e| panic!("f{i} not in lost+found: {e:?}"));
+        let layout = info.layout.clone().expect("a layout");
+        assert_eq!(layout.components[0].objects.len(), 3, "f{i}: stripe count");
+        assert_eq!(info.attr.size, BLOCK * BLOCKS, "f{i}: size");
+        let (f_, _) = fs.c.open(*f, flags(false), &root).await.expect("open");
+        let whole = fs.c.read(&f_, 0, BLOCK * BLOCKS).await;
+        // Block by block, as `dd conv=sync,noerror` reads it.
+        let mut failed = Vec::new();
+        for b in 0..BLOCKS {
+            match fs.c.read(&f_, b * BLOCK, BLOCK).await {
+                Ok(got) => assert!(
+                    got[..] == data[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize],
+                    "f{i}: block {b} read back wrong"
+                ),
+                Err(Errno::EIO) => failed.push(b),
+                Err(e) => panic!("f{i}: block {b}: {e:?}"),
+            }
+        }
+        let at = |b: u64| b * BLOCK;
+        match i {
+            0 => {
+                assert!(!layout.has_hole(), "f0 had every object");
+                assert!(whole.expect("f0 reads")[..] == data[..]);
+                assert!(failed.is_empty(), "f0: {failed:?}");
+            }
+            _ => {
+                let hole = if i == 1 { 0 } else { 1 };
+                assert!(layout.has_hole(), "f{i}: no hole flag");
+                assert!(layout.components[0].objects[hole].is_dummy(), "f{i}");
+                assert_eq!(whole.err(), Some(Errno::EIO), "f{i}: a whole read");
+                let want: Vec<u64> = (hole as u64 * 256..(hole as u64 + 1) * 256).collect();
+                assert_eq!(
+                    failed, want,
+                    "f{i}: the blocks of stripe {hole} and no other"
+                );
+                let (in_hole, in_stripe) = if i == 1 { (0, 300) } else { (300, 0) };
+                let zeros = Bytes::from(vec![0u8; BLOCK as usize]);
+                assert_eq!(
+                    fs.c.write(&f_, at(in_hole), zeros.clone()).await.err(),
+                    Some(Errno::EIO),
+                    "f{i}: a write to the hole"
+                );
+                fs.c.write(&f_, at(in_stripe), zeros)
+                    .await
+                    .unwrap_or_else(|e| panic!("f{i}: a write to a stripe kept: {e:?}"));
+            }
+        }
+        fs.c.release(&f_).await.expect("close");
+        let (fa, _) = fs.c.open(*f, flags(true), &root).await.expect("open");
+        let appended =
+            fs.c.write(&fa, BLOCK * BLOCKS, Bytes::from_static(b"dummy\n"))
+                .await;
+        fs.c.release(&fa).await.expect("close");
+        match i {
+            0 => assert!(appended.is_ok(), "f0: append: {appended:?}"),
+            _ => assert_eq!(appended.err(), Some(Errno::EIO), "f{i}: an append"),
+        }
+        let chown = SetAttr {
+            uid: Some(500),
+            gid: Some(500),
+            ..SetAttr::default()
+        };
+        fs.c.setattr(*f, chown, &root, None)
+            .await
+            .unwrap_or_else(|e| panic!("f{i}: chown: {e:?}"));
+        let touch = SetAttr {
+            atime: Some(SetTime::Now),
+            mtime: Some(SetTime::Now),
+            ..SetAttr::default()
+        };
+        fs.c.setattr(*f, touch, &root, None)
+            .await
+            .unwrap_or_else(|e| panic!("f{i}: touch: {e:?}"));
+        fs.c.unlink(lpf.attr.fid, name.as_bytes(), &root)
+            .await
+            .unwrap_or_else(|e| panic!("f{i}: unlink: {e:?}"));
+    }
+    end(fs, &kept).await;
+}
+
+/// An orphan found after its file's layout was rebuilt without it goes into the hole the
+/// rebuild left (Lustre's `lfsck_layout_extend_recovered_lovea`), and the file reads
+/// whole again. The object is hidden from the first run by moving its file aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_found_later_fills_the_hole_its_rebuild_left() {
+    let fs = Fs::new(1, 3).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "late").await;
+    let data = common::cluster::pattern(3 * 65536 + 100, 21);
+    let f = fs.write(d, "f", &data, 3).await;
+    settled(&fs, &[f]).await;
+    let so = inject::stripe_object(fs.mdt(0), f, 1)
+        .await
+        .expect("stripe");
+    let path = fs.ost(so.ost_idx).object_path(&so.fid);
+    let aside = path.with_extension("aside");
+    std::fs::rename(&path, &aside).expect("hide the object");
+    inject::remove_name(fs.mdt(0), d, b"f")
+        .await
+        .expect("inject");
+    inject::remove_object(fs.mdt(0), f).await.expect("inject");
+    let first = fs.lfsck_layout(0, LPF_OST_ORPHAN).await;
+    assert_eq!(layout_repaired(&first), counts(&[("orphan", 2)]));
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    let name = format!("{f}-R-0");
+    let info =
+        fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+            .await
+            .expect("rebuilt");
+    let layout = info.layout.expect("layout");
+    assert!(layout.components[0].objects[1].is_dummy(), "{layout:?}");
+    assert_eq!(fs.try_read(f).await.err(), Some(nacre_core::Errno::EIO));
+    std::fs::rename(&aside, &path).expect("bring the object back");
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 1)]).await;
+    let info =
+        fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+            .await
+            .expect("rebuilt");
+    let layout = info.layout.expect("layout");
+    assert!(!layout.has_hole(), "{layout:?}");
+    assert_eq!(layout.components[0].objects[1], so);
+    assert!(fs.read(f).await == data, "the file reads whole again");
     end(fs, &kept).await;
 }
 
