@@ -25,6 +25,7 @@ use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetName};
 use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 /// The checksums of the pieces of `[buf_off, buf_off + len)` of a bulk at file offset
 /// `off` (`total` bytes), taken from `sums` (those of the whole bulk's pieces, cut at every
@@ -152,6 +153,42 @@ pub fn plan(layout: &Layout, off: u64, len: u64, max_rpc: u64) -> Plan {
     }
     p.chunks = out;
     p
+}
+
+/// How long a write the target answers EINPROGRESS is sent again (Lustre's client
+/// resends such a bulk too): long enough for the MDT to move an object to its new file
+/// (its owner log retries every few seconds), short enough not to hang the caller.
+pub const INPROGRESS_WAIT: Duration = Duration::from_secs(20);
+/// The pause before the first resend; it doubles up to [`INPROGRESS_BACKOFF_MAX`].
+pub const INPROGRESS_BACKOFF_MIN: Duration = Duration::from_millis(50);
+pub const INPROGRESS_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The resends of one request its target answers EINPROGRESS.
+struct InProgress {
+    until: Option<Instant>,
+    backoff: Duration,
+}
+
+impl InProgress {
+    fn new() -> InProgress {
+        InProgress {
+            until: None,
+            backoff: INPROGRESS_BACKOFF_MIN,
+        }
+    }
+
+    /// Pauses before the next resend; false once [`INPROGRESS_WAIT`] is up.
+    async fn wait(&mut self) -> bool {
+        let until = *self
+            .until
+            .get_or_insert_with(|| Instant::now() + INPROGRESS_WAIT);
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(INPROGRESS_BACKOFF_MAX);
+        true
+    }
 }
 
 /// Whether `[off, off + len)` reaches a stripe whose object is lost (a dummy slot of a
@@ -462,6 +499,7 @@ impl Client {
         let checked = cksum.is_some();
         let req = req(cksum);
         let mut resends = 0;
+        let mut busy = InProgress::new();
         loop {
             let sent = if checked && self.checksum_faults.take_send() {
                 damaged(&bulk)
@@ -478,6 +516,14 @@ impl Client {
                         return Err(Errno::EIO);
                     }
                     tracing::warn!(target: "client", "{target}: write of {} bytes at {obj_off} arrived damaged: sending it again ({resends})", bulk.len());
+                }
+                // The target cannot take it yet (an object whose file the MDT is changing):
+                // again after a pause, for at most INPROGRESS_WAIT.
+                Err(RpcError::Errno(Errno::EINPROGRESS)) => {
+                    if !busy.wait().await {
+                        tracing::error!(target: "client", "{target}: write of {} bytes at {obj_off} still refused as in progress after {INPROGRESS_WAIT:?}: EIO", bulk.len());
+                        return Err(Errno::EIO);
+                    }
                 }
                 Err(e) => return Err(rpc_errno(e)),
             }
@@ -605,6 +651,9 @@ impl Client {
             e.2 = e.2.min(c.obj_off);
             e.3 = e.3.max(c.obj_off + c.len);
         }
+        if per_obj.values().any(|(o, ..)| o.is_dummy()) {
+            return Err(Errno::EIO);
+        }
         let calls = per_obj
             .into_values()
             .map(|(obj, stripe, start, end)| async move {
@@ -616,10 +665,14 @@ impl Client {
                     len: end - start,
                     mode,
                 };
-                imp.call(&req, Bytes::new())
-                    .await
-                    .map(|_| ())
-                    .map_err(rpc_errno)
+                let mut busy = InProgress::new();
+                loop {
+                    match imp.call(&req, Bytes::new()).await {
+                        Err(RpcError::Errno(Errno::EINPROGRESS)) if busy.wait().await => {}
+                        Err(RpcError::Errno(Errno::EINPROGRESS)) => return Err(Errno::EIO),
+                        r => return r.map(|_| ()).map_err(rpc_errno),
+                    }
+                }
             });
         for r in join_all(calls).await {
             r?;

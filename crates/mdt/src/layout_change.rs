@@ -20,6 +20,7 @@ use nacre_osd::{Table, Tx};
 use nacre_rpc::lfsck::OstRepair;
 use nacre_rpc::msg::Reply;
 use nacre_rpc::server::RequestCtx;
+use std::collections::BTreeMap;
 
 impl Mdt {
     /// One change of `fid`'s layout in one transaction: `f` changes the layout (and the
@@ -289,33 +290,13 @@ impl Mdt {
     /// they were: a migration's volatile file, or the file a mirror split off) name `ino`
     /// in their filter fids, with their component's layout, and carry its owner. Lustre
     /// does this in the swap's transaction; here it follows the commit, OST by OST at
-    /// once; their owner follows through the owner log ([`crate::owner`]). An OST that does not answer
-    /// leaves its objects naming the other file (logged) until the file's next write to
-    /// them, or LFSCK's layout check, puts them right.
+    /// once; their owner follows through the owner log ([`crate::owner`]), and so do
+    /// their parents where an OST did not answer: the OSTs refuse a client's write
+    /// naming another file than the object's filter fid (`lfsck_verify_pfid`), so the
+    /// write waits for the log to put them right.
     pub(crate) async fn replace_parents(&self, ino: &Inode, volatile: Fid) {
-        let Some(layout) = &ino.layout else {
-            return;
-        };
         let fid = ino.attr.fid;
-        let mut by_ost: std::collections::BTreeMap<u32, Vec<OstRepair>> = Default::default();
-        for c in &layout.components {
-            let placed = c.ost_layout();
-            for (i, o) in c.objects.iter().enumerate() {
-                if o.is_dummy() {
-                    continue;
-                }
-                let stripe = u32::try_from(i).unwrap_or(u32::MAX);
-                by_ost
-                    .entry(o.ost_idx)
-                    .or_default()
-                    .push(OstRepair::SetFilterFid {
-                        obj: o.fid,
-                        old: Some(volatile.with_ver(stripe)),
-                        parent: fid.with_ver(stripe),
-                        layout: placed,
-                    });
-            }
-        }
+        let by_ost = parent_repairs(ino, volatile);
         let calls = by_ost.into_iter().map(|(ost, objs)| async move {
             let n = objs.len();
             let r = match self.lod.osp(ost) {
@@ -324,16 +305,17 @@ impl Mdt {
             };
             match r {
                 Ok(0) => {}
-                Ok(k) => tracing::warn!(target: "mdt", "file {fid}: {k} of its {n} object(s) on OST{ost:04x} still name the volatile file {volatile}; LFSCK's layout check repairs them"),
-                Err(e) => tracing::warn!(target: "mdt", "file {fid}: its objects on OST{ost:04x} still name the volatile file {volatile} ({e}); LFSCK's layout check repairs them"),
+                Ok(k) => tracing::warn!(target: "mdt", "file {fid}: {k} of its {n} object(s) on OST{ost:04x} still name the volatile file {volatile}; the owner log tries again"),
+                Err(e) => tracing::warn!(target: "mdt", "file {fid}: its objects on OST{ost:04x} still name the volatile file {volatile} ({e}); the owner log tries again"),
             }
         });
         futures::future::join_all(calls).await;
-        // The owner, as a chown passes it on: from the owner log, once durable.
+        // The owner, as a chown passes it on, and the parents again where an OST did not
+        // answer: from the owner log, once durable.
         let logged = ino.clone();
         match self
             .store
-            .write(move |tx| crate::owner::log_owner(tx, &logged))
+            .write(move |tx| crate::owner::log_owner_from(tx, &logged, volatile))
             .await
         {
             Ok(()) => self.owner_kick.notify_one(),
@@ -342,4 +324,33 @@ impl Mdt {
             }
         }
     }
+}
+
+/// The repairs, per OST, that point the objects `ino` took over from `volatile` at `ino`
+/// (see [`Mdt::replace_parents`]).
+pub(crate) fn parent_repairs(ino: &Inode, volatile: Fid) -> BTreeMap<u32, Vec<OstRepair>> {
+    let mut by_ost: BTreeMap<u32, Vec<OstRepair>> = BTreeMap::new();
+    let Some(layout) = &ino.layout else {
+        return by_ost;
+    };
+    let fid = ino.attr.fid;
+    for c in &layout.components {
+        let placed = c.ost_layout();
+        for (i, o) in c.objects.iter().enumerate() {
+            if o.is_dummy() {
+                continue;
+            }
+            let stripe = u32::try_from(i).unwrap_or(u32::MAX);
+            by_ost
+                .entry(o.ost_idx)
+                .or_default()
+                .push(OstRepair::SetFilterFid {
+                    obj: o.fid,
+                    old: Some(volatile.with_ver(stripe)),
+                    parent: fid.with_ver(stripe),
+                    layout: placed,
+                });
+        }
+    }
+    by_ost
 }

@@ -11,6 +11,12 @@
 //! wait as one, and its value is the owner the chown set: a pass drops it only if no
 //! chown changed it meanwhile.
 //!
+//! A layout swap (`lfs migrate`, `lfs mirror split`) writes the same record, naming also
+//! the file whose objects the file took over: the pass points those objects' filter fids
+//! at the file too, for the OSTs that did not answer the swap's own request. The OSTs
+//! refuse a client's write naming another file than an object's filter fid, so nothing
+//! else would put them right before LFSCK.
+//!
 //! LFSCK's owner repair and the pass must not cross, or the OSTs could end with the owner
 //! the file had before: both hold the file's [`OwnerLocks`] stripe while they read the
 //! owner and send it, and LFSCK leaves alone a file whose owner is still on its way.
@@ -45,6 +51,20 @@ fn owner_value(uid: u32, gid: u32) -> [u8; 8] {
     v
 }
 
+/// A record of a layout swap also names the file whose objects the file took over
+/// (see [`log_owner_from`]).
+fn record_value(uid: u32, gid: u32, from: Option<Fid>) -> Vec<u8> {
+    let mut v = owner_value(uid, gid).to_vec();
+    if let Some(f) = from {
+        v.extend_from_slice(&f.to_bytes());
+    }
+    v
+}
+
+fn decode_from(v: &[u8]) -> Option<Fid> {
+    v.get(8..24).and_then(Fid::from_bytes)
+}
+
 fn decode_owner(v: &[u8]) -> Option<(u32, u32)> {
     let uid = u32::from_be_bytes(v.get(..4)?.try_into().ok()?);
     let gid = u32::from_be_bytes(v.get(4..8)?.try_into().ok()?);
@@ -52,7 +72,21 @@ fn decode_owner(v: &[u8]) -> Option<(u32, u32)> {
 }
 
 /// In a chown's transaction: `ino`, with its new owner, has OST objects to pass it to.
+/// A swap's record not passed on yet keeps the file it names.
 pub fn log_owner(tx: &mut Tx, ino: &Inode) -> Result<(), Errno> {
+    let key = owner_key(&ino.fid());
+    let from = tx.get(Table::Meta, &key)?.as_deref().and_then(decode_from);
+    put_record(tx, ino, from)
+}
+
+/// After a layout swap: `ino` took over the objects of `from`, which must name `ino` in
+/// their filter fids (`Mdt::replace_parents` asks at once; the log pass asks again
+/// until every OST has), and carry its owner.
+pub fn log_owner_from(tx: &mut Tx, ino: &Inode, from: Fid) -> Result<(), Errno> {
+    put_record(tx, ino, Some(from))
+}
+
+fn put_record(tx: &mut Tx, ino: &Inode, from: Option<Fid>) -> Result<(), Errno> {
     if ino
         .layout
         .as_ref()
@@ -63,7 +97,7 @@ pub fn log_owner(tx: &mut Tx, ino: &Inode) -> Result<(), Errno> {
     tx.put(
         Table::Meta,
         &owner_key(&ino.fid()),
-        &owner_value(ino.attr.uid, ino.attr.gid),
+        &record_value(ino.attr.uid, ino.attr.gid, from),
     )
 }
 
@@ -147,6 +181,9 @@ impl Mdt {
         // Per OST and owner, the objects to give it, and the files they belong to.
         type Group = (Vec<Fid>, Vec<usize>);
         let mut groups: BTreeMap<(u32, u32, u32), Group> = BTreeMap::new();
+        // Per OST, the filter fids of swapped files to put right, and the files.
+        let mut parents: BTreeMap<u32, (Vec<nacre_rpc::lfsck::OstRepair>, Vec<usize>)> =
+            BTreeMap::new();
         for (i, (fid, val)) in recs.iter().enumerate() {
             // The owner the record holds, which is durable; a later chown's, which may
             // not be yet, waits for its own record's pass.
@@ -167,8 +204,29 @@ impl Mdt {
                     g.1.push(i);
                 }
             }
+            if let Some(from) = decode_from(val) {
+                for (ost, reps) in crate::layout_change::parent_repairs(&ino, from) {
+                    let g = parents.entry(ost).or_default();
+                    g.0.extend(reps);
+                    if g.1.last() != Some(&i) {
+                        g.1.push(i);
+                    }
+                }
+            }
         }
         drop(v);
+        let parent_calls = parents.into_iter().map(|(ost, (reps, files))| async move {
+            let r = match self.lod.osp(ost) {
+                Some(osp) if !osp.is_reachable() => Err(Errno::ENOTCONN),
+                Some(osp) => match osp.replace_parents(reps).await {
+                    Ok(0) => Ok(()),
+                    Ok(_) => Err(Errno::EAGAIN),
+                    Err(e) => Err(e),
+                },
+                None => Err(Errno::ENODEV),
+            };
+            (ost, files, r)
+        });
         let calls = groups
             .into_iter()
             .map(|((ost, uid, gid), (objs, files))| async move {
@@ -181,9 +239,13 @@ impl Mdt {
                 (ost, files, r)
             });
         let mut failed = vec![false; recs.len()];
-        for (ost, files, r) in futures::future::join_all(calls).await {
+        let (owners, parents) = futures::join!(
+            futures::future::join_all(calls),
+            futures::future::join_all(parent_calls)
+        );
+        for (ost, files, r) in owners.into_iter().chain(parents) {
             if let Err(e) = r {
-                tracing::debug!(target: "mdt", "owners of {} file(s) on OST{ost:04x} deferred: {e}", files.len());
+                tracing::debug!(target: "mdt", "owners or parents of {} file(s) on OST{ost:04x} deferred: {e}", files.len());
                 for i in files {
                     failed[i] = true;
                 }

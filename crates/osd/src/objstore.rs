@@ -318,6 +318,12 @@ pub struct ObjStore {
     /// for all its blocks).
     table_locks: [Mutex<()>; TABLE_LOCK_STRIPES],
     checksums: AtomicBool,
+    /// Writes naming another file than the object's filter fid are refused
+    /// (`obdfilter.*.lfsck_verify_pfid`, see [`ObjStore::set_verify_pfid`]).
+    verify_pfid: AtomicBool,
+    /// Writes refused so, and their log lines' limit.
+    pfid_refused: AtomicU64,
+    pfid_log: nacre_core::log_limit::LogLimit,
     /// Bad blocks (and unreadable tables) found by reads and changes.
     checksum_errors: AtomicU64,
     /// The target's name, for log lines.
@@ -442,6 +448,9 @@ impl ObjStore {
             ranges: RangeLocks::default(),
             table_locks: std::array::from_fn(|_| Mutex::new(())),
             checksums: AtomicBool::new(cfg.checksums),
+            verify_pfid: AtomicBool::new(true),
+            pfid_refused: AtomicU64::new(0),
+            pfid_log: nacre_core::log_limit::LogLimit::default(),
             checksum_errors: AtomicU64::new(0),
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
@@ -478,6 +487,23 @@ impl ObjStore {
     /// Turns checksums on or off; off, an object that changes loses its entries.
     pub fn set_checksums(&self, on: bool) {
         self.checksums.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a write that names another file (or another layout) than the object's
+    /// filter fid is refused (Lustre's `lfsck_verify_pfid`, here on by default): only the
+    /// MDT changes whose stripe an object is, by a layout swap or an LFSCK repair; a
+    /// client, which may be wrong or lying, only gives a new object its first one.
+    pub fn verify_pfid(&self) -> bool {
+        self.verify_pfid.load(Ordering::Relaxed)
+    }
+
+    pub fn set_verify_pfid(&self, on: bool) {
+        self.verify_pfid.store(on, Ordering::Relaxed);
+    }
+
+    /// Writes refused for naming another file than the object's filter fid.
+    pub fn pfid_refused(&self) -> u64 {
+        self.pfid_refused.load(Ordering::Relaxed)
     }
 
     /// Bad blocks and unreadable tables found by reads and changes (not by scrub).
@@ -1080,36 +1106,62 @@ impl ObjStore {
         }
     }
 
-    /// Records the filter fid (and `layout`) unless the object is known to carry them; a
-    /// writer that gives no layout leaves the one kept for the same parent.
+    /// Records the filter fid (and `layout`) unless the object carries them already; a
+    /// writer that gives no layout leaves the one kept for the same parent. With
+    /// [`verify_pfid`](Self::verify_pfid), a writer naming another parent or layout than
+    /// the object keeps is refused with EINPROGRESS, as Lustre's `ofd_verify_ff` does
+    /// while the pair is unverified: the client tries again, and the MDT's swap (or
+    /// LFSCK) that moves the object to its new file settles it meanwhile.
     fn tag(&self, fid: &Fid, parent: &Fid, layout: Option<OstLayout>) -> Result<(), Errno> {
         if parent.is_zero() {
             return Ok(());
         }
-        let known = match self.tagged.lock().get(fid) {
-            Some((p, l)) if p == parent => layout.is_none() || layout == *l,
-            _ => false,
-        };
-        if known {
-            return Ok(());
+        let mut cached = self.tagged.lock().get(fid).copied();
+        let mut stored = match cached {
+            Some(c) => Some(c),
+            None => get_filter(&self.object_path(fid))?,
         }
-        let path = self.object_path(fid);
+        .filter(|(p, _)| !p.is_zero());
+        let differs = |(p, l): (Fid, Option<OstLayout>)| {
+            p != *parent || !(layout.is_none() || l.is_none() || layout == l)
+        };
+        if cached.is_some() && stored.is_some_and(differs) {
+            // The cache may be behind the MDT's repair that just moved the object: the
+            // xattr says.
+            self.tagged.lock().remove(fid);
+            cached = None;
+            stored = get_filter(&self.object_path(fid))?.filter(|(p, _)| !p.is_zero());
+        }
+        if let Some((p, l)) = stored {
+            if differs((p, l)) && self.verify_pfid() {
+                self.pfid_refused.fetch_add(1, Ordering::Relaxed);
+                if let Some(held) = self.pfid_log.allow() {
+                    tracing::warn!(target: "osd", "{}: object {fid} is stripe {} of file {} ({l:?}): a write naming stripe {} of file {} ({layout:?}) is refused{}", self.name(), p.ver, p.with_ver(0), parent.ver, parent.with_ver(0), nacre_core::log_limit::held_note(held));
+                }
+                return Err(Errno::EINPROGRESS);
+            }
+            if p == *parent && (layout.is_none() || layout == l) {
+                if cached.is_none() {
+                    self.remember_tag(fid, p, l);
+                }
+                return Ok(());
+            }
+        }
         let kept = match layout {
             Some(l) => Some(l),
-            None => match get_filter(&path)? {
-                Some((p, l)) if p == *parent => l,
-                _ => None,
-            },
+            None => stored.filter(|(p, _)| p == parent).and_then(|(_, l)| l),
         };
-        if layout.is_some() || kept.is_none() {
-            set_filter(&path, parent, kept.as_ref())?;
-        }
+        set_filter(&self.object_path(fid), parent, kept.as_ref())?;
+        self.remember_tag(fid, *parent, kept);
+        Ok(())
+    }
+
+    fn remember_tag(&self, fid: &Fid, parent: Fid, layout: Option<OstLayout>) {
         let mut t = self.tagged.lock();
         if t.len() >= TAGGED_MAX {
             t.clear();
         }
-        t.insert(*fid, (*parent, kept));
-        Ok(())
+        t.insert(*fid, (parent, layout));
     }
 
     /// Reads up to `len` bytes at `offset` (short at end of object; holes read as zeros),
@@ -2431,6 +2483,63 @@ mod tests {
             .expect("the timer did not wake")
             .expect("join");
         assert_eq!(due, made + RESERVE_IDLE);
+    }
+
+    /// Lustre's `lfsck_verify_pfid`: the first write gives an object its file and layout;
+    /// a later write naming another file, stripe or layout changes nothing and is
+    /// refused with EINPROGRESS; the MDT's repair moves the object, and its file's writes
+    /// go on. Turned off, a write names the object's file as it likes.
+    #[test]
+    fn a_write_naming_another_file_than_the_objects_is_refused() {
+        let d = tempfile::tempdir().expect("tmp");
+        check_xattr_support(d.path()).expect("xattrs");
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let o = Fid::new(seq, 3, 0);
+        let file = Fid::new(0x200000401, 3, 1);
+        let other = Fid::new(0x200000401, 9, 1);
+        let shape = |count| OstLayout {
+            stripe_size: 1 << 20,
+            stripe_count: count,
+            comp_start: 0,
+            comp_end: nacre_core::layout::EOF,
+            comp_id: 0,
+        };
+        let write = |parent: &Fid, layout, data: &[u8]| {
+            s.write_placed(&o, parent, layout, 0, data, None, false)
+        };
+        assert_eq!(write(&file, Some(shape(2)), b"mine"), Ok(4));
+        assert_eq!(
+            write(&file, None, b"more"),
+            Ok(4),
+            "no layout: the kept one"
+        );
+        let refused = Err(ObjError::Errno(Errno::EINPROGRESS));
+        assert_eq!(write(&other, Some(shape(2)), b"evil"), refused);
+        assert_eq!(write(&other, None, b"evil"), refused);
+        assert_eq!(
+            write(&file.with_ver(0), None, b"evil"),
+            refused,
+            "another stripe"
+        );
+        assert_eq!(
+            write(&file, Some(shape(4)), b"evil"),
+            refused,
+            "another layout"
+        );
+        assert_eq!(s.pfid_refused(), 4);
+        assert_eq!(s.read(&o, 0, 16).expect("read"), b"more");
+        assert_eq!(s.filter_fid(&o), Ok(Some(file)));
+        assert_eq!(s.filter_layout(&o), Ok(Some(shape(2))));
+        // The MDT moves it (a layout swap): the new file writes, the old one is refused.
+        s.set_placed_filter_fid(&o, &other, Some(&shape(2)))
+            .expect("moved");
+        assert_eq!(write(&other, Some(shape(2)), b"theirs"), Ok(6));
+        assert_eq!(write(&file, Some(shape(2)), b"old"), refused);
+        s.set_verify_pfid(false);
+        assert_eq!(write(&file, Some(shape(2)), b"old"), Ok(3));
+        assert_eq!(s.filter_fid(&o), Ok(Some(file)));
     }
 
     #[test]

@@ -133,6 +133,17 @@ impl Ost {
                 self.bulk_checksum_errors().to_string(),
                 false,
             ),
+            // 1: a write naming another file than the object's filter fid is refused.
+            p(
+                "lfsck_verify_pfid",
+                u8::from(self.store.verify_pfid()).to_string(),
+                true,
+            ),
+            p(
+                "verify_pfid_refused",
+                self.store.pfid_refused().to_string(),
+                false,
+            ),
             p("tot_granted", self.grants.tot_granted().to_string(), false),
             p("tot_pending", self.grants.tot_pending().to_string(), false),
             p("health_check", self.health_check(), false),
@@ -147,12 +158,21 @@ impl Ost {
 
     /// Sets parameter `name` (after `obdfilter.<target>.`).
     pub fn set_param(&self, name: &str, value: &str) -> Result<(), String> {
+        let flag = || match value.trim() {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            v => Err(format!("{name}: '{v}' is not 0 or 1")),
+        };
         if name == "writethrough_cache_enable" {
             let v: u64 = value
                 .trim()
                 .parse()
                 .map_err(|_| format!("{name}: '{}' is not a number", value.trim()))?;
             self.store.set_direct_io(v == 0);
+            return Ok(());
+        }
+        if name == "lfsck_verify_pfid" {
+            self.store.set_verify_pfid(flag()?);
             return Ok(());
         }
         match name.strip_prefix("scrub_") {
@@ -385,6 +405,12 @@ impl Ost {
                             end.saturating_sub(1),
                         );
                         Err(Errno::EBADMSG)
+                    }
+                    // Refused before a byte was written (the object names another
+                    // file): the client sends it again, against the same grant.
+                    Err(ObjError::Errno(Errno::EINPROGRESS)) => {
+                        pending.refund();
+                        Err(Errno::EINPROGRESS)
                     }
                     Err(e) => Err(e.into()),
                 }

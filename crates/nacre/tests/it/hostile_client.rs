@@ -680,9 +680,12 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
         drop(conn);
     }
     quiesce_within(&c, Duration::from_secs(20)).await;
-    // A client with the key may write to any object, and the OST takes the parent FID of
-    // an object's first write from the writer, as Lustre's does: what such writes
-    // mislabelled (unmatched pairs, which nacre check counts) the layout LFSCK puts back.
+    // A client with the key may write to any object, and an object's first write gives
+    // it its file, as in Lustre; but the OSTs refuse a write naming another file than an
+    // object already has (`lfsck_verify_pfid`), so no object the files here wrote was
+    // relabelled: the layout LFSCK finds no unmatched pair. What else the requests did
+    // (objects of made-up files written first) it puts back.
+    let mut unmatched = 0;
     for s in cluster.mdts.iter().flatten() {
         let l = s.lfsck.as_ref().expect("lfsck");
         l.start(nacre_rpc::lfsck::StartArgs {
@@ -696,7 +699,19 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
             assert!(std::time::Instant::now() < end, "LFSCK did not end");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        eprintln!("{}", l.layout_text());
+        unmatched += l.state.lock().lo.repaired
+            [nacre_lustreapi::lfsck::LayoutInconsistency::UnmatchedPair as usize];
     }
+    assert_eq!(unmatched, 0, "hostile writes relabelled objects");
+    let refused: u64 = cluster
+        .osts
+        .iter()
+        .flatten()
+        .filter_map(|o| o.ost())
+        .map(|o| o.store().pfid_refused())
+        .sum();
+    eprintln!("writes refused for naming another file: {refused}");
     c.unmount();
     cluster.stop().await;
     let rep = nacre::check::check_local(dir.path()).expect("check");

@@ -686,6 +686,122 @@ async fn an_orphan_found_later_fills_the_hole_its_rebuild_left() {
     end(fs, &kept).await;
 }
 
+/// `lfs mirror split -f` while the OST holding the mirror's object is stopped: the swap
+/// cannot point the object at its new file, and the OST refuses the new file's writes
+/// while the object names the old one (`lfsck_verify_pfid`). The MDT's owner log asks
+/// again once the OST is back, so the object names its file within a few seconds, the
+/// new file's writes go through, and LFSCK finds nothing to repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_a_swap_moved_while_their_ost_was_down_are_given_their_file_when_it_is_back() {
+    use nacre_core::layout::{Component, EOF};
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 4).await;
+    let data = common::cluster::pattern(300_000, 7);
+    let two = nacre_core::Layout {
+        components: (1..=2)
+            .map(|m| {
+                // Mirror 1 on OST0, mirror 2 on OST1.
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, m as i32 - 1);
+                c.id = nacre_core::layout::pflr_id(m, 0);
+                c
+            })
+            .collect(),
+        ..nacre_core::Layout::composite(Vec::new())
+    };
+    let root = fs.c.root();
+    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), &data)
+        .await
+        .expect("mirrored file");
+    let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
+        .await
+        .expect("empty file");
+    let moved =
+        fs.c.getattr(m)
+            .await
+            .expect("stat")
+            .layout
+            .expect("layout")
+            .components[1]
+            .objects[0];
+    assert_eq!(moved.ost_idx, 1);
+    fs.cl.as_mut().expect("running").stop_ost(1).await;
+    // The MDT's half of `lfs mirror split -d 2 -f v` (the client's glimpse of the mirror
+    // would wait for OST1), sent as the client sends it, over TCP with the client key.
+    let mdt = fs.c.config().mdts[0].addr.clone();
+    let conn = nacre_rpc::conn::Conn::connect(
+        &mdt,
+        &nacre_rpc::conn::ConnConfig {
+            fsname: fs.cl().fs.fsname.clone(),
+            client: "split".into(),
+            key: fs.cl().key.client_key(),
+            max_in_flight: 4,
+            timeout: std::time::Duration::from_secs(60),
+        },
+    )
+    .await
+    .expect("connect to MDT0");
+    let split = nacre_rpc::msg::Request::Mirror {
+        fid: m,
+        op: nacre_rpc::msg::MirrorOp::Split {
+            mirror_id: 2,
+            victim: Some(v),
+        },
+        cred: Cred::root(),
+    };
+    conn.call(&split, Bytes::new()).await.expect("split");
+    drop(conn);
+    fs.cl
+        .as_mut()
+        .expect("running")
+        .start_ost(1)
+        .await
+        .expect("start OST1");
+    // The client's half of the split: the new file's size.
+    let size = nacre_core::SetAttr {
+        size: Some(data.len() as u64),
+        ..nacre_core::SetAttr::default()
+    };
+    fs.c.setattr(v, size, &Cred::root(), None)
+        .await
+        .expect("size of v");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, ff) = fs.ost(1).probe(&moved.fid).expect("probe");
+        if ff == Some(v) {
+            break;
+        }
+        assert_eq!(ff, Some(m), "the object names neither file");
+        assert!(
+            std::time::Instant::now() < until,
+            "the object still names {m}, not {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let more = common::cluster::pattern(100_000, 8);
+    fs.try_read(v).await.expect("v reads");
+    let (fi, _) = fs.c.open(v, rw_flags(), &Cred::root()).await.expect("open");
+    fs.c.write(&fi, 0, Bytes::from(more.clone()))
+        .await
+        .expect("the new file writes its object");
+    fs.c.release(&fi).await.expect("close");
+    let mut want = data.clone();
+    want[..more.len()].copy_from_slice(&more);
+    assert!(fs.read(v).await == want, "v reads back as written");
+    settled(&fs, &[m, v]).await;
+    let st = fs.lfsck_layout(0, LPF_DRYRUN).await;
+    assert_eq!(layout_repaired(&st), counts(&[]));
+    end(fs, &kept).await;
+}
+
+fn rw_flags() -> nacre_rpc::msg::OpenFlags {
+    nacre_rpc::msg::OpenFlags {
+        read: true,
+        write: true,
+        truncate: false,
+        append: false,
+    }
+}
+
 /// `lfs migrate` copies a file into a volatile file's objects and swaps the layouts: the
 /// objects then belong to the file, and their filter fids say so (Lustre rewrites them in
 /// the swap, `lod_obj_stripe_replace_parent_fid`), before anything writes them again.
