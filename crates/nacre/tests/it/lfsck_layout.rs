@@ -686,22 +686,15 @@ async fn an_orphan_found_later_fills_the_hole_its_rebuild_left() {
     end(fs, &kept).await;
 }
 
-/// `lfs mirror split -f` while the OST holding the mirror's object is stopped: the swap
-/// cannot point the object at its new file, and the OST refuses the new file's writes
-/// while the object names the old one (`lfsck_verify_pfid`). The MDT's owner log asks
-/// again once the OST is back, so the object names its file within a few seconds, the
-/// new file's writes go through, and LFSCK finds nothing to repair.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_a_swap_moved_while_their_ost_was_down_are_given_their_file_when_it_is_back() {
+/// `m`, a file of two one-stripe mirrors (on the OSTs `offsets` name, -1 for any)
+/// holding `data`, and `v`, an empty file: a `lfs mirror split -f v` to come.
+async fn mirrored_and_empty(fs: &Fs, data: &[u8], offsets: [i32; 2]) -> (Fid, Fid) {
     use nacre_core::layout::{Component, EOF};
-    let mut fs = Fs::new(1, 2).await;
-    let kept = fs.populate("keep", 4).await;
-    let data = common::cluster::pattern(300_000, 7);
     let two = nacre_core::Layout {
-        components: (1..=2)
-            .map(|m| {
-                // Mirror 1 on OST0, mirror 2 on OST1.
-                let mut c = Component::raid0(0, EOF, 1, 1 << 20, m as i32 - 1);
+        components: (1..=2u32)
+            .zip(offsets)
+            .map(|(m, at)| {
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, at);
                 c.id = nacre_core::layout::pflr_id(m, 0);
                 c
             })
@@ -709,12 +702,27 @@ async fn objects_a_swap_moved_while_their_ost_was_down_are_given_their_file_when
         ..nacre_core::Layout::composite(Vec::new())
     };
     let root = fs.c.root();
-    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), &data)
+    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), data)
         .await
         .expect("mirrored file");
     let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
         .await
         .expect("empty file");
+    (m, v)
+}
+
+/// `lfs mirror split -f` while the OST holding the mirror's object is stopped: the swap
+/// cannot point the object at its new file, and the OST refuses the new file's writes
+/// while the object names the old one (`lfsck_verify_pfid`). The MDT's owner log asks
+/// again once the OST is back, so the object names its file within a few seconds, the
+/// new file's writes go through, and LFSCK finds nothing to repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_a_swap_moved_while_their_ost_was_down_are_given_their_file_when_it_is_back() {
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 4).await;
+    let data = common::cluster::pattern(300_000, 7);
+    // Mirror 1 on OST0, mirror 2 on OST1.
+    let (m, v) = mirrored_and_empty(&fs, &data, [0, 1]).await;
     let moved =
         fs.c.getattr(m)
             .await
@@ -823,23 +831,7 @@ async fn a_migrated_files_objects_name_the_file() {
     }
     // `lfs mirror split -f`: a mirror's objects go to another file, under new ids.
     let data = common::cluster::pattern(300_000, 7);
-    let two = nacre_core::Layout {
-        components: (1..=2)
-            .map(|m| {
-                let mut c = Component::raid0(0, EOF, 1, 1 << 20, -1);
-                c.id = nacre_core::layout::pflr_id(m, 0);
-                c
-            })
-            .collect(),
-        ..nacre_core::Layout::composite(Vec::new())
-    };
-    let root = fs.c.root();
-    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), &data)
-        .await
-        .expect("mirrored file");
-    let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
-        .await
-        .expect("empty file");
+    let (m, v) = mirrored_and_empty(&fs, &data, [-1, -1]).await;
     fs.c.mirror_split(m, 2, Some(v)).await.expect("split");
     let mut files: Vec<Fid> = kept.iter().map(|k| k.fid).collect();
     files.extend([m, v]);
