@@ -2,16 +2,17 @@
 //! encodes back to the same bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nacre_rpc::frame::{HEADER_LEN, MAX_BODY, MAX_BULK, decode_slice, make_header};
+use nacre_rpc::frame::{HEADER_LEN, MAX_BODY, MAX_BULK, decode_slice, make_timed_header};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(Some((f, used))) = decode_slice(data) {
         assert!(used <= data.len());
         assert!(f.header.body_len <= MAX_BODY && f.header.bulk_len <= MAX_BULK);
-        let h = make_header(
+        let h = make_timed_header(
             f.header.opcode,
             f.header.xid,
             f.header.flags,
+            (f.header.timeout, f.header.service_time),
             &f.body,
             &f.bulk,
         );

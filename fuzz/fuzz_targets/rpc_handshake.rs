@@ -19,6 +19,7 @@ fn config() -> &'static ServerConfig {
         memory: MemoryBudget::new(1 << 30),
         stats: Arc::new(Default::default()),
         net: Arc::new(Default::default()),
+        service_at: Default::default(),
     })
 }
 

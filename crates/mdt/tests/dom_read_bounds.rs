@@ -83,6 +83,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
             memory: memory.clone(),
             stats: Default::default(),
             net: Default::default(),
+            service_at: Default::default(),
         })
     };
     let (_sd, sd_rx) = watch::channel(false);

@@ -56,6 +56,8 @@ pub struct Served {
     pub lfsck: Option<Arc<MdtLfsck>>,
     /// The c-Network fault switch of its request handling.
     pub net: Arc<nacre_rpc::fault::NetFault>,
+    /// Its service time estimate (`*.*.timeouts`).
+    pub service_at: Arc<nacre_rpc::at::AdaptiveTimeout>,
 }
 
 impl Served {
@@ -122,6 +124,7 @@ fn server_config(
         memory: tuning.memory.clone(),
         stats: Default::default(),
         net: Default::default(),
+        service_at: Default::default(),
     })
 }
 
@@ -141,6 +144,7 @@ pub async fn serve_mgs(
     let scfg = server_config(fsname, TargetName::mgs(), key, tuning);
     let stats = scfg.stats.clone();
     let net = scfg.net.clone();
+    let service_at = scfg.service_at.clone();
     let task = tokio::spawn(serve(listener, scfg, mgs.clone(), rx));
     Ok((
         mgs,
@@ -153,6 +157,7 @@ pub async fn serve_mgs(
             stats,
             lfsck: None,
             net,
+            service_at,
         },
     ))
 }
@@ -221,6 +226,7 @@ pub async fn serve_mdt(
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
     let net = scfg.net.clone();
+    let service_at = scfg.service_at.clone();
     let task = tokio::spawn(serve(listener, scfg, mdt.clone(), rx));
     Ok(Served {
         name,
@@ -231,6 +237,7 @@ pub async fn serve_mdt(
         stats,
         lfsck: Some(lfsck),
         net,
+        service_at,
     })
 }
 
@@ -273,6 +280,7 @@ pub async fn serve_ost(
     let scfg = server_config(fsname, name, key, tuning);
     let stats = scfg.stats.clone();
     let net = scfg.net.clone();
+    let service_at = scfg.service_at.clone();
     tokio::spawn(ost.clone().housekeeping(rx.clone()));
     let task = tokio::spawn(serve(listener, scfg, ost.clone(), rx));
     Ok(Served {
@@ -284,5 +292,6 @@ pub async fn serve_ost(
         stats,
         lfsck: None,
         net,
+        service_at,
     })
 }

@@ -133,11 +133,17 @@ impl ParamSource for ClientParams {
                 writable: false,
             });
         }
+        let at = nacre_rpc::at::AT.params();
         for (i, imp) in self.client.oscs().iter().enumerate() {
             v.push(ParamValue {
                 name: format!("osc.{fs}-OST{i:04x}-osc-{}.stats", self.sb),
                 value: imp.stats().render(),
                 writable: true,
+            });
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.timeouts", self.sb),
+                value: imp.at().render(&at),
+                writable: false,
             });
             // Space this OST promised for cached writes, not yet taken by them.
             v.push(ParamValue {
@@ -158,6 +164,11 @@ impl ParamSource for ClientParams {
                 name: format!("mdc.{fs}-MDT{i:04x}-mdc-{}.stats", self.sb),
                 value: imp.stats().render(),
                 writable: true,
+            });
+            v.push(ParamValue {
+                name: format!("mdc.{fs}-MDT{i:04x}-mdc-{}.timeouts", self.sb),
+                value: imp.at().render(&at),
+                writable: false,
             });
         }
         v.push(ParamValue {
@@ -233,9 +244,58 @@ impl ParamSource for ClientParams {
 }
 
 /// Request statistics of the targets this process serves: `mdt.*.md_stats` and
-/// `obdfilter.*.stats`, Lustre's names; writing any value clears them.
+/// `obdfilter.*.stats`, Lustre's names; writing any value clears them. Beside them each
+/// target's service time estimate, `mdt.*.timeouts` and `obdfilter.*.timeouts` (Lustre
+/// shows it per service, `mds.MDS.mdt.timeouts`; here each target has its own).
 pub struct ServerStats {
     pub stats: Vec<(String, Arc<nacre_rpc::stats::OpStats>)>,
+    pub timeouts: Vec<(String, Arc<nacre_rpc::at::AdaptiveTimeout>)>,
+}
+
+impl ServerStats {
+    /// The statistics and estimates of `served`.
+    pub fn of<'a>(
+        fsname: &str,
+        served: impl IntoIterator<Item = &'a crate::node::Served>,
+    ) -> ServerStats {
+        let mut s = ServerStats {
+            stats: Vec::new(),
+            timeouts: Vec::new(),
+        };
+        for t in served {
+            if let Some(n) = ServerStats::name(fsname, &t.name) {
+                let dev = n
+                    .rsplit_once('.')
+                    .map_or(n.as_str(), |(d, _)| d)
+                    .to_string();
+                s.stats.push((n, t.stats.clone()));
+                s.timeouts
+                    .push((format!("{dev}.timeouts"), t.service_at.clone()));
+            }
+        }
+        s
+    }
+}
+
+/// The adaptive timeout tunables of this process (Lustre's `timeout`, `at_min`, `at_max`,
+/// `at_history`, `at_early_margin` and `at_extra`, see [`nacre_rpc::at`]).
+pub struct TimeoutParams;
+
+impl ParamSource for TimeoutParams {
+    fn list(&self) -> Vec<ParamValue> {
+        nacre_rpc::at::NAMES
+            .iter()
+            .map(|n| ParamValue {
+                name: (*n).to_string(),
+                value: nacre_rpc::at::AT.get(n).unwrap_or_default().to_string(),
+                writable: true,
+            })
+            .collect()
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        nacre_rpc::at::AT.set(name, value)
+    }
 }
 
 impl ServerStats {
@@ -254,6 +314,7 @@ impl ServerStats {
 
 impl ParamSource for ServerStats {
     fn list(&self) -> Vec<ParamValue> {
+        let at = nacre_rpc::at::AT.params();
         self.stats
             .iter()
             .map(|(name, s)| ParamValue {
@@ -261,6 +322,11 @@ impl ParamSource for ServerStats {
                 value: s.render(),
                 writable: true,
             })
+            .chain(self.timeouts.iter().map(|(name, t)| ParamValue {
+                name: name.clone(),
+                value: nacre_rpc::at::render_service(t, &at),
+                writable: false,
+            }))
             .collect()
     }
 

@@ -76,6 +76,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         memory: memory.clone(),
         stats: Default::default(),
         net: Default::default(),
+        service_at: Default::default(),
     });
     let (_sd, sd_rx) = watch::channel(false);
     tokio::spawn(serve(listener, cfg, ost, sd_rx));

@@ -4,11 +4,14 @@
 //! small frame), and one task reads replies and hands each to its waiting caller: two task
 //! switches fewer per request than a separate writer task. The number of requests in flight is bounded by a
 //! semaphore (`max_rpcs_in_flight`), the outgoing queue by a bounded channel, and every call
-//! by a deadline, so a dead server costs a caller at most one timeout, never a hang.
+//! by a deadline, so a dead server costs a caller at most one timeout, never a hang. The
+//! deadline adapts to the target ([`crate::at`]): its service estimate plus the network's
+//! latency, extended by the target's early replies while it works, never past `at_max`.
 
+use crate::at::{self, ImportAt};
 use crate::auth::{self, ClientHello, Key, ServerHello, ServerVerdict};
 use crate::error::RpcError;
-use crate::frame::{self, FLAG_HANDSHAKE, FLAG_REPLY, Frame, Header};
+use crate::frame::{self, FLAG_EARLY, FLAG_HANDSHAKE, FLAG_REPLY, Frame, Header};
 use crate::msg::{self, Reply, Request};
 use bytes::Bytes;
 use nacre_core::Errno;
@@ -25,7 +28,7 @@ use tokio::sync::{Semaphore, oneshot};
 /// Default bound on requests in flight per connection (Lustre's `max_rpcs_in_flight` is 8 for
 /// bulk; metadata and small requests benefit from more).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
-/// Default deadline for one request.
+/// Default bound on a request's first deadline (its target's early replies may extend it).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Deadline for TCP connect plus handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -38,6 +41,9 @@ pub struct ConnConfig {
     pub client: String,
     pub key: Key,
     pub max_in_flight: usize,
+    /// The longest a request waits for its target's first word: its adaptive deadline
+    /// ([`crate::at`]) or, with adaptive timeouts off, `timeout`, is never longer. An early
+    /// reply from a target still at work extends it.
     pub timeout: Duration,
 }
 
@@ -116,11 +122,20 @@ impl FrameWriter {
 
 type Waiter = oneshot::Sender<Result<Frame, RpcError>>;
 
+/// A request waiting for its reply.
+struct Pending {
+    waiter: Waiter,
+    /// The deadline an early reply gave, in milliseconds after `sent`; 0 while none came.
+    extended_ms: Arc<AtomicU64>,
+}
+
 struct Inner {
     peer: String,
     target: String,
     writer: FrameWriter,
-    pending: Mutex<HashMap<u64, Waiter>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    /// The target's service and latency estimates, kept across reconnects by the import.
+    at: Arc<ImportAt>,
     next_xid: AtomicU64,
     in_flight: InFlight,
     closed: AtomicBool,
@@ -192,6 +207,17 @@ impl Conn {
         cfg: &ConnConfig,
         import: u64,
     ) -> Result<Conn, RpcError> {
+        Self::connect_tracked(addr, cfg, import, Arc::new(ImportAt::new(0))).await
+    }
+
+    /// [`Conn::connect_import`] keeping its deadlines in `at`, the import's estimates of
+    /// the target.
+    pub async fn connect_tracked(
+        addr: &str,
+        cfg: &ConnConfig,
+        import: u64,
+        at: Arc<ImportAt>,
+    ) -> Result<Conn, RpcError> {
         let peer = addr.to_string();
         let res = tokio::time::timeout(CONNECT_TIMEOUT, Self::handshake(addr, cfg, import)).await;
         let (stream, target) = match res {
@@ -209,6 +235,7 @@ impl Conn {
             target,
             writer: FrameWriter::new(wr),
             pending: Mutex::new(HashMap::new()),
+            at,
             next_xid: AtomicU64::new(1),
             in_flight: InFlight::new(cfg.max_in_flight),
             closed: AtomicBool::new(false),
@@ -323,7 +350,14 @@ impl Conn {
 
     /// Sends a request and waits for its reply; an errno reply becomes `RpcError::Errno`.
     pub async fn call(&self, req: &Request, bulk: Bytes) -> Result<(Reply, Bytes), RpcError> {
-        self.call_with_timeout(req, bulk, self.inner.timeout).await
+        self.call_with_timeout(req, bulk, self.request_timeout())
+            .await
+    }
+
+    /// The deadline of the next request: the adaptive one, within the configured bound.
+    pub fn request_timeout(&self) -> Duration {
+        let p = at::AT.params();
+        Duration::from_secs(u64::from(self.inner.at.request_timeout(&p))).min(self.inner.timeout)
     }
 
     pub async fn call_with_timeout(
@@ -348,9 +382,22 @@ impl Conn {
             return Err(self.disconnected());
         }
         let xid = inner.next_xid.fetch_add(1, Ordering::Relaxed);
-        let header = frame::make_header(req.opcode(), xid, 0, &body, &bulk);
-        let (wtx, wrx) = oneshot::channel();
-        inner.pending.lock().insert(xid, wtx);
+        let p = at::AT.params();
+        // The server is told the deadline, so it asks for more time before it passes; a
+        // deadline under a second (0) is one the caller set to give up early, which the
+        // server leaves alone.
+        let told = if p.off() { 0 } else { at::wire_secs(timeout) };
+        let header = frame::make_timed_header(req.opcode(), xid, 0, (told, 0), &body, &bulk);
+        let (wtx, mut wrx) = oneshot::channel();
+        let sent_at = std::time::Instant::now();
+        let extended_ms = Arc::new(AtomicU64::new(0));
+        inner.pending.lock().insert(
+            xid,
+            Pending {
+                waiter: wtx,
+                extended_ms: extended_ms.clone(),
+            },
+        );
         let sent = tokio::time::timeout(timeout, inner.writer.send(&header, &body, &bulk)).await;
         match sent {
             Ok(Ok(())) => {}
@@ -364,14 +411,30 @@ impl Conn {
                 return Err(self.timed_out(timeout));
             }
         }
-        let frame = match tokio::time::timeout(timeout, wrx).await {
-            Ok(Ok(r)) => r?,
-            Ok(Err(_)) => return Err(self.disconnected()),
-            Err(_) => {
-                inner.pending.lock().remove(&xid);
-                return Err(self.timed_out(timeout));
+        let mut deadline = sent_at + timeout;
+        let frame = loop {
+            match tokio::time::timeout_at(deadline.into(), &mut wrx).await {
+                Ok(Ok(r)) => break r?,
+                Ok(Err(_)) => return Err(self.disconnected()),
+                Err(_) => {
+                    // An early reply moved the deadline: wait on.
+                    let ext = extended_ms.load(Ordering::Acquire);
+                    let later = sent_at + Duration::from_millis(ext);
+                    if ext > 0 && later > deadline {
+                        deadline = later;
+                        continue;
+                    }
+                    inner.pending.lock().remove(&xid);
+                    return Err(self.timed_out(sent_at.elapsed()));
+                }
             }
         };
+        inner.at.replied(
+            &p,
+            sent_at.elapsed(),
+            frame.header.timeout,
+            frame.header.service_time,
+        );
         let reply: Reply = msg::decode(&frame.body).map_err(|e| RpcError::Protocol {
             peer: inner.peer.clone(),
             reason: format!("undecodable reply to {:?}: {e}", req.opcode()),
@@ -436,6 +499,26 @@ pub(crate) async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
     w.flush().await
 }
 
+/// A server still at work on a request asks for time until `timeout` seconds after the
+/// request went (Lustre's `ptlrpc_at_recv_early_reply`), plus the network's latency: the
+/// request's deadline moves there, never past this side's `at_max` after it went (a server
+/// cannot hold a client forever), and not at all with adaptive timeouts off here.
+fn early_reply(inner: &Inner, header: &Header) {
+    let p = at::AT.params();
+    if p.off() {
+        return;
+    }
+    let pending = inner.pending.lock();
+    let Some(req) = pending.get(&header.xid) else {
+        return;
+    };
+    let secs =
+        (u64::from(header.timeout) + u64::from(inner.at.net_latency.get(&p))).min(u64::from(p.max));
+    let ms = secs.saturating_mul(1000).max(1);
+    req.extended_ms.fetch_max(ms, Ordering::AcqRel);
+    tracing::debug!(target: "rpc", "{}: early reply to xid {}: deadline {secs}s after it went", inner.target, header.xid);
+}
+
 async fn read_loop(mut rd: OwnedReadHalf, inner: std::sync::Weak<Inner>) {
     let reason = loop {
         let frame = match frame::read_frame(&mut rd).await {
@@ -448,15 +531,24 @@ async fn read_loop(mut rd: OwnedReadHalf, inner: std::sync::Weak<Inner>) {
         if frame.header.flags & FLAG_REPLY == 0 {
             break format!("unexpected non-reply frame xid {}", frame.header.xid);
         }
-        let waiter = inner.pending.lock().remove(&frame.header.xid);
-        if let Some(w) = waiter {
-            let _ = w.send(Ok(frame));
+        if frame.header.flags & FLAG_EARLY != 0 {
+            early_reply(&inner, &frame.header);
+            continue;
+        }
+        let pending = inner.pending.lock().remove(&frame.header.xid);
+        if let Some(p) = pending {
+            let _ = p.waiter.send(Ok(frame));
         }
     };
     if let Some(inner) = inner.upgrade() {
         *inner.close_reason.lock() = reason.clone();
         inner.closed.store(true, Ordering::Release);
-        let waiters: Vec<Waiter> = inner.pending.lock().drain().map(|(_, w)| w).collect();
+        let waiters: Vec<Waiter> = inner
+            .pending
+            .lock()
+            .drain()
+            .map(|(_, p)| p.waiter)
+            .collect();
         for w in waiters {
             let _ = w.send(Err(RpcError::Disconnected {
                 peer: inner.peer.clone(),

@@ -1,11 +1,14 @@
-//! Frames: a fixed 32-byte header, a postcard-encoded body, then raw bulk data.
+//! Frames: a fixed 36-byte header, a postcard-encoded body, then raw bulk data.
 //!
 //! ```text
-//! 0      4        6        8         16      20         24         28       32
-//! | magic | version | opcode | xid     | flags | body_len | bulk_len | cksum |
+//! 0      4        6        8     16      20         24         28        30             32      36
+//! | magic | version | opcode | xid | flags | body_len | bulk_len | timeout | service_time | cksum |
 //! ```
-//! All fields little-endian. `cksum` is crc32c over the first 28 header bytes, the body and
-//! the bulk, so data is checked end to end on every hop. Bulk data (file contents) follows the
+//! All fields little-endian. `cksum` is crc32c over the header bytes before it, the body and
+//! the bulk, so data is checked end to end on every hop. `timeout` and `service_time` are
+//! the seconds of adaptive timeouts ([`crate::at`]), Lustre's `pb_timeout` and
+//! `pb_service_time`: in a request, how long its sender waits for the reply; in a reply,
+//! the server's service estimate and how long this request took. Bulk data (file contents) follows the
 //! body without being re-encoded, so it is never copied to be framed.
 
 use bytes::{Bytes, BytesMut};
@@ -15,8 +18,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const MAGIC: u32 = 0x3152_434e;
 /// Wire protocol version; a peer with another version is refused at the handshake. Bumped
 /// when a message changes shape or a variant goes (postcard numbers variants by position).
-pub const VERSION: u16 = 8;
-pub const HEADER_LEN: usize = 32;
+pub const VERSION: u16 = 9;
+pub const HEADER_LEN: usize = 36;
+/// Header bytes the checksum covers: all but the checksum itself.
+const CHECKED_LEN: usize = HEADER_LEN - 4;
 /// Largest body accepted; anything larger is a protocol error, not an allocation.
 pub const MAX_BODY: u32 = 16 << 20;
 /// Largest bulk payload accepted (one RPC never moves more than this).
@@ -26,6 +31,9 @@ pub const MAX_BULK: u32 = 64 << 20;
 pub const FLAG_REPLY: u32 = 0x1;
 /// Set on handshake frames.
 pub const FLAG_HANDSHAKE: u32 = 0x2;
+/// Set, beside [`FLAG_REPLY`], on an early reply: the server still works on the request and
+/// asks for `timeout` seconds from its arrival ([`crate::at`]); the real reply follows.
+pub const FLAG_EARLY: u32 = 0x4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -34,6 +42,10 @@ pub struct Header {
     pub flags: u32,
     pub body_len: u32,
     pub bulk_len: u32,
+    /// Seconds: a request's deadline, or a reply's service estimate.
+    pub timeout: u16,
+    /// Seconds a request took on the server (replies only).
+    pub service_time: u16,
     pub cksum: u32,
 }
 
@@ -67,7 +79,9 @@ impl Header {
         b[16..20].copy_from_slice(&self.flags.to_le_bytes());
         b[20..24].copy_from_slice(&self.body_len.to_le_bytes());
         b[24..28].copy_from_slice(&self.bulk_len.to_le_bytes());
-        b[28..32].copy_from_slice(&self.cksum.to_le_bytes());
+        b[28..30].copy_from_slice(&self.timeout.to_le_bytes());
+        b[30..32].copy_from_slice(&self.service_time.to_le_bytes());
+        b[CHECKED_LEN..].copy_from_slice(&self.cksum.to_le_bytes());
         b
     }
 
@@ -88,7 +102,9 @@ impl Header {
             flags: u32_at(16),
             body_len: u32_at(20),
             bulk_len: u32_at(24),
-            cksum: u32_at(28),
+            timeout: u16::from_le_bytes([b[28], b[29]]),
+            service_time: u16::from_le_bytes([b[30], b[31]]),
+            cksum: u32_at(CHECKED_LEN),
         };
         if h.body_len > MAX_BODY {
             return Err(FrameError::BodyTooLarge(h.body_len));
@@ -105,7 +121,7 @@ pub fn checksum(header: &Header, body: &[u8], bulk: &[u8]) -> u32 {
     let mut h = *header;
     h.cksum = 0;
     let enc = h.encode();
-    let c = crc32c::crc32c(&enc[..28]);
+    let c = crc32c::crc32c(&enc[..CHECKED_LEN]);
     let c = crc32c::crc32c_append(c, body);
     crc32c::crc32c_append(c, bulk)
 }
@@ -120,12 +136,26 @@ pub struct Frame {
 
 /// Builds the header of an outgoing frame, with its checksum.
 pub fn make_header(opcode: u16, xid: u64, flags: u32, body: &[u8], bulk: &[u8]) -> Header {
+    make_timed_header(opcode, xid, flags, (0, 0), body, bulk)
+}
+
+/// [`make_header`] with the adaptive timeout seconds `(timeout, service_time)`.
+pub fn make_timed_header(
+    opcode: u16,
+    xid: u64,
+    flags: u32,
+    (timeout, service_time): (u16, u16),
+    body: &[u8],
+    bulk: &[u8],
+) -> Header {
     let mut h = Header {
         opcode,
         xid,
         flags,
         body_len: body.len() as u32,
         bulk_len: bulk.len() as u32,
+        timeout,
+        service_time,
         cksum: 0,
     };
     h.cksum = checksum(&h, body, bulk);
@@ -254,6 +284,16 @@ mod tests {
         assert_eq!(f.header.xid, 42);
         assert_eq!(&f.body[..], b"body");
         assert_eq!(&f.bulk[..], b"bulkdata");
+    }
+
+    #[test]
+    fn adaptive_timeout_seconds_round_trip() {
+        let h = make_timed_header(7, 42, FLAG_REPLY | FLAG_EARLY, (600, 17), b"b", b"");
+        let mut v = h.encode().to_vec();
+        v.push(b'b');
+        let (f, _) = decode_slice(&v).expect("valid").expect("complete");
+        assert_eq!(f.header, h);
+        assert_eq!((f.header.timeout, f.header.service_time), (600, 17));
     }
 
     #[test]

@@ -87,6 +87,10 @@ pub struct Import {
     /// Rate limit of the "connect failed" lines: a retry loop against a target whose
     /// connect hook keeps failing would write one per backoff step.
     connect_log: nacre_core::log_limit::LogLimit,
+    /// The target's service time and the network's latency as seen from here, which set
+    /// each request's deadline ([`crate::at`]); kept across connections, as Lustre's
+    /// `imp_at`.
+    at: Arc<crate::at::ImportAt>,
 }
 
 impl Import {
@@ -111,6 +115,11 @@ impl Import {
             lo_hooked: tokio::sync::Mutex::new(std::sync::Weak::new()),
             id: rand::random::<u64>().max(1),
             connect_log: nacre_core::log_limit::LogLimit::default(),
+            at: Arc::new(crate::at::ImportAt::new(match target.kind {
+                TargetKind::Mdt => crate::at::MDS_REQUEST_PORTAL,
+                TargetKind::Ost => crate::at::OST_IO_PORTAL,
+                TargetKind::Mgs => crate::at::MGS_REQUEST_PORTAL,
+            })),
         }
     }
 
@@ -119,9 +128,16 @@ impl Import {
         let _ = self.hook.set(hook);
     }
 
-    /// The timeout of one request on this import.
+    /// The deadline of the next request on this import: the adaptive one (or `timeout`
+    /// with adaptive timeouts off), never longer than the configured bound.
     pub fn request_timeout(&self) -> Duration {
-        self.cfg.timeout
+        let p = crate::at::AT.params();
+        Duration::from_secs(u64::from(self.at.request_timeout(&p))).min(self.cfg.timeout)
+    }
+
+    /// The estimates behind this import's deadlines (`{mdc,osc,mgc}.*.timeouts`).
+    pub fn at(&self) -> &crate::at::ImportAt {
+        &self.at
     }
 
     /// The in-process link to the target, if this process serves it.
@@ -142,7 +158,7 @@ impl Import {
         let rif = self
             .max_in_flight
             .load(std::sync::atomic::Ordering::Acquire);
-        let l = Arc::new(LocalLink::new(t, &self.cfg.client, role, rif));
+        let l = Arc::new(LocalLink::new(t, &self.cfg.client, role, rif).tracked(self.at.clone()));
         *g = Some(l.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -271,7 +287,7 @@ impl Import {
         cfg.max_in_flight = self
             .max_in_flight
             .load(std::sync::atomic::Ordering::Acquire);
-        let c = Conn::connect_import(&addr, &cfg, self.id).await?;
+        let c = Conn::connect_tracked(&addr, &cfg, self.id, self.at.clone()).await?;
         if let Some(h) = self.hook.get() {
             // Under the lock: other requests wait for the connect and replay.
             h.connected(NewLink::Tcp(&c))
@@ -396,7 +412,7 @@ impl Import {
                 let left = deadline
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1));
-                return link.call(req, bulk, left.min(self.cfg.timeout)).await;
+                return link.call(req, bulk, left.min(self.request_timeout())).await;
             }
             let res = match self.connection().await {
                 Ok(c) => {
@@ -404,7 +420,7 @@ impl Import {
                         .saturating_duration_since(Instant::now())
                         .max(Duration::from_millis(1));
                     let r = c
-                        .call_with_timeout(req, bulk.clone(), left.min(self.cfg.timeout))
+                        .call_with_timeout(req, bulk.clone(), left.min(self.request_timeout()))
                         .await;
                     if let Err(e) = &r
                         && e.is_transport()

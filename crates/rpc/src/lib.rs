@@ -4,6 +4,7 @@
 //! - [`msg`]: every request and reply the services exchange, serde-encoded with postcard;
 //!   [`lfsck`]: the checker's own messages, carried in them;
 //! - [`auth`]: the file system's shared key and the handshake that proves a peer holds it;
+//! - [`at`]: adaptive timeouts: service estimates, request deadlines and early replies;
 //! - [`conn`]: a client connection with many requests in flight and bounded queues;
 //! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
 //! - [`lo`]: in-process delivery to targets served by the same process;
@@ -12,6 +13,7 @@
 //!
 //! Nothing outside this crate reads or writes a socket's bytes.
 
+pub mod at;
 pub mod auth;
 pub mod conn;
 pub mod error;

@@ -160,6 +160,8 @@ pub struct LocalLink {
     in_flight: InFlight,
     /// Handlers still running whose callers stopped waiting (timed out).
     abandoned: Arc<Abandoned>,
+    /// The client's estimates of the target ([`crate::at`]), fed with each answer.
+    at: Arc<crate::at::ImportAt>,
 }
 
 /// Handlers whose callers gave up. A caller told its request failed must not see it finish
@@ -276,7 +278,14 @@ impl LocalLink {
             ctx,
             in_flight: InFlight::new(max_in_flight),
             abandoned: Arc::default(),
+            at: Arc::new(crate::at::ImportAt::new(0)),
         }
+    }
+
+    /// Keeps this link's deadlines in `at`, its import's estimates of the target.
+    pub fn tracked(mut self, at: Arc<crate::at::ImportAt>) -> LocalLink {
+        self.at = at;
+        self
     }
 
     /// Whether this link's target is still the one registered (it has not stopped).
@@ -349,6 +358,7 @@ impl LocalLink {
         let quick = req.is_quick();
         let poll = req.is_long_poll();
         let stats = t.cfg.stats.clone();
+        let service_at = t.cfg.service_at.clone();
         let fut = t.handler.handle(self.ctx.clone(), req.clone(), bulk);
         let work = async move {
             let _permit = permit;
@@ -356,6 +366,8 @@ impl LocalLink {
             let start = std::time::Instant::now();
             let r = fut.await;
             stats.record(opcode, start.elapsed());
+            let secs = crate::at::wire_secs(start.elapsed());
+            service_at.measure(&crate::at::AT.params(), u32::from(secs));
             r
         };
         let r = if quick {
@@ -394,10 +406,37 @@ impl LocalLink {
                         rt: t.rt.as_ref(),
                         poll,
                     };
-                    match watched.wait(timeout).await {
-                        Ok(Ok(r)) => Ok(r),
-                        Ok(Err(e)) => Ok(Err(failed(&e))),
-                        Err(e) => Err(e),
+                    // A handler still at work near the deadline gets more time, as a
+                    // remote one asks for it with an early reply (a long poll ends on
+                    // its own first).
+                    let p = crate::at::AT.params();
+                    let mut deadline = called + timeout;
+                    let mut had = u32::from(crate::at::wire_secs(timeout));
+                    let mut may_extend = !poll && !p.off() && had > 0;
+                    loop {
+                        let ask_at = if may_extend {
+                            called + crate::at::early_reply_after(&p, had)
+                        } else {
+                            deadline
+                        };
+                        let left = ask_at.saturating_duration_since(std::time::Instant::now());
+                        match watched.wait(left).await {
+                            Ok(Ok(r)) => break Ok(r),
+                            Ok(Err(e)) => break Ok(Err(failed(&e))),
+                            Err(e) if !may_extend => break Err(e),
+                            Err(_) => match crate::at::early_deadline(
+                                &t.cfg.service_at,
+                                &p,
+                                called.elapsed(),
+                                had,
+                            ) {
+                                Some(s) => {
+                                    had = s;
+                                    deadline = called + Duration::from_secs(u64::from(s));
+                                }
+                                None => may_extend = false,
+                            },
+                        }
                     }
                 }
                 Err(_) => Ok(Err(failed(&"panicked"))),
@@ -411,6 +450,13 @@ impl LocalLink {
                 peer: peer(),
                 secs: timeout.as_secs(),
             });
+        }
+        if r.is_ok() {
+            let p = crate::at::AT.params();
+            let estimate = u16::try_from(t.cfg.service_at.get(&p)).unwrap_or(u16::MAX);
+            let spent = called.elapsed();
+            self.at
+                .replied(&p, spent, estimate, crate::at::wire_secs(spent));
         }
         match r {
             Ok(Ok((Reply::Error(e), _))) | Ok(Err(e)) => Err(RpcError::Errno(e)),
@@ -483,6 +529,11 @@ mod tests {
                         bulk,
                     ))
                 }
+                Request::OstRead { len, .. } => {
+                    // As slow as it asks, in milliseconds.
+                    tokio::time::sleep(Duration::from_millis(u64::from(len))).await;
+                    Ok((Reply::Ok, bulk))
+                }
                 Request::Statfs => {
                     // Slow: outlives a caller that gives up.
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -546,6 +597,7 @@ mod tests {
             memory: MemoryBudget::new(64 << 20),
             stats: Default::default(),
             net: Default::default(),
+            service_at: Default::default(),
         });
         let task = tokio::spawn(serve(listener, cfg.clone(), svc, shutdown));
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -746,6 +798,53 @@ mod tests {
         // Once connected, the hook does not run again.
         imp.call(&Request::Ping, Bytes::new()).await.expect("ping");
         assert_eq!(svc.order.lock().len(), 6);
+    }
+
+    /// A handler that outlasts its caller's deadline is given more time, as a remote one
+    /// asks for it with an early reply (Lustre's adaptive timeouts): the caller gets its
+    /// answer, and the target's service estimate, and with it the next deadline, grows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handler_past_its_deadline_is_given_more_time() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let (addr, cfg, _task) = start(&key, svc.clone(), sd_rx).await;
+        let imp = import(&addr, key.clone());
+        // A deadline of 1.5 s for a request that takes 2.5 s.
+        imp.set_recovery_timeout(Duration::from_millis(1500));
+        let slow = Request::OstRead {
+            obj: nacre_core::Fid::new(0x100000000, 1, 0),
+            offset: 0,
+            len: 2500,
+            cksum: None,
+        };
+        let t = std::time::Instant::now();
+        imp.call(&slow, Bytes::new())
+            .await
+            .expect("answered after an early reply");
+        assert!(
+            t.elapsed() >= Duration::from_millis(2500),
+            "{:?}",
+            t.elapsed()
+        );
+        let p = crate::at::AT.params();
+        let asked = crate::at::DEFAULT_AT_EXTRA;
+        assert!(
+            cfg.service_at.get(&p) >= asked,
+            "{}",
+            cfg.service_at.get(&p)
+        );
+        assert!(
+            imp.at().service.get(&p) >= asked,
+            "{}",
+            imp.at().service.get(&p)
+        );
+        // A caller that gives up within a second means it: not extended.
+        imp.set_recovery_timeout(Duration::from_millis(300));
+        match imp.call(&slow, Bytes::new()).await {
+            Err(RpcError::Timeout { .. }) => {}
+            other => panic!("a 300 ms deadline gave {other:?}"),
+        }
     }
 
     /// A request the caller gave up on (its timeout passed) still runs; the next request of

@@ -93,6 +93,9 @@ pub struct ServerConfig {
     pub stats: Arc<crate::stats::OpStats>,
     /// The c-Network fault switch: while on, replies are dropped.
     pub net: Arc<crate::fault::NetFault>,
+    /// The target's service time estimate ([`crate::at`]), sent with every reply and
+    /// raised by early replies (`*.*.timeouts`).
+    pub service_at: Arc<crate::at::AdaptiveTimeout>,
 }
 
 /// Refused requests of client peers, logged at a bounded rate by every target alike.
@@ -374,6 +377,8 @@ async fn serve_conn<S: Service>(
                 break;
             }
         };
+        // A request's service time, and its deadline, count from here.
+        let arrived = std::time::Instant::now();
         // Reserve the request's bytes before reading them, so a burst of large requests
         // waits for memory instead of exhausting it. The header's limits keep this within
         // the budget.
@@ -402,6 +407,7 @@ async fn serve_conn<S: Service>(
         };
         let xid = frame.header.xid;
         let opcode = frame.header.opcode;
+        let asked = frame.header.timeout;
         // What the handler gets: the request and its bulk, or the error that answers it.
         let (decoded, bulk, mem): (Result<Request, Errno>, Bytes, Reservation) =
             match msg::decode::<Request>(&frame.body) {
@@ -438,6 +444,7 @@ async fn serve_conn<S: Service>(
         let ctx = ctx.clone();
         let stats = cfg.stats.clone();
         let net = cfg.net.clone();
+        let service_at = cfg.service_at.clone();
         let quick = decoded.as_ref().map_or(true, Request::is_quick);
         // A long poll ends, unanswered, when a newer connection replaces this one (it
         // changes nothing, and the new connection waits for what this one still runs) or
@@ -474,7 +481,18 @@ async fn serve_conn<S: Service>(
                             r = handled => r,
                             () = end => return,
                         },
-                        None => handled.await,
+                        None => {
+                            let early = EarlyReplies {
+                                writer: &writer,
+                                opcode,
+                                xid,
+                                arrived,
+                                asked,
+                                service: &service_at,
+                                net: &net,
+                            };
+                            early.run(handled).await
+                        }
                     };
                     match r {
                         Ok(r) => r,
@@ -484,6 +502,9 @@ async fn serve_conn<S: Service>(
                 Err(e) => (Reply::Error(e), Bytes::new()),
             };
             stats.record(opcode, start.elapsed());
+            let p = crate::at::AT.params();
+            let service_time = crate::at::wire_secs(arrived.elapsed());
+            service_at.measure(&p, u32::from(service_time));
             if net.dropping() {
                 return;
             }
@@ -495,7 +516,15 @@ async fn serve_conn<S: Service>(
                     Err(_) => return,
                 },
             };
-            let header = frame::make_header(opcode, xid, FLAG_REPLY, &body, &bulk);
+            let estimate = u16::try_from(service_at.get(&p)).unwrap_or(u16::MAX);
+            let header = frame::make_timed_header(
+                opcode,
+                xid,
+                FLAG_REPLY,
+                (estimate, service_time),
+                &body,
+                &bulk,
+            );
             let _ = writer.send(&header, &body, &bulk).await;
         };
         if quick {
@@ -515,6 +544,62 @@ async fn serve_conn<S: Service>(
         s.finish(successions).await;
     }
     Ok(())
+}
+
+/// What a handler needs to ask its client for more time (Lustre's early replies).
+struct EarlyReplies<'a> {
+    writer: &'a FrameWriter,
+    opcode: u16,
+    xid: u64,
+    arrived: std::time::Instant,
+    /// The deadline the client set, in seconds after it sent the request; 0: none.
+    asked: u16,
+    service: &'a crate::at::AdaptiveTimeout,
+    net: &'a crate::fault::NetFault,
+}
+
+impl EarlyReplies<'_> {
+    /// Runs `handled`; while it outlasts the client's deadline less `at_early_margin`,
+    /// answers early with a later deadline ([`crate::at::early_deadline`]), until no
+    /// more time can be added (`at_max`). Then the client may time the request out.
+    async fn run<T>(self, handled: impl std::future::Future<Output = T>) -> T {
+        let p = crate::at::AT.params();
+        if self.asked == 0 || p.off() {
+            return handled.await;
+        }
+        let mut handled = std::pin::pin!(handled);
+        let mut deadline = u32::from(self.asked);
+        loop {
+            let at = self.arrived + crate::at::early_reply_after(&p, deadline);
+            tokio::select! {
+                r = &mut handled => return r,
+                () = tokio::time::sleep_until(at.into()) => {}
+            }
+            let p = crate::at::AT.params();
+            let Some(later) =
+                crate::at::early_deadline(self.service, &p, self.arrived.elapsed(), deadline)
+            else {
+                return handled.await;
+            };
+            deadline = later;
+            if self.net.dropping() {
+                continue;
+            }
+            let asked = u16::try_from(later).unwrap_or(u16::MAX);
+            let spent = crate::at::wire_secs(self.arrived.elapsed());
+            let header = frame::make_timed_header(
+                self.opcode,
+                self.xid,
+                FLAG_REPLY | frame::FLAG_EARLY,
+                (asked, spent),
+                &[],
+                &[],
+            );
+            tracing::debug!(target: "rpc", "early reply to xid {}: {later}s", self.xid);
+            // A connection that cannot carry it cannot carry the reply either.
+            let _ = self.writer.send(&header, &[], &[]).await;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -568,6 +653,7 @@ mod tests {
             memory,
             stats: Default::default(),
             net: Default::default(),
+            service_at: Default::default(),
         });
         let (sd_tx, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, cfg, svc, sd_rx));
@@ -771,6 +857,7 @@ mod tests {
             memory: memory.clone(),
             stats: Default::default(),
             net: Default::default(),
+            service_at: Default::default(),
         });
         let (_sd, sd_rx) = watch::channel(false);
         tokio::spawn(serve(listener, scfg, Arc::new(Echo), sd_rx));

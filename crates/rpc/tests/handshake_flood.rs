@@ -109,6 +109,7 @@ async fn stalled_unauthenticated_peers_cost_little_memory() {
         memory: MemoryBudget::new(0),
         stats: Default::default(),
         net: Default::default(),
+        service_at: Default::default(),
     });
     let (_sd, sd_rx) = watch::channel(false);
     tokio::spawn(serve(listener, cfg, Arc::new(Pong), sd_rx));
@@ -134,6 +135,8 @@ async fn stalled_unauthenticated_peers_cost_little_memory() {
             flags: FLAG_HANDSHAKE,
             body_len,
             bulk_len,
+            timeout: 0,
+            service_time: 0,
             cksum: 0,
         }
         .encode()

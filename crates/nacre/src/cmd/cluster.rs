@@ -209,11 +209,8 @@ fn serve_ctl(
             ost: o.clone(),
         }));
     }
-    if let Some(n) = ServerStats::name(fsname, &s.name) {
-        sources.push(Arc::new(ServerStats {
-            stats: vec![(n, s.stats.clone())],
-        }));
-    }
+    sources.push(Arc::new(ServerStats::of(fsname, [s])));
+    sources.push(Arc::new(crate::params::TimeoutParams));
     sources.push(Arc::new(LfsckParams {
         lfsck: lfsck.clone(),
     }));

@@ -87,6 +87,7 @@ pub fn mount_client(
     let mut sources: Vec<Arc<dyn ParamSource>> = vec![
         Arc::new(ClientParams::new(client.clone())),
         Arc::new(crate::memory::MemoryParams),
+        Arc::new(crate::params::TimeoutParams),
     ];
     sources.extend(servers.iter().cloned());
     let params = Arc::new(NodeParams { sources });

@@ -139,15 +139,14 @@ pub fn run_up(a: UpArgs) -> Result<()> {
                 }) as Arc<dyn ParamSource>
             }),
     );
-    servers.push(Arc::new(ServerStats {
-        stats: cluster
+    servers.push(Arc::new(ServerStats::of(
+        &fs.fsname,
+        cluster
             .mdts
             .iter()
             .flatten()
-            .chain(cluster.osts.iter().flatten())
-            .filter_map(|s| Some((ServerStats::name(&fs.fsname, &s.name)?, s.stats.clone())))
-            .collect(),
-    }));
+            .chain(cluster.osts.iter().flatten()),
+    )));
     let lfsck = LocalLfsck {
         mdts: cluster
             .mdts

@@ -149,6 +149,41 @@ fn lfs_and_lctl_on_a_mount() {
     ok(&["lctl", "set_param", "mdt.*.md_stats=clear"]);
     assert_eq!(count("mdt.*.md_stats", "create"), 0);
 
+    // Adaptive timeouts: the node's tunables under Lustre's names, defaults and bounds,
+    // and the estimates of every import and target in Lustre's `timeouts` format.
+    assert_eq!(param("at_max"), "600");
+    assert_eq!(param("at_history"), "600");
+    assert_eq!(param("timeout"), "30");
+    ok(&["lctl", "set_param", "at_min=12"]);
+    assert_eq!(param("at_min"), "12");
+    assert!(!run(&["lctl", "set_param", "at_min=700"]).status.success());
+    assert!(!run(&["lctl", "set_param", "at_max=5"]).status.success());
+    assert!(!run(&["lctl", "set_param", "timeout=0"]).status.success());
+    let mdc = ok(&["lctl", "get_param", "-n", "mdc.*.timeouts"]);
+    assert!(mdc.starts_with("last reply : "), "{mdc}");
+    assert!(mdc.contains("\nnetwork    : cur "), "{mdc}");
+    // The estimate is at least at_min.
+    assert!(mdc.contains("\nportal 12  : cur  12  worst "), "{mdc}");
+    let osc = ok(&["lctl", "get_param", "-n", "osc.*.timeouts"]);
+    assert_eq!(osc.matches("portal 6   : cur ").count(), 3, "{osc}");
+    let svc = ok(&[
+        "lctl",
+        "get_param",
+        "obdfilter.*.timeouts",
+        "mdt.*.timeouts",
+    ]);
+    assert_eq!(
+        svc.matches("   service : cur  12  worst ").count(),
+        4,
+        "{svc}"
+    );
+    ok(&["lctl", "set_param", "at_max=0"]);
+    assert!(
+        ok(&["lctl", "get_param", "-n", "mdt.*.timeouts"])
+            .starts_with("adaptive timeouts off, using obd_timeout 30")
+    );
+    ok(&["lctl", "set_param", "at_max=600", "at_min=0"]);
+
     ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
     let mut applied = false;
     for _ in 0..50 {
