@@ -30,7 +30,9 @@ step "fuzz every decoder briefly (scripts/fuzz.sh runs them longer)"
 scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}" --sanitizer none
 
 step "external suites on a real mount"
-cargo build --release --quiet -p nacre
+# The binary the tests built, with the same features: `-p nacre` alone would resolve the
+# dependencies' features without the dev-dependencies and rebuild half the workspace.
+cargo build --release --quiet --workspace --all-targets
 scripts/external-suites.sh "${CARGO_TARGET_DIR:-target}/release/nacre"
 
 step "a small measurement series (PaF + IOR, CSV and plots) on a local directory and a mount"
