@@ -637,6 +637,139 @@ async fn a_rebuilt_layout_keeps_a_hole_where_an_object_was_lost() {
     end(fs, &kept).await;
 }
 
+/// A lost file with a Data-on-MDT part comes back from its OST objects with a hole where
+/// that part was: its bytes went with the MDT object, so reading or writing them fails
+/// with EIO rather than reading zeros, while the bytes on the OSTs read back as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_file_whose_data_on_mdt_part_was_lost_has_a_hole_there() {
+    use nacre_core::Errno;
+    use nacre_core::layout::{Component, EOF, Layout};
+    const DOM: u64 = 64 << 10;
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "lost").await;
+    let layout = Layout::composite(vec![
+        Component::dom(DOM),
+        Component::raid0(DOM, EOF, 2, 65536, -1),
+    ]);
+    // 64 KiB on the MDT, then both OST stripes hold data.
+    let data = common::cluster::pattern(300_000, 11);
+    let f = fs.write_layout(d, "dom", &data, layout).await;
+    settled(&fs, &[f]).await;
+    inject::remove_name(fs.mdt(0), d, b"dom")
+        .await
+        .expect("inject");
+    inject::remove_object(fs.mdt(0), f).await.expect("inject");
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", 2)]));
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 2)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    let info =
+        fs.c.lookup(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
+            .await
+            .expect("in lost+found");
+    assert_eq!(info.attr.size, data.len() as u64);
+    let rebuilt = info.layout.expect("a layout");
+    assert!(rebuilt.has_hole(), "{rebuilt:?}");
+    assert_eq!(
+        (rebuilt.components[0].start, rebuilt.components[0].end),
+        (0, DOM)
+    );
+    let (h, _) = fs.c.open(f, rw_flags(), &root).await.expect("open");
+    assert_eq!(
+        fs.c.read(&h, 0, 4096).await.err(),
+        Some(Errno::EIO),
+        "the lost Data-on-MDT bytes"
+    );
+    let rest =
+        fs.c.read(&h, DOM, data.len() as u64)
+            .await
+            .expect("the OST part");
+    assert!(
+        rest[..] == data[DOM as usize..],
+        "the OST part reads back as written"
+    );
+    assert_eq!(
+        fs.c.write(&h, 0, Bytes::from_static(b"x")).await.err(),
+        Some(Errno::EIO),
+        "a write to the lost part"
+    );
+    fs.c.release(&h).await.expect("close");
+    fs.c.unlink(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
+        .await
+        .expect("unlink");
+    end(fs, &kept).await;
+}
+
+/// A lost mirrored (FLR) file comes back with both its mirrors from their objects: one
+/// in sync, the other stale (which mirror held the newest data is not on the objects),
+/// reading as written; `lfs mirror resync` makes the mirrors equal and `lfs mirror
+/// verify` agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_mirrored_file_comes_back_with_its_mirrors() {
+    use nacre_core::layout::{Component, EOF, pflr_id};
+    let mut fs = Fs::new(1, 2).await;
+    let kept = fs.populate("keep", 10).await;
+    let d = fs.mkdir(fs.c.root(), "lost").await;
+    let two = nacre_core::Layout {
+        components: (1..=2u32)
+            .map(|m| {
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, m as i32 - 1);
+                c.id = pflr_id(m, 0);
+                c
+            })
+            .collect(),
+        ..nacre_core::Layout::composite(Vec::new())
+    };
+    let data = common::cluster::pattern(300_000, 12);
+    let m = common::integrity::write_file(&fs.c, d, "m", Some(two), &data)
+        .await
+        .expect("mirrored file");
+    settled(&fs, &[m]).await;
+    inject::remove_name(fs.mdt(0), d, b"m")
+        .await
+        .expect("inject");
+    inject::remove_object(fs.mdt(0), m).await.expect("inject");
+    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", 2)]));
+    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 2)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    let name = format!("{m}-R-0");
+    let info =
+        fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
+            .await
+            .expect("in lost+found");
+    assert_eq!(info.attr.size, data.len() as u64);
+    let layout = info.layout.expect("a layout");
+    assert_eq!(layout.mirror_ids(), vec![1, 2], "{layout:?}");
+    assert!(!layout.has_hole());
+    assert_eq!(layout.read_mirrors(0, EOF), vec![1], "one mirror in sync");
+    assert!(fs.read(m).await == data, "reads back as written");
+    fs.c.mirror_resync(m, &[]).await.expect("resync");
+    let synced =
+        fs.c.getattr(m)
+            .await
+            .expect("getattr")
+            .layout
+            .expect("layout");
+    assert!(!synced.has_stale(), "{synced:?}");
+    let v = fs.c.mirror_verify(m, &[]).await.expect("verify");
+    assert!(
+        v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees()),
+        "{v:?}"
+    );
+    fs.c.unlink(lpf.attr.fid, name.as_bytes(), &root)
+        .await
+        .expect("unlink");
+    end(fs, &kept).await;
+}
+
 /// An orphan found after its file's layout was rebuilt without it goes into the hole the
 /// rebuild left (Lustre's `lfsck_layout_extend_recovered_lovea`), and the file reads
 /// whole again. The object is hidden from the first run by moving its file aside.
