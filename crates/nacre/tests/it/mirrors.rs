@@ -350,6 +350,34 @@ async fn a_write_with_a_mirrors_ost_stopped_succeeds_and_resync_brings_it_back()
     cluster.stop().await;
 }
 
+/// `lfs mirror split -d --mirror-id 2` on a file whose mirror 2 sits on a dead OST: what
+/// an administrator does to drop a copy that is gone. It must not wait out the recovery
+/// timeout for that OST, and the file then reads from the mirror that is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_on_a_dead_ost_is_split_off() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "flrsplit", 1, 2).await;
+    let c = mount(&cluster).await;
+    let data = pattern(400_000, 5);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(1)), &data)
+        .await
+        .expect("write");
+    let m1 = mirror_objects(&c, fid, 1).await;
+    let m2 = mirror_objects(&c, fid, 2).await;
+    assert_ne!(m1[0].ost_idx, m2[0].ost_idx);
+    cluster.stop_ost(m2[0].ost_idx).await;
+    tokio::time::timeout(Duration::from_secs(10), c.mirror_split(fid, 2, None))
+        .await
+        .expect("the split must not wait for the stopped OST")
+        .expect("split");
+    let l = layout_of(&c, fid).await;
+    assert!(!l.is_mirrored(), "{l:?}");
+    assert_eq!(l.mirror_ids(), vec![1], "{l:?}");
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got[..] == data[..], "contents differ");
+    cluster.stop().await;
+}
+
 /// Once a stopped OST is back, mirrored writes reach it again without anything else
 /// calling it first: every request of a mirrored write skips an OST that stopped
 /// answering, so without the client's own reconnect (Lustre's pinger) the copy on it
