@@ -125,8 +125,9 @@ type Waiter = oneshot::Sender<Result<Frame, RpcError>>;
 /// A request waiting for its reply.
 struct Pending {
     waiter: Waiter,
-    /// The deadline an early reply gave, in milliseconds after `sent`; 0 while none came.
-    extended_ms: Arc<AtomicU64>,
+    /// The deadline an early reply gave, in milliseconds after the request went; 0 while
+    /// none came. Its caller looks here when its own deadline passes.
+    extended_ms: u64,
 }
 
 struct Inner {
@@ -390,12 +391,11 @@ impl Conn {
         let header = frame::make_timed_header(req.opcode(), xid, 0, (told, 0), &body, &bulk);
         let (wtx, mut wrx) = oneshot::channel();
         let sent_at = std::time::Instant::now();
-        let extended_ms = Arc::new(AtomicU64::new(0));
         inner.pending.lock().insert(
             xid,
             Pending {
                 waiter: wtx,
-                extended_ms: extended_ms.clone(),
+                extended_ms: 0,
             },
         );
         let sent = tokio::time::timeout(timeout, inner.writer.send(&header, &body, &bulk)).await;
@@ -417,14 +417,15 @@ impl Conn {
                 Ok(Ok(r)) => break r?,
                 Ok(Err(_)) => return Err(self.disconnected()),
                 Err(_) => {
+                    let mut pending = inner.pending.lock();
                     // An early reply moved the deadline: wait on.
-                    let ext = extended_ms.load(Ordering::Acquire);
+                    let ext = pending.get(&xid).map_or(0, |p| p.extended_ms);
                     let later = sent_at + Duration::from_millis(ext);
                     if ext > 0 && later > deadline {
                         deadline = later;
                         continue;
                     }
-                    inner.pending.lock().remove(&xid);
+                    pending.remove(&xid);
                     return Err(self.timed_out(sent_at.elapsed()));
                 }
             }
@@ -508,14 +509,13 @@ fn early_reply(inner: &Inner, header: &Header) {
     if p.off() {
         return;
     }
-    let pending = inner.pending.lock();
-    let Some(req) = pending.get(&header.xid) else {
+    let mut pending = inner.pending.lock();
+    let Some(req) = pending.get_mut(&header.xid) else {
         return;
     };
     let secs =
         (u64::from(header.timeout) + u64::from(inner.at.net_latency.get(&p))).min(u64::from(p.max));
-    let ms = secs.saturating_mul(1000).max(1);
-    req.extended_ms.fetch_max(ms, Ordering::AcqRel);
+    req.extended_ms = req.extended_ms.max(secs.saturating_mul(1000).max(1));
     tracing::debug!(target: "rpc", "{}: early reply to xid {}: deadline {secs}s after it went", inner.target, header.xid);
 }
 
