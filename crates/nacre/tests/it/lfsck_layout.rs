@@ -655,22 +655,8 @@ async fn a_rebuilt_file_whose_data_on_mdt_part_was_lost_has_a_hole_there() {
     // 64 KiB on the MDT, then both OST stripes hold data.
     let data = common::cluster::pattern(300_000, 11);
     let f = fs.write_layout(d, "dom", &data, layout).await;
-    settled(&fs, &[f]).await;
-    inject::remove_name(fs.mdt(0), d, b"dom")
-        .await
-        .expect("inject");
-    inject::remove_object(fs.mdt(0), f).await.expect("inject");
-    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", 2)]));
-    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 2)]).await;
+    let (lpf, info) = lost_and_rebuilt(&mut fs, d, "dom", f, 2).await;
     let root = Cred::root();
-    let lpf =
-        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
-            .await
-            .expect("lost+found");
-    let info =
-        fs.c.lookup(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
-            .await
-            .expect("in lost+found");
     assert_eq!(info.attr.size, data.len() as u64);
     let rebuilt = info.layout.expect("a layout");
     assert!(rebuilt.has_hole(), "{rebuilt:?}");
@@ -698,7 +684,7 @@ async fn a_rebuilt_file_whose_data_on_mdt_part_was_lost_has_a_hole_there() {
         "a write to the lost part"
     );
     fs.c.release(&h).await.expect("close");
-    fs.c.unlink(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
+    fs.c.unlink(lpf, format!("{f}-R-0").as_bytes(), &root)
         .await
         .expect("unlink");
     end(fs, &kept).await;
@@ -710,41 +696,17 @@ async fn a_rebuilt_file_whose_data_on_mdt_part_was_lost_has_a_hole_there() {
 /// verify` agrees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_mirrored_file_comes_back_with_its_mirrors() {
-    use nacre_core::layout::{Component, EOF, pflr_id};
+    use nacre_core::layout::EOF;
     let mut fs = Fs::new(1, 2).await;
     let kept = fs.populate("keep", 10).await;
     let d = fs.mkdir(fs.c.root(), "lost").await;
-    let two = nacre_core::Layout {
-        components: (1..=2u32)
-            .map(|m| {
-                let mut c = Component::raid0(0, EOF, 1, 1 << 20, m as i32 - 1);
-                c.id = pflr_id(m, 0);
-                c
-            })
-            .collect(),
-        ..nacre_core::Layout::composite(Vec::new())
-    };
     let data = common::cluster::pattern(300_000, 12);
-    let m = common::integrity::write_file(&fs.c, d, "m", Some(two), &data)
+    let m = common::integrity::write_file(&fs.c, d, "m", Some(two_mirrors([0, 1])), &data)
         .await
         .expect("mirrored file");
-    settled(&fs, &[m]).await;
-    inject::remove_name(fs.mdt(0), d, b"m")
-        .await
-        .expect("inject");
-    inject::remove_object(fs.mdt(0), m).await.expect("inject");
-    assert_eq!(offline(&mut fs).await, BTreeMap::from([("orphan", 2)]));
-    roundtrip(&fs, LPF_OST_ORPHAN, &[("orphan", 2)]).await;
+    let (lpf, info) = lost_and_rebuilt(&mut fs, d, "m", m, 2).await;
     let root = Cred::root();
-    let lpf =
-        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
-            .await
-            .expect("lost+found");
     let name = format!("{m}-R-0");
-    let info =
-        fs.c.lookup(lpf.attr.fid, name.as_bytes(), &root)
-            .await
-            .expect("in lost+found");
     assert_eq!(info.attr.size, data.len() as u64);
     let layout = info.layout.expect("a layout");
     assert_eq!(layout.mirror_ids(), vec![1, 2], "{layout:?}");
@@ -764,10 +726,55 @@ async fn a_lost_mirrored_file_comes_back_with_its_mirrors() {
         v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees()),
         "{v:?}"
     );
-    fs.c.unlink(lpf.attr.fid, name.as_bytes(), &root)
+    fs.c.unlink(lpf, name.as_bytes(), &root)
         .await
         .expect("unlink");
     end(fs, &kept).await;
+}
+
+/// `f`, named `name` in `dir`, loses its name and MDT object; its `orphans` objects are
+/// found by `nacre check` and LFSCK (dry run, repair, second run), and the file comes back
+/// in lost+found as `[FID]-R-0`: lost+found and the file as found there.
+async fn lost_and_rebuilt(
+    fs: &mut Fs,
+    dir: Fid,
+    name: &str,
+    f: Fid,
+    orphans: usize,
+) -> (Fid, nacre_rpc::msg::InodeInfo) {
+    settled(fs, &[f]).await;
+    inject::remove_name(fs.mdt(0), dir, name.as_bytes())
+        .await
+        .expect("inject");
+    inject::remove_object(fs.mdt(0), f).await.expect("inject");
+    assert_eq!(offline(fs).await, BTreeMap::from([("orphan", orphans)]));
+    roundtrip(fs, LPF_OST_ORPHAN, &[("orphan", orphans as u64)]).await;
+    let root = Cred::root();
+    let lpf =
+        fs.c.lookup(Fid::LOST_FOUND, b"MDT0000", &root)
+            .await
+            .expect("lost+found");
+    let info =
+        fs.c.lookup(lpf.attr.fid, format!("{f}-R-0").as_bytes(), &root)
+            .await
+            .expect("in lost+found");
+    (lpf.attr.fid, info)
+}
+
+/// A layout of two one-stripe mirrors, on the OSTs `offsets` name (-1 for any).
+fn two_mirrors(offsets: [i32; 2]) -> nacre_core::Layout {
+    use nacre_core::layout::{Component, EOF};
+    nacre_core::Layout {
+        components: (1..=2u32)
+            .zip(offsets)
+            .map(|(m, at)| {
+                let mut c = Component::raid0(0, EOF, 1, 1 << 20, at);
+                c.id = nacre_core::layout::pflr_id(m, 0);
+                c
+            })
+            .collect(),
+        ..nacre_core::Layout::composite(Vec::new())
+    }
 }
 
 /// An orphan found after its file's layout was rebuilt without it goes into the hole the
@@ -822,20 +829,8 @@ async fn an_orphan_found_later_fills_the_hole_its_rebuild_left() {
 /// `m`, a file of two one-stripe mirrors (on the OSTs `offsets` name, -1 for any)
 /// holding `data`, and `v`, an empty file: a `lfs mirror split -f v` to come.
 async fn mirrored_and_empty(fs: &Fs, data: &[u8], offsets: [i32; 2]) -> (Fid, Fid) {
-    use nacre_core::layout::{Component, EOF};
-    let two = nacre_core::Layout {
-        components: (1..=2u32)
-            .zip(offsets)
-            .map(|(m, at)| {
-                let mut c = Component::raid0(0, EOF, 1, 1 << 20, at);
-                c.id = nacre_core::layout::pflr_id(m, 0);
-                c
-            })
-            .collect(),
-        ..nacre_core::Layout::composite(Vec::new())
-    };
     let root = fs.c.root();
-    let m = common::integrity::write_file(&fs.c, root, "m", Some(two), data)
+    let m = common::integrity::write_file(&fs.c, root, "m", Some(two_mirrors(offsets)), data)
         .await
         .expect("mirrored file");
     let v = common::integrity::write_file(&fs.c, root, "v", None, &[])
