@@ -1541,19 +1541,46 @@ impl ObjStore {
     }
 
     pub fn destroy(&self, fid: &Fid) -> Result<(), Errno> {
+        self.destroy_one(fid).map(|_| ())
+    }
+
+    /// Destroys `fid`; whether a file went.
+    fn destroy_one(&self, fid: &Fid) -> Result<bool, Errno> {
         Self::check(fid)?;
         self.forget_reservation(fid);
         self.fds.lock().remove(fid);
         self.sidecars.lock().remove(fid);
         self.tagged.lock().remove(fid);
+        let mut removed = false;
         for p in [self.object_path(fid), self.sidecar_path(fid)] {
             match std::fs::remove_file(p) {
-                Ok(()) => {}
+                Ok(()) => removed = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(removed)
+    }
+
+    /// Destroys `fids` durably: once this returns, a power cut does not bring any of them
+    /// back. The MDT drops its record of a destroy on the answer (its unlink llog), so an
+    /// object a cut brought back would be an orphan nothing destroys again. Each directory
+    /// that lost an entry is synced once.
+    pub fn destroy_durably(&self, fids: &[Fid]) -> Result<(), Errno> {
+        let mut dirs = std::collections::BTreeSet::new();
+        for fid in fids {
+            if self.destroy_one(fid)?
+                && let Some(d) = self.object_path(fid).parent()
+            {
+                dirs.insert(d.to_path_buf());
+            }
+        }
+        for d in dirs {
+            File::open(&d)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| self.health.io_error("an object directory", e))?;
+        }
+        self.health.verify()
     }
 
     /// Makes every change to this store's file system durable (`syncfs`): one call for a

@@ -466,13 +466,8 @@ impl Ost {
                 Ok((Reply::Ok, none))
             }
             Request::OstDestroy { objs } => {
-                self.blocking(move |s| {
-                    for o in &objs {
-                        s.destroy(o)?;
-                    }
-                    Ok(())
-                })
-                .await?;
+                // Durable before the answer: the MDT drops its destroy record on it.
+                self.blocking(move |s| s.destroy_durably(&objs)).await?;
                 Ok((Reply::Ok, none))
             }
             Request::OstSetOwner { objs, uid, gid } => {

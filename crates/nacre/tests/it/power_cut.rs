@@ -634,6 +634,58 @@ async fn power_cut_of_the_ost_after_a_truncate() {
     tokio::task::block_in_place(|| rig.cl.stop_all());
 }
 
+/// A file's objects destroyed by its unlink, then the OST's power cut before anything else
+/// synced its disk: the MDT dropped its destroy record on the OST's answer, so an object
+/// the cut brought back would be an orphan nothing destroys again. The OST answers a
+/// destroy only once it is durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_cut_of_the_ost_after_its_objects_were_destroyed() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| {
+        let mut r = Rig::new();
+        r.cl.start_all();
+        r
+    });
+    let c = rig.cl.mount("pcut-destroy").await;
+    let info = create(&c, c.root(), b"gone", FILE).await.expect("create");
+    let fid = info.attr.fid;
+    write_file(&c, fid, &pattern(DATA, 3), true).await;
+    let ost = rig.disks["ost0"].path().join("ost0");
+    let objs: Vec<Fid> = info
+        .layout
+        .as_ref()
+        .expect("layout")
+        .objects()
+        .map(|o| o.fid)
+        .collect();
+    // The file's objects that hold data on the OST's disk.
+    let held = || -> usize {
+        nacre_osd::inject::objects_with_data(&ost)
+            .expect("objects")
+            .iter()
+            .filter(|(f, _, _)| objs.contains(f))
+            .count()
+    };
+    assert!(held() > 0, "the file's data is on the OST");
+    c.unlink(c.root(), b"gone", &cred()).await.expect("unlink");
+    // The MDT destroys the objects within moments of the unlink; the cut follows at once,
+    // well within the OST disk's own journal commit (5 s).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while held() > 0 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the objects were never destroyed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    c.unmount();
+    tokio::task::block_in_place(|| rig.cut("ost0"));
+    verify_all(&mut rig, &[], "ost0", "destroy").await;
+    tokio::task::block_in_place(|| rig.cl.stop_all());
+}
+
 /// A rename across MDTs alone before the cut, of the MDT that removes the old name (a
 /// participant) and then of the one that adds the new name (the coordinator): both
 /// names or none would be a half-done distributed operation.
