@@ -1055,6 +1055,8 @@ async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>)
                 .filter_map(|(s, o)| o.map(|o| (o.ost_idx, s as u32, o.fid)))
         })
         .collect();
+    // Stripes lost, a lost start included: the holes of the layout.
+    let mut holes = 0;
     let out = if placed.is_empty() {
         Outcome::Unneeded
     } else if cx.dryrun {
@@ -1063,13 +1065,18 @@ async fn rebuild_layout(cx: &mut Cx<'_>, file: Fid, objs: Vec<(u32, OrphanObj)>)
         match plan.layout() {
             Some(layout) => {
                 let size = plan.size(&layout);
+                holes = layout
+                    .components
+                    .iter()
+                    .flat_map(|c| &c.objects)
+                    .filter(|o| o.is_dummy())
+                    .count();
                 put_layout(cx, file, layout, size, owner).await
             }
             None => Outcome::Failed(Errno::EINVAL),
         }
     };
-    let holes = plan.missing().len();
-    if out == Outcome::Repaired && holes > 0 && !cx.dryrun {
+    if out == Outcome::Repaired && holes > 0 {
         tracing::warn!(target: "lfsck", "{}: layout: lost file {file} rebuilt with {holes} stripes lost (a hole in its layout: reading or writing them fails with EIO)", cx.eng.dev);
     }
     let rebuilt = out == Outcome::Repaired;

@@ -120,19 +120,6 @@ pub(crate) fn plan(mut pieces: Vec<Piece>) -> Plan {
 }
 
 impl Plan {
-    /// Slots no object was found for, as (component, stripe).
-    pub(crate) fn missing(&self) -> Vec<(usize, u32)> {
-        let mut out = Vec::new();
-        for (ci, c) in self.comps.iter().enumerate() {
-            for (s, o) in c.slots.iter().enumerate() {
-                if o.is_none() {
-                    out.push((ci, s as u32));
-                }
-            }
-        }
-        out
-    }
-
     /// The layout: the slots found, a hole where none was. Where no object says what the
     /// file began with, its first bytes were lost: a file's first component is made with
     /// the file, so it was either on the lost MDT object (Data-on-MDT) or on objects lost
@@ -263,7 +250,7 @@ mod tests {
             .map(|i| piece(3 - i, obj(i, 10), l, 1 << 20))
             .collect();
         let p = plan(pieces);
-        assert!(p.rest.is_empty() && p.missing().is_empty());
+        assert!(p.rest.is_empty() && !p.layout().expect("layout").has_hole());
         let layout = p.layout().expect("layout");
         assert!(!layout.has_hole());
         assert_eq!(check_structure(&layout), Ok(()));
@@ -283,7 +270,14 @@ mod tests {
             piece(0, obj(0, 1), l, 1 << 20),
             piece(1, obj(1, 1), l, 5),
         ]);
-        assert_eq!(p.missing(), vec![(0, 2), (0, 3)]);
+        let holes: Vec<usize> = p.layout().expect("layout").components[0]
+            .objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.is_dummy())
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(holes, vec![2, 3]);
         let layout = p.layout().expect("layout");
         assert_eq!(check_structure(&layout), Ok(()));
         let c = &layout.components[0];

@@ -263,12 +263,8 @@ impl ServerStats {
             timeouts: Vec::new(),
         };
         for t in served {
-            if let Some(n) = ServerStats::name(fsname, &t.name) {
-                let dev = n
-                    .rsplit_once('.')
-                    .map_or(n.as_str(), |(d, _)| d)
-                    .to_string();
-                s.stats.push((n, t.stats.clone()));
+            if let Some((dev, stats)) = ServerStats::device(fsname, &t.name) {
+                s.stats.push((format!("{dev}.{stats}"), t.stats.clone()));
                 s.timeouts
                     .push((format!("{dev}.timeouts"), t.service_at.clone()));
             }
@@ -299,13 +295,14 @@ impl ParamSource for TimeoutParams {
 }
 
 impl ServerStats {
-    /// The parameter name of a target's request statistics.
-    pub fn name(fsname: &str, target: &nacre_core::TargetName) -> Option<String> {
+    /// A target's device (`mdt.<target>`, `obdfilter.<target>`) and the name of its
+    /// request statistics there; the MGS has none.
+    fn device(fsname: &str, target: &nacre_core::TargetName) -> Option<(String, &'static str)> {
         let full = target.full(fsname);
         if full.contains("-MDT") {
-            Some(format!("mdt.{full}.md_stats"))
+            Some((format!("mdt.{full}"), "md_stats"))
         } else if full.contains("-OST") {
-            Some(format!("obdfilter.{full}.stats"))
+            Some((format!("obdfilter.{full}"), "stats"))
         } else {
             None
         }

@@ -35,9 +35,9 @@ pub const DEFAULT_AT_EXTRA: u32 = 30;
 /// timeouts are off. nacre's is 30 s rather than Lustre's 100: its recovery windows are
 /// built on shorter times (`nacre_mdt::recovery`).
 pub const DEFAULT_OBD_TIMEOUT: u32 = 30;
-/// Largest value of any of these tunables: the wire carries seconds in 16 bits, and a
-/// deadline of more than a day is a typo, not a setting.
-pub const TUNABLE_MAX: u32 = 86_400;
+/// Largest value of any of these tunables: the wire carries seconds in 16 bits (about
+/// 18 hours).
+pub const TUNABLE_MAX: u32 = u16::MAX as u32;
 /// A client's service estimate before its target first answered (Lustre's
 /// `INITIAL_CONNECT_TIMEOUT` at the default `obd_timeout`).
 pub const INITIAL_CLIENT_ESTIMATE: u32 = 5;
@@ -332,7 +332,68 @@ pub fn early_reply_after(p: &AtParams, deadline: u32) -> Duration {
         .max(whole / 2)
 }
 
-/// Formats `d` seconds ago as Lustre's `timeouts` files do.
+/// One request's deadline as its target sees it, and when to ask for more time: the
+/// clock the server's early replies and the in-process path share.
+#[derive(Clone, Copy, Debug)]
+pub struct EarlyClock {
+    arrived: std::time::Instant,
+    /// The deadline in whole seconds after `arrived`, as the wire carries it.
+    secs: u32,
+    /// The deadline itself: exactly the caller's until an extension moves it.
+    until: std::time::Instant,
+    /// Whether time may still be added (`false`: wait out `until`).
+    open: bool,
+}
+
+impl EarlyClock {
+    /// A request that came in at `arrived` with a deadline of `timeout` (less than a
+    /// second, or adaptive timeouts off: never extended).
+    pub fn new(p: &AtParams, arrived: std::time::Instant, timeout: Duration) -> EarlyClock {
+        let secs = u32::from(wire_secs(timeout));
+        EarlyClock {
+            arrived,
+            secs,
+            until: arrived + timeout,
+            open: !p.off() && secs > 0,
+        }
+    }
+
+    /// Never extended (a long poll ends on its own first).
+    pub fn closed(mut self) -> EarlyClock {
+        self.open = false;
+        self
+    }
+
+    /// When to look next: the early-reply time while time may be added, else the deadline.
+    pub fn next(&self, p: &AtParams) -> std::time::Instant {
+        if self.open {
+            self.arrived + early_reply_after(p, self.secs)
+        } else {
+            self.until
+        }
+    }
+
+    /// Whether `next` is the deadline itself.
+    pub fn is_final(&self) -> bool {
+        !self.open
+    }
+
+    /// The request is still at work at `next`: the new deadline in seconds after its
+    /// arrival ([`early_deadline`]), or `None` once no more time can be added.
+    pub fn extend(&mut self, service: &AdaptiveTimeout, p: &AtParams) -> Option<u32> {
+        let later = early_deadline(service, p, self.arrived.elapsed(), self.secs);
+        match later {
+            Some(s) => {
+                self.secs = s;
+                self.until = self.arrived + Duration::from_secs(u64::from(s));
+            }
+            None => self.open = false,
+        }
+        later
+    }
+}
+
+/// The history bins as Lustre's `timeouts` files print them.
 fn hist(h: &[u32; AT_BINS]) -> String {
     h.iter().map(|v| format!("{v:3} ")).collect()
 }

@@ -410,32 +410,21 @@ impl LocalLink {
                     // remote one asks for it with an early reply (a long poll ends on
                     // its own first).
                     let p = crate::at::AT.params();
-                    let mut deadline = called + timeout;
-                    let mut had = u32::from(crate::at::wire_secs(timeout));
-                    let mut may_extend = !poll && !p.off() && had > 0;
+                    let mut clock = crate::at::EarlyClock::new(&p, called, timeout);
+                    if poll {
+                        clock = clock.closed();
+                    }
                     loop {
-                        let ask_at = if may_extend {
-                            called + crate::at::early_reply_after(&p, had)
-                        } else {
-                            deadline
-                        };
-                        let left = ask_at.saturating_duration_since(std::time::Instant::now());
+                        let left = clock
+                            .next(&p)
+                            .saturating_duration_since(std::time::Instant::now());
                         match watched.wait(left).await {
                             Ok(Ok(r)) => break Ok(r),
                             Ok(Err(e)) => break Ok(Err(failed(&e))),
-                            Err(e) if !may_extend => break Err(e),
-                            Err(_) => match crate::at::early_deadline(
-                                &t.cfg.service_at,
-                                &p,
-                                called.elapsed(),
-                                had,
-                            ) {
-                                Some(s) => {
-                                    had = s;
-                                    deadline = called + Duration::from_secs(u64::from(s));
-                                }
-                                None => may_extend = false,
-                            },
+                            Err(e) if clock.is_final() => break Err(e),
+                            Err(_) => {
+                                clock.extend(&t.cfg.service_at, &p);
+                            }
                         }
                     }
                 }

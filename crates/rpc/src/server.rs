@@ -564,24 +564,18 @@ impl EarlyReplies<'_> {
     /// more time can be added (`at_max`). Then the client may time the request out.
     async fn run<T>(self, handled: impl std::future::Future<Output = T>) -> T {
         let p = crate::at::AT.params();
-        if self.asked == 0 || p.off() {
-            return handled.await;
-        }
+        let timeout = std::time::Duration::from_secs(u64::from(self.asked));
+        let mut clock = crate::at::EarlyClock::new(&p, self.arrived, timeout);
         let mut handled = std::pin::pin!(handled);
-        let mut deadline = u32::from(self.asked);
-        loop {
-            let at = self.arrived + crate::at::early_reply_after(&p, deadline);
+        while !clock.is_final() {
             tokio::select! {
                 r = &mut handled => return r,
-                () = tokio::time::sleep_until(at.into()) => {}
+                () = tokio::time::sleep_until(clock.next(&p).into()) => {}
             }
             let p = crate::at::AT.params();
-            let Some(later) =
-                crate::at::early_deadline(self.service, &p, self.arrived.elapsed(), deadline)
-            else {
-                return handled.await;
+            let Some(later) = clock.extend(self.service, &p) else {
+                break;
             };
-            deadline = later;
             if self.net.dropping() {
                 continue;
             }
@@ -599,6 +593,7 @@ impl EarlyReplies<'_> {
             // A connection that cannot carry it cannot carry the reply either.
             let _ = self.writer.send(&header, &[], &[]).await;
         }
+        handled.await
     }
 }
 

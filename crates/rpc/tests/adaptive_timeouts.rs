@@ -92,7 +92,7 @@ async fn early_replies_extend_a_deadline_up_to_at_max_and_not_with_at_off() {
         .expect("connect");
     let p = AT.params();
 
-    // A 2.5 s request with a 1.5 s deadline: the server asks for more time at 0.75 s and
+    // A 2.5 s request with a 1.5 s deadline: the server asks for more time at 0.5 s (half of the 1 s the wire carries) and
     // the answer comes.
     let (r, took) = timed(&conn, &slow(2500), Duration::from_millis(1500)).await;
     r.expect("answered after an early reply");
