@@ -117,6 +117,8 @@ pub struct Mdt {
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
     /// Replay recovery after a restart, and the clients' records.
     pub recovery: recovery::Recovery,
+    /// Answers to the clients' tracked requests, for their resends.
+    pub replies: recovery::ReplyData,
     /// Which client uuid each connection proved.
     pub exports: exports::Exports,
     /// Passing a file's owner to its OST objects, one file at a time.
@@ -185,7 +187,7 @@ impl Mdt {
                 Ok((recorded, replies))
             })
             .map_err(|e| setup(format!("cannot read the client records: {e}")))?;
-        let recovery = recovery::Recovery::new(recorded, store.last_committed(), replies);
+        let recovery = recovery::Recovery::new(recorded, store.last_committed());
         let (shutdown, sd_rx) = watch::channel(false);
         dom.set_name(&format!("{}-MDT{:04x}-dom", cfg.fsname, cfg.index));
         let dom = Arc::new(dom);
@@ -209,6 +211,7 @@ impl Mdt {
             lfsck: std::sync::OnceLock::new(),
             oi_rebuilt,
             recovery,
+            replies,
             exports: exports::Exports::default(),
             owner_locks: owner::OwnerLocks::default(),
         });
@@ -1268,7 +1271,7 @@ impl Mdt {
                 }
                 recovery::Step::Evict(gone) => {
                     for c in gone {
-                        self.recovery.replies.forget(c);
+                        self.replies.forget(c);
                         tracing::warn!(target: "mdt", "{me}: recovery window ended: evicting client {c:016x}, which did not reconnect; its uncommitted requests are lost");
                     }
                 }
@@ -1866,7 +1869,9 @@ impl Service for Mdt {
                 outcome,
             } => {
                 self.exports.check(&ctx, client)?;
-                let rx = self.recovery.queue(client, transno, ctx, *req, outcome)?;
+                let rx = self
+                    .recovery
+                    .queue(client, transno, ctx, *req, bulk, outcome)?;
                 match rx.await {
                     Ok(r) => r.map(|r| (r, Bytes::new())),
                     Err(_) => Err(Errno::ESHUTDOWN),
@@ -1919,7 +1924,7 @@ impl Service for Mdt {
             Request::MdtDisconnect { client } => {
                 self.exports.check(&ctx, client)?;
                 recovery::forget_clients(&self.store, vec![client]).await?;
-                self.recovery.replies.forget(client);
+                self.replies.forget(client);
                 self.exports.leave(ctx.conn_id);
                 Ok((Reply::Ok, Bytes::new()))
             }
@@ -1936,7 +1941,7 @@ impl Service for Mdt {
             Request::Tracked { client, xid, req } => {
                 self.exports.check(&ctx, client)?;
                 self.recovery.wait_ended().await;
-                if let Some(saved) = self.recovery.replies.lookup(client, xid) {
+                if let Some(saved) = self.replies.lookup(client, xid) {
                     // A resend of a request that ran: its answer, not a second run.
                     return Ok((saved, Bytes::new()));
                 }
@@ -1949,7 +1954,7 @@ impl Service for Mdt {
                     last_committed: self.store.last_committed(),
                     reply: Box::new(reply),
                 };
-                let seq = self.recovery.replies.save(client, xid, &reply);
+                let seq = self.replies.save(client, xid, &reply);
                 if transno > 0
                     && let Err(e) =
                         recovery::persist_reply(&self.store, client, seq, xid, &reply).await

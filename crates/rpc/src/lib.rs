@@ -9,7 +9,8 @@
 //! - [`server`]: the accept loop that authenticates peers and dispatches to a [`server::Service`];
 //! - [`lo`]: in-process delivery to targets served by the same process;
 //! - [`memory`]: the memory budget a process's servers share;
-//! - [`stats`]: per-opcode counts and latencies on both ends.
+//! - [`stats`]: per-opcode counts and latencies on both ends;
+//! - [`target`]: a restarted target's recovery window and transno-ordered replay.
 //!
 //! Nothing outside this crate reads or writes a socket's bytes.
 
@@ -28,6 +29,7 @@ pub mod msg;
 pub mod reconnect;
 pub mod server;
 pub mod stats;
+pub mod target;
 
 pub use auth::Key;
 pub use conn::Conn;
