@@ -808,7 +808,7 @@ impl Client {
                 obj: o.fid,
                 size: top,
             };
-            imp.call(&req, Bytes::new())
+            self.ost_call(o.ost_idx, &imp, &req, Bytes::new())
                 .await
                 .map(drop)
                 .map_err(rpc_errno)

@@ -21,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
-use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetName};
+use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetKind, TargetName};
 use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
@@ -479,6 +479,85 @@ impl Client {
         Ok(())
     }
 
+    /// Sends `req` to OST `ost`. A change ([`Request::is_ost_replayable`]) goes tracked
+    /// (`osc.*.replay_tracking`) and is kept, with its data, until the OST commits it; when
+    /// the kept data of all OSCs reached [`crate::replay::KEPT_WRITE_BYTES_MAX`] (or this
+    /// list its length bound), the OSTs commit first.
+    pub(crate) async fn ost_call(
+        &self,
+        ost: u32,
+        imp: &Import,
+        req: &Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), RpcError> {
+        if !req.is_ost_replayable() || !self.tunables.osc_replay_tracking() {
+            return imp.call(req, bulk).await;
+        }
+        let rep = self.osc_replay(ost).map_err(RpcError::Errno)?;
+        if rep.is_full() || self.kept_write_bytes() >= crate::replay::KEPT_WRITE_BYTES_MAX {
+            self.commit_kept().await;
+        }
+        let tracked = Request::Tracked {
+            client: rep.client,
+            xid: rep.next_xid(),
+            req: Box::new(req.clone()),
+        };
+        let (reply, reply_bulk) = imp.call(&tracked, bulk.clone()).await?;
+        match reply {
+            Reply::Tracked {
+                transno,
+                last_committed,
+                reply,
+            } => {
+                rep.answered(req.clone(), bulk, transno, last_committed, &reply);
+                Ok((*reply, reply_bulk))
+            }
+            other => Ok((other, reply_bulk)),
+        }
+    }
+
+    /// The OSCs that keep anything for replay, with their imports.
+    pub(crate) fn osc_kept(&self) -> Vec<(u32, std::sync::Arc<Import>)> {
+        (0..self.ost_count() as u32)
+            .filter(|i| self.osc_replay(*i).is_ok_and(|r| r.kept() > 0))
+            .filter_map(|i| self.osc(i).ok().map(|imp| (i, imp)))
+            .collect()
+    }
+
+    /// Has OST `ost` commit; its list drops what that covers.
+    pub(crate) async fn commit_ost(&self, ost: u32, imp: &Import) -> Result<(), Errno> {
+        let rep = self.osc_replay(ost)?;
+        match imp.call(&Request::OstCommit, Bytes::new()).await {
+            Ok((Reply::Committed { last_committed }, _)) => {
+                rep.committed(last_committed);
+                Ok(())
+            }
+            Ok(_) => Err(Errno::EPROTO),
+            Err(e) => Err(rpc_errno(e)),
+        }
+    }
+
+    /// Every OST this client keeps writes for commits them (one round at a time: a writer
+    /// that finds a round under way waits for it instead of starting another). An OST
+    /// that cannot is logged; its writes stay kept, for a replay.
+    async fn commit_kept(&self) {
+        let _one = self.commit_round.lock().await;
+        if self.kept_write_bytes() < crate::replay::KEPT_WRITE_BYTES_MAX
+            && !self
+                .osc_kept()
+                .iter()
+                .any(|(i, _)| self.osc_replay(*i).is_ok_and(|r| r.is_full()))
+        {
+            return;
+        }
+        let calls = self.osc_kept().into_iter().map(|(ost, imp)| async move {
+            if let Err(e) = self.commit_ost(ost, &imp).await {
+                tracing::warn!(target: "client", "{}: commit of kept writes failed: {e}", imp.target());
+            }
+        });
+        join_all(calls).await;
+    }
+
     /// Sends a write bulk at object offset `obj_off` with its checksums (when
     /// `osc.*.checksums` is on: `sums` if computed already, else computed here); a bulk
     /// the target finds damaged (EBADMSG) goes again, at most `osc.*.resend_count` times,
@@ -506,7 +585,11 @@ impl Client {
             } else {
                 bulk.clone()
             };
-            match imp.call(&req, sent).await {
+            let r = match target.kind {
+                TargetKind::Ost => self.ost_call(target.index, imp, &req, sent).await,
+                _ => imp.call(&req, sent).await,
+            };
+            match r {
                 Ok((reply, _)) => return Ok(reply),
                 Err(RpcError::Errno(Errno::EBADMSG)) if checked => {
                     self.cksum_stats.damaged(target);
@@ -667,7 +750,7 @@ impl Client {
                 };
                 let mut busy = InProgress::new();
                 loop {
-                    match imp.call(&req, Bytes::new()).await {
+                    match self.ost_call(obj.ost_idx, &imp, &req, Bytes::new()).await {
                         Err(RpcError::Errno(Errno::EINPROGRESS)) if busy.wait().await => {}
                         Err(RpcError::Errno(Errno::EINPROGRESS)) => return Err(Errno::EIO),
                         r => return r.map(|_| ()).map_err(rpc_errno),
@@ -962,7 +1045,9 @@ impl Client {
                     obj: c.obj.fid,
                     size: obj_end - obj_end % block,
                 };
-                imp.call(&req, Bytes::new()).await.map_err(rpc_errno)?;
+                self.ost_call(c.obj.ost_idx, &imp, &req, Bytes::new())
+                    .await
+                    .map_err(rpc_errno)?;
             }
         }
         // A repair is not cached data: it asks no grant of its own.
@@ -1240,16 +1325,14 @@ impl Client {
         }
         let calls = punches.into_iter().map(|(o, s)| async move {
             let imp = self.osc(o.ost_idx)?;
-            imp.call(
-                &Request::OstPunch {
-                    obj: o.fid,
-                    size: s,
-                },
-                Bytes::new(),
-            )
-            .await
-            .map(|_| ())
-            .map_err(rpc_errno)
+            let req = Request::OstPunch {
+                obj: o.fid,
+                size: s,
+            };
+            self.ost_call(o.ost_idx, &imp, &req, Bytes::new())
+                .await
+                .map(|_| ())
+                .map_err(rpc_errno)
         });
         for r in join_all(calls).await {
             r?;

@@ -29,7 +29,7 @@ pub mod stats;
 pub mod tunables;
 pub mod writeback;
 
-use nacre_core::{Errno, Fid, TargetName};
+use nacre_core::{Errno, Fid, TargetKind, TargetName};
 use nacre_rpc::conn::{ConnConfig, DEFAULT_TIMEOUT};
 use nacre_rpc::mgc::Mgc;
 use nacre_rpc::msg::FsConfig;
@@ -92,7 +92,11 @@ pub struct Client {
     mgc: Arc<Mgc>,
     mdcs: RwLock<Vec<Arc<Import>>>,
     /// Each MDC's replay list, by MDT index.
-    mdc_replays: RwLock<Vec<Arc<replay::MdcReplay>>>,
+    mdc_replays: RwLock<Vec<Arc<replay::ReplayList>>>,
+    /// Each OSC's replay list, by OST index.
+    osc_replays: RwLock<Vec<Arc<replay::ReplayList>>>,
+    /// One round of commits of kept writes at a time ([`Client::ost_call`]).
+    commit_round: tokio::sync::Mutex<()>,
     /// This mount's identity on the MDTs (Lustre's client UUID).
     uuid: u64,
     oscs: RwLock<Vec<Arc<Import>>>,
@@ -163,6 +167,8 @@ impl Client {
             mgc,
             mdcs: RwLock::new(Vec::new()),
             mdc_replays: RwLock::new(Vec::new()),
+            osc_replays: RwLock::new(Vec::new()),
+            commit_round: tokio::sync::Mutex::new(()),
             uuid: rand::random::<u64>() | 1,
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
@@ -214,7 +220,11 @@ impl Client {
             while m.len() < cfg.mdts.len() {
                 let idx = m.len() as u32;
                 let imp = make(TargetName::mdt(idx));
-                let rep = Arc::new(replay::MdcReplay::new(self.uuid, imp.request_timeout()));
+                let rep = Arc::new(replay::ReplayList::new(
+                    self.uuid,
+                    TargetKind::Mdt,
+                    imp.request_timeout(),
+                ));
                 imp.set_connect_hook(rep.clone());
                 self.mdc_replays.write().push(rep);
                 if let Some(me) = self.me.get() {
@@ -231,7 +241,20 @@ impl Client {
             let mut o = self.oscs.write();
             while o.len() < cfg.osts.len() {
                 let idx = o.len() as u32;
-                o.push(make(TargetName::ost(idx)));
+                let imp = make(TargetName::ost(idx));
+                let rep = Arc::new(replay::ReplayList::new(
+                    self.uuid,
+                    TargetKind::Ost,
+                    imp.request_timeout(),
+                ));
+                imp.set_connect_hook(rep.clone());
+                self.osc_replays.write().push(rep.clone());
+                tokio::spawn(replay::ping_while_kept(
+                    imp.clone(),
+                    rep,
+                    self.stopping.subscribe(),
+                ));
+                o.push(imp);
             }
         }
         for (name, value) in &cfg.params {
@@ -277,12 +300,26 @@ impl Client {
     }
 
     /// MDT `idx`'s replay list.
-    pub fn mdc_replay(&self, idx: u32) -> Result<Arc<replay::MdcReplay>, Errno> {
+    pub fn mdc_replay(&self, idx: u32) -> Result<Arc<replay::ReplayList>, Errno> {
         self.mdc_replays
             .read()
             .get(idx as usize)
             .cloned()
             .ok_or(Errno::EIO)
+    }
+
+    /// OST `idx`'s replay list.
+    pub fn osc_replay(&self, idx: u32) -> Result<Arc<replay::ReplayList>, Errno> {
+        self.osc_replays
+            .read()
+            .get(idx as usize)
+            .cloned()
+            .ok_or(Errno::EIO)
+    }
+
+    /// Bytes of written data the OSCs keep for replay (`osc.*.unstable_bytes` summed).
+    pub fn kept_write_bytes(&self) -> u64 {
+        self.osc_replays.read().iter().map(|r| r.kept_bytes()).sum()
     }
 
     pub(crate) fn osc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
@@ -335,10 +372,19 @@ impl Client {
     }
 
     /// Tells every MDT this client is leaving (before [`Client::unmount`]), so an MDT
-    /// that restarts later does not wait out its recovery window for it. Each MDT gets
-    /// [`DISCONNECT_TIMEOUT`]; one that does not answer keeps the record, and its next
+    /// that restarts later does not wait out its recovery window for it, and has every OST
+    /// it keeps writes for commit them (after this, nobody could replay them). Each target
+    /// gets [`DISCONNECT_TIMEOUT`]; one that does not answer keeps the record, and its next
     /// recovery waits for the window, as after a client crash.
     pub async fn disconnect(&self) {
+        let commits = self.osc_kept().into_iter().map(|(ost, imp)| async move {
+            match tokio::time::timeout(DISCONNECT_TIMEOUT, self.commit_ost(ost, &imp)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(target: "client", "commit on {}: {e}: writes it did not sync may be lost to a power cut", imp.target()),
+                Err(_) => tracing::warn!(target: "client", "commit on {}: no answer within {DISCONNECT_TIMEOUT:?}: writes it did not sync may be lost to a power cut", imp.target()),
+            }
+        });
+        futures::future::join_all(commits).await;
         let calls = self.mdcs().into_iter().map(|imp| {
             let req = nacre_rpc::msg::Request::MdtDisconnect { client: self.uuid };
             async move {

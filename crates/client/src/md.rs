@@ -72,7 +72,7 @@ impl Client {
                 last_committed,
                 reply,
             } => {
-                rep.answered(*req, transno, last_committed, &reply);
+                rep.answered(*req, Bytes::new(), transno, last_committed, &reply);
                 Ok(*reply)
             }
             other => Ok(other),

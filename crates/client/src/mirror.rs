@@ -171,7 +171,7 @@ impl Client {
                 obj: o.fid,
                 size: c.object_size_for_file_size(idx, size),
             };
-            imp.call(&req, Bytes::new())
+            self.ost_call(o.ost_idx, &imp, &req, Bytes::new())
                 .await
                 .map_err(crate::rpc_errno)?;
         }

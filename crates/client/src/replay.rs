@@ -1,12 +1,18 @@
-//! The MDC's replay list (Lustre's `imp_replay_list` in ptlrpc): every modifying request
-//! an MDT answered with a transno above its `last_committed` is kept, with what its reply
-//! decided (the FID and layout a create made), until a later reply's `last_committed`
-//! covers it. When the MDT restarts (its instance changes at connect), the list is
-//! replayed in transno order before the new connection carries anything else, so an
-//! acknowledged change survives a crash of the MDT as long as this client lives.
+//! The replay list of an MDC or an OSC (Lustre's `imp_replay_list` in ptlrpc): every
+//! modifying request a target answered with a transno above its `last_committed` is kept,
+//! with what its reply decided (the FID and layout a create made) or the data it carried
+//! (an OST write), until a later reply's `last_committed` covers it. When the target
+//! restarts (its instance changes at connect), the list is replayed in transno order
+//! before the new connection carries anything else, so an acknowledged change survives a
+//! crash of the target as long as this client lives.
 //!
-//! The list is bounded ([`REPLAY_LIST_MAX`]): when it is full, the client asks the MDT to
-//! commit (a sync, which covers every reply received before it) instead of growing it.
+//! The list is bounded ([`REPLAY_LIST_MAX`] requests, and the OSCs' data together
+//! [`KEPT_WRITE_BYTES_MAX`]): when it is full, the client asks the target to commit (a
+//! sync, which covers every reply received before it) instead of growing it. An OSC's list
+//! is not emptied by other traffic when its writer goes quiet, so while it holds anything
+//! [`ping_while_kept`] asks the OST for its `last_committed` every [`KEPT_PING_INTERVAL`]:
+//! the list empties at the OST's next commit, and a restart of the OST is noticed (and
+//! replayed to) within its recovery window.
 //!
 //! Open handles are kept too, from open to close ([`OPEN_LIST_MAX`]): a restarted MDT
 //! has none, so each is made again under its number ([`Request::Reopen`]) in the replay,
@@ -14,14 +20,17 @@
 //! (an uncommitted create is made again before its file is reopened, and an unlink of the
 //! open file finds it open and keeps it as an orphan).
 
-use nacre_core::{Errno, Fid};
+use bytes::Bytes;
+use nacre_core::{Errno, Fid, TargetKind};
 use nacre_rpc::RpcError;
-use nacre_rpc::import::{ConnectHook, NewLink};
-use nacre_rpc::msg::{ClientUuid, Cred, OpenFlags, ReplayOutcome, Reply, Request};
+use nacre_rpc::import::{ConnectHook, Import, NewLink};
+use nacre_rpc::msg::{ClientUuid, Cred, OpenFlags, ReplayOutcome, Reply, Request, WriteGrant};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::sync::{Notify, watch};
 
 /// Uncommitted requests kept per MDT. An MDT commits every few seconds (its checkpoint),
 /// so at nacre's create rate a list rarely holds more than a few thousand; past this the
@@ -34,8 +43,21 @@ pub const REPLAY_LIST_MAX: usize = 8192;
 /// (`nacre_mdt::open::MAX_OPEN_HANDLES`); a process rarely holds more than its file limit.
 pub const OPEN_LIST_MAX: usize = 1 << 18;
 
+/// Bytes of written data the OSCs of one client keep together for replay (Lustre's
+/// unstable pages). Past it the client asks the OSTs to commit: a writer then goes at the
+/// speed of the OSTs' disks rather than of their page cache, as it must, since a write
+/// the client could not replay would be lost to a power cut.
+pub const KEPT_WRITE_BYTES_MAX: u64 = 128 << 20;
+
+/// How often an OSC that keeps anything asks its OST for `last_committed`: well inside
+/// the recovery window (`recovery_time_soft`, 9 s), so a restarted OST hears from it in
+/// time.
+pub const KEPT_PING_INTERVAL: Duration = Duration::from_secs(1);
+
 struct Kept {
     req: Request,
+    /// The request's bulk (an OST write's data).
+    bulk: Bytes,
     outcome: Option<ReplayOutcome>,
 }
 
@@ -51,7 +73,7 @@ struct KeptOpen {
 
 /// One step of a replay, in the order the MDT must see them.
 enum Step {
-    Replay(u64, Request, Option<ReplayOutcome>),
+    Replay(u64, Request, Bytes, Option<ReplayOutcome>),
     Reopen(u64, KeptOpen),
 }
 
@@ -69,15 +91,22 @@ struct List {
     /// The highest transno answered so far.
     last_transno: u64,
     kept: BTreeMap<u64, Kept>,
+    /// Bytes of bulk in `kept`.
+    kept_bytes: u64,
     /// Open handles by number.
     opens: HashMap<u64, KeptOpen>,
     /// Opens not kept because the list was full (warned about once).
     opens_dropped: u64,
 }
 
-/// One MDC's recovery state: its client identity, request numbers and replay list.
-pub struct MdcReplay {
+/// One MDC's or OSC's recovery state: its client identity, request numbers and replay
+/// list.
+pub struct ReplayList {
     pub client: ClientUuid,
+    /// An MDT's list or an OST's.
+    kind: TargetKind,
+    /// Something was kept (wakes [`ping_while_kept`]).
+    kept_more: Notify,
     xid: AtomicU64,
     list: Mutex<List>,
     /// How long a recovery request may wait (the MDT answers a replay when its turn comes
@@ -89,7 +118,8 @@ pub struct MdcReplay {
     pub reopened: AtomicU64,
 }
 
-/// Requests the MDC keeps for replay: the namespace changes a client makes.
+/// Requests the MDC keeps for replay: the namespace changes a client makes. (An OSC keeps
+/// what [`Request::is_ost_replayable`] says.)
 pub fn is_replayable(req: &Request) -> bool {
     matches!(
         req,
@@ -104,10 +134,13 @@ pub fn is_replayable(req: &Request) -> bool {
     )
 }
 
-impl MdcReplay {
-    pub fn new(client: ClientUuid, timeout: Duration) -> MdcReplay {
-        MdcReplay {
+impl ReplayList {
+    /// The list of `client` for a target of `kind`.
+    pub fn new(client: ClientUuid, kind: TargetKind, timeout: Duration) -> ReplayList {
+        ReplayList {
             client,
+            kind,
+            kept_more: Notify::new(),
             xid: AtomicU64::new(1),
             list: Mutex::new(List::default()),
             timeout,
@@ -123,6 +156,11 @@ impl MdcReplay {
     /// Requests kept now.
     pub fn kept(&self) -> usize {
         self.list.lock().kept.len()
+    }
+
+    /// Bytes of data kept now.
+    pub fn kept_bytes(&self) -> u64 {
+        self.list.lock().kept_bytes
     }
 
     pub fn is_full(&self) -> bool {
@@ -142,13 +180,28 @@ impl MdcReplay {
         }
         let lc = l.last_committed;
         l.kept = l.kept.split_off(&(lc + 1));
+        l.kept_bytes = l.kept.values().map(|k| k.bulk.len() as u64).sum();
     }
 
-    /// A tracked request's answer: kept when it is not committed yet.
-    pub fn answered(&self, req: Request, transno: u64, last_committed: u64, reply: &Reply) {
+    /// A tracked request's answer: kept when it is not committed yet, with its `bulk`.
+    pub fn answered(
+        &self,
+        mut req: Request,
+        bulk: Bytes,
+        transno: u64,
+        last_committed: u64,
+        reply: &Reply,
+    ) {
         self.committed(last_committed);
         if transno == 0 || transno <= last_committed {
             return;
+        }
+        if let Request::OstWrite { grant, .. } = &mut req {
+            // The restarted OST promised this connection nothing: a replay takes free space.
+            *grant = WriteGrant {
+                from_grant: false,
+                want: 0,
+            };
         }
         let outcome = match (&req, reply) {
             (Request::Create { .. }, Reply::Created { inode, .. }) => Some(ReplayOutcome {
@@ -161,7 +214,12 @@ impl MdcReplay {
         };
         let mut l = self.list.lock();
         l.last_transno = l.last_transno.max(transno);
-        l.kept.insert(transno, Kept { req, outcome });
+        l.kept_bytes += bulk.len() as u64;
+        if let Some(old) = l.kept.insert(transno, Kept { req, bulk, outcome }) {
+            l.kept_bytes -= old.bulk.len() as u64;
+        }
+        drop(l);
+        self.kept_more.notify_one();
     }
 
     /// Handle `handle` of `fid` opened with `flags` as `cred`: kept until its close.
@@ -197,8 +255,16 @@ impl MdcReplay {
     }
 
     async fn connect(&self, link: &NewLink<'_>) -> Result<(), RpcError> {
-        self.connect_with(|req| async move { link.call(&req, self.timeout).await })
+        self.connect_with(|req, bulk| async move { link.call_bulk(&req, bulk, self.timeout).await })
             .await
+    }
+
+    /// "MDT" or "OST", for log lines.
+    fn target_word(&self) -> &'static str {
+        match self.kind {
+            TargetKind::Mdt => "MDT",
+            _ => "OST",
+        }
     }
 
     /// Connects and, to a restarted MDT, replays: `call` sends one request over the new
@@ -208,14 +274,19 @@ impl MdcReplay {
     /// answers the requests it had already applied without applying them twice.
     async fn connect_with<F, Fut>(&self, call: F) -> Result<(), RpcError>
     where
-        F: Fn(Request) -> Fut,
+        F: Fn(Request, Bytes) -> Fut,
         Fut: std::future::Future<Output = Result<Reply, RpcError>>,
     {
-        let hello = Request::MdtConnect {
-            client: self.client,
+        let hello = match self.kind {
+            TargetKind::Mdt => Request::MdtConnect {
+                client: self.client,
+            },
+            _ => Request::OstConnect {
+                client: self.client,
+            },
         };
-        let r = call(hello).await?;
-        let Reply::MdtConnected {
+        let r = call(hello, Bytes::new()).await?;
+        let Reply::TargetConnected {
             instance,
             last_committed,
         } = r
@@ -236,7 +307,10 @@ impl MdcReplay {
             let mut steps: Vec<((u64, u8), Step)> = l
                 .kept
                 .iter()
-                .map(|(t, k)| ((*t, 0), Step::Replay(*t, k.req.clone(), k.outcome.clone())))
+                .map(|(t, k)| {
+                    let step = Step::Replay(*t, k.req.clone(), k.bulk.clone(), k.outcome.clone());
+                    ((*t, 0), step)
+                })
                 .collect();
             steps.extend(
                 l.opens
@@ -246,17 +320,19 @@ impl MdcReplay {
             steps.sort_by_key(|(k, _)| *k);
             (l.kept.len(), l.opens.len(), steps)
         };
-        tracing::info!(target: "client", "MDT restarted: replaying {replays} uncommitted requests and reopening {reopens} files");
+        let target = self.target_word();
+        tracing::info!(target: "client", "{target} restarted: replaying {replays} uncommitted requests and reopening {reopens} files");
         for (_, step) in steps {
             // The request, and what it was for the count and the log.
-            let (req, sent) = match step {
-                Step::Replay(transno, req, outcome) => (
+            let (req, bulk, sent) = match step {
+                Step::Replay(transno, req, bulk, outcome) => (
                     Request::Replay {
                         client: self.client,
                         transno,
                         req: Box::new(req),
                         outcome,
                     },
+                    bulk,
                     Sent::Replay(transno),
                 ),
                 Step::Reopen(handle, o) => (
@@ -267,10 +343,11 @@ impl MdcReplay {
                         flags: o.flags,
                         cred: o.cred,
                     },
+                    Bytes::new(),
                     Sent::Reopen(handle, o.fid),
                 ),
             };
-            match (call(req).await, sent) {
+            match (call(req, bulk).await, sent) {
                 (Ok(_), Sent::Replay(_)) => {
                     self.replayed.fetch_add(1, Ordering::Relaxed);
                 }
@@ -288,15 +365,19 @@ impl MdcReplay {
                 (Err(e), _) => return Err(e),
             }
         }
-        match call(Request::ReplayDone {
-            client: self.client,
-        })
+        match call(
+            Request::ReplayDone {
+                client: self.client,
+            },
+            Bytes::new(),
+        )
         .await
         {
             Ok(Reply::Recovered { last_committed }) => {
                 // Recovery ends with everything replayed committed.
                 let mut l = self.list.lock();
                 l.kept.clear();
+                l.kept_bytes = 0;
                 l.instance = instance;
                 l.last_committed = last_committed;
                 l.last_transno = l.last_transno.max(last_committed);
@@ -316,14 +397,60 @@ impl MdcReplay {
             l.instance = instance;
             // Its handles are gone with the export.
             l.opens.clear();
+            l.kept_bytes = 0;
             std::mem::take(&mut l.kept).len()
         };
-        tracing::error!(target: "client", "evicted by the MDT (missed its recovery window): {lost} uncommitted requests lost");
+        let target = self.target_word();
+        tracing::error!(target: "client", "evicted by the {target} (missed its recovery window): {lost} uncommitted requests lost");
         Ok(())
     }
 }
 
-impl ConnectHook for MdcReplay {
+/// While `list` keeps anything, asks its OST for `last_committed` every
+/// [`KEPT_PING_INTERVAL`] (a tracked ping): what the OST committed is dropped, and a
+/// restart of the OST is met by a reconnect, whose hook replays. Ends with `stopping`.
+pub async fn ping_while_kept(
+    imp: Arc<Import>,
+    list: Arc<ReplayList>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    loop {
+        while list.kept() == 0 {
+            let more = list.kept_more.notified();
+            let mut more = std::pin::pin!(more);
+            // Registered before the count is read, so a keep in between is not missed.
+            more.as_mut().enable();
+            if list.kept() > 0 {
+                break;
+            }
+            tokio::select! {
+                _ = more => {}
+                _ = stopping.changed() => return,
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(KEPT_PING_INTERVAL) => {}
+            _ = stopping.changed() => return,
+        }
+        if *stopping.borrow() {
+            return;
+        }
+        let ping = Request::Tracked {
+            client: list.client,
+            xid: list.next_xid(),
+            req: Box::new(Request::Ping),
+        };
+        match imp.call(&ping, Bytes::new()).await {
+            Ok((Reply::Tracked { last_committed, .. }, _)) => list.committed(last_committed),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(target: "client", "{}: ping for last_committed: {e}", imp.target())
+            }
+        }
+    }
+}
+
+impl ConnectHook for ReplayList {
     fn connected<'a>(
         &'a self,
         link: NewLink<'a>,
@@ -338,7 +465,6 @@ mod tests {
     use super::*;
     use nacre_core::Fid;
     use nacre_rpc::msg::Cred;
-    use std::sync::Arc;
 
     const CLIENT: ClientUuid = 7;
 
@@ -378,7 +504,7 @@ mod tests {
             match req {
                 Request::MdtConnect { client } => {
                     assert_eq!(client, CLIENT);
-                    Ok(Reply::MdtConnected {
+                    Ok(Reply::TargetConnected {
                         instance: self.instance,
                         last_committed: 0,
                     })
@@ -407,15 +533,15 @@ mod tests {
         }
     }
 
-    async fn connect(r: &MdcReplay, mdt: &Arc<FakeMdt>) -> Result<(), RpcError> {
-        r.connect_with(|req| mdt.clone().call(req)).await
+    async fn connect(r: &ReplayList, mdt: &Arc<FakeMdt>) -> Result<(), RpcError> {
+        r.connect_with(|req, _| mdt.clone().call(req)).await
     }
 
     /// Three acknowledged, uncommitted requests (transnos 10, 11, 12).
-    fn with_three_kept() -> MdcReplay {
-        let r = MdcReplay::new(CLIENT, Duration::from_secs(1));
+    fn with_three_kept() -> ReplayList {
+        let r = ReplayList::new(CLIENT, TargetKind::Mdt, Duration::from_secs(1));
         for (t, n) in [(10, "a"), (11, "b"), (12, "c")] {
-            r.answered(unlink(n), t, 9, &Reply::Ok);
+            r.answered(unlink(n), Bytes::new(), t, 9, &Reply::Ok);
         }
         assert_eq!(r.kept(), 3);
         r
@@ -473,9 +599,9 @@ mod tests {
     async fn an_evicted_client_drops_its_list_and_goes_on() {
         let r = with_three_kept();
         connect(&r, &FakeMdt::new(1, None)).await.expect("connect");
-        let call = |req: Request| async move {
+        let call = |req: Request, _: Bytes| async move {
             match req {
-                Request::MdtConnect { .. } => Ok(Reply::MdtConnected {
+                Request::MdtConnect { .. } => Ok(Reply::TargetConnected {
                     instance: 3,
                     last_committed: 0,
                 }),
@@ -493,13 +619,13 @@ mod tests {
     /// before and after it opened; a closed one is not.
     #[tokio::test]
     async fn open_handles_are_reopened_between_the_replays_around_their_open() {
-        let r = MdcReplay::new(CLIENT, Duration::from_secs(1));
+        let r = ReplayList::new(CLIENT, TargetKind::Mdt, Duration::from_secs(1));
         let flags = nacre_rpc::msg::OpenFlags::default();
         let f = Fid::new(0x200000401, 1, 0);
         r.opened(100, f, flags, &Cred::root());
-        r.answered(unlink("a"), 10, 9, &Reply::Ok);
+        r.answered(unlink("a"), Bytes::new(), 10, 9, &Reply::Ok);
         r.opened(101, f, flags, &Cred::root());
-        r.answered(unlink("b"), 11, 9, &Reply::Ok);
+        r.answered(unlink("b"), Bytes::new(), 11, 9, &Reply::Ok);
         r.opened(102, f, flags, &Cred::root());
         r.opened(103, f, flags, &Cred::root());
         r.closed(103);

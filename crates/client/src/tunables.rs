@@ -37,6 +37,11 @@ pub const DEFAULT_EC_PARITY_ON_CLOSE: u64 = 1;
 /// untracked: nothing is kept or replayed, and a resend may run twice. It exists to
 /// measure what recovery costs (`nacre bench recovery`).
 pub const DEFAULT_REPLAY_TRACKING: u64 = 1;
+/// Default `osc.*.replay_tracking`: on. Every write, punch and fallocate carries this
+/// mount's identity and is kept, with its data, until its OST commits it, so a power cut
+/// of an OST loses no write this client was told of (Lustre keeps such writes as unstable
+/// pages). 0 sends them untracked: a power cut of an OST loses what it had not synced.
+pub const DEFAULT_OSC_REPLAY_TRACKING: u64 = 1;
 
 /// How a write reaches a mirrored (FLR) file, `llite.*.mirror_write_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +89,7 @@ pub struct Tunables {
     mirror_write_mode: AtomicU64,
     ec_parity_on_close: AtomicU64,
     replay_tracking: AtomicU64,
+    osc_replay_tracking: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -102,6 +108,7 @@ impl Default for Tunables {
             mirror_write_mode: AtomicU64::new(DEFAULT_MIRROR_WRITE_MODE),
             ec_parity_on_close: AtomicU64::new(DEFAULT_EC_PARITY_ON_CLOSE),
             replay_tracking: AtomicU64::new(DEFAULT_REPLAY_TRACKING),
+            osc_replay_tracking: AtomicU64::new(DEFAULT_OSC_REPLAY_TRACKING),
         }
     }
 }
@@ -196,6 +203,12 @@ pub const TUNABLES: &[TunableDef] = &[
         min: 0,
         max: 1,
     },
+    TunableDef {
+        class: "osc",
+        name: "replay_tracking",
+        min: 0,
+        max: 1,
+    },
 ];
 
 impl Tunables {
@@ -214,6 +227,7 @@ impl Tunables {
             ("llite", "mirror_write_mode") => &self.mirror_write_mode,
             ("llite", "ec_parity_on_close") => &self.ec_parity_on_close,
             ("mdc", "replay_tracking") => &self.replay_tracking,
+            ("osc", "replay_tracking") => &self.osc_replay_tracking,
             _ => return None,
         })
     }
@@ -360,6 +374,12 @@ impl Tunables {
     /// ([`DEFAULT_REPLAY_TRACKING`]).
     pub fn replay_tracking(&self) -> bool {
         self.replay_tracking.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether writes, punches and fallocates are tracked for replay
+    /// ([`DEFAULT_OSC_REPLAY_TRACKING`]).
+    pub fn osc_replay_tracking(&self) -> bool {
+        self.osc_replay_tracking.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -1245,7 +1245,7 @@ impl Mdt {
             self.recovery.recorded(client);
         }
         Ok((
-            Reply::MdtConnected {
+            Reply::TargetConnected {
                 instance: self.recovery.instance,
                 last_committed: self.store.last_committed(),
             },

@@ -105,7 +105,7 @@ async fn oversize_dom_reads_are_refused_and_stall_no_one() {
     tokio::spawn(serve(
         ost_listener,
         server("domfs-OST0000"),
-        Arc::new(Ost::new(0, store)),
+        Arc::new(Ost::new(0, store).expect("ost")),
         sd_rx.clone(),
     ));
 

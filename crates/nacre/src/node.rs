@@ -262,7 +262,13 @@ pub async fn serve_ost(
             dir.display()
         )
     })?;
-    let ost = Arc::new(Ost::new(index, store));
+    let ost = Arc::new(Ost::new(index, store).with_context(|| {
+        format!(
+            "cannot read the recovery records of {} in {}",
+            name.full(fsname),
+            dir.display()
+        )
+    })?);
     ost.store().set_name(&name.full(fsname));
     ost.set_lfsck(nacre_lfsck::OstLfsck::new(index, ost.store().clone()));
     ost.scrub().set_resolver(nacre_ost::fid2path::resolver(

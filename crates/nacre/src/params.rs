@@ -60,6 +60,7 @@ impl ClientParams {
                 "checksums",
                 "checksum_type",
                 "resend_count",
+                "replay_tracking",
             ] {
                 v.push((format!("osc.{fs}-OST{i:04x}-osc-{}.{p}", self.sb), "osc", p));
             }
@@ -579,11 +580,15 @@ impl ParamSource for MdtParams {
                         .map_err(|e| format!("{name}: {e}"));
                 }
                 Some("recovery_time_soft") => {
-                    self.mdt.recovery.set_soft(num(name, value)?);
+                    self.mdt
+                        .recovery
+                        .set_soft(nacre_rpc::target::parse_recovery_time(name, value)?);
                     return Ok(());
                 }
                 Some("recovery_time_hard") => {
-                    self.mdt.recovery.set_hard(num(name, value)?);
+                    self.mdt
+                        .recovery
+                        .set_hard(nacre_rpc::target::parse_recovery_time(name, value)?);
                     return Ok(());
                 }
                 _ => {}

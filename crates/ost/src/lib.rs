@@ -20,12 +20,18 @@
 //! and a connection's grant goes back when it ends (`obdfilter.*.tot_granted`,
 //! `tot_pending`).
 //!
+//! Recovery ([`recovery`]): a client's writes, punches and fallocates carry transnos and
+//! are kept by the client until the OST commits them (every few seconds, one `syncfs`);
+//! after a restart that lost them, the clients replay them in transno order before
+//! anything else runs (`obdfilter.*.recovery_status`).
+//!
 //! An OST whose storage failed (see [`nacre_osd::health`]: its directory removed, its
 //! device returning errors) answers every request with EIO until it is restarted, rather
 //! than serve from files that are gone.
 
 pub mod fid2path;
 pub mod grant;
+pub mod recovery;
 
 use bytes::Bytes;
 use nacre_core::cksum::ChecksumType;
@@ -34,8 +40,11 @@ use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
 use nacre_osd::{Health, ObjError, ObjStore};
 use nacre_rpc::lfsck::LfsckService;
-use nacre_rpc::msg::{BulkCksum, ObjAttr, Reply, Request, StatFs, WriteGrant};
+use nacre_rpc::msg::{BulkCksum, ClientUuid, ObjAttr, Reply, Request, StatFs, WriteGrant};
 use nacre_rpc::server::{RequestCtx, Service};
+use nacre_rpc::target::{Recovery, Step};
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -62,6 +71,23 @@ pub struct Ost {
     lfsck: std::sync::OnceLock<Arc<dyn LfsckService>>,
     /// Space promised to each client connection.
     grants: grant::Grants,
+    /// Transnos, commits and the records of clients with uncommitted changes.
+    txn: Arc<recovery::Transactions>,
+    /// Replay recovery after a restart.
+    recovery: Recovery,
+    /// The client each connection said it is ([`Request::OstConnect`]).
+    exports: Mutex<HashMap<u64, ClientUuid>>,
+}
+
+/// Requests that run while the OST recovers: the servers' own ([`Request::needs_server_role`]),
+/// pings, statfs and commits. Every other request waits until the replays are in, so no
+/// client reads what a replay is about to change.
+fn runs_during_recovery(req: &Request) -> bool {
+    req.needs_server_role()
+        || matches!(
+            req,
+            Request::Ping | Request::Statfs | Request::OstStatfs | Request::OstCommit
+        )
 }
 
 /// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
@@ -74,7 +100,14 @@ pub struct OstParam {
 }
 
 impl Ost {
-    pub fn new(index: u32, store: ObjStore) -> Ost {
+    /// The OST of `store`, with the recovery state kept in its target directory: in
+    /// recovery when a client may have changes to replay.
+    pub fn new(index: u32, store: ObjStore) -> std::io::Result<Ost> {
+        let (txn, recorded) = recovery::Transactions::load(store.target_dir())?;
+        let recovery = Recovery::new(recorded, txn.last_committed());
+        if recovery.is_recovering() {
+            tracing::info!(target: "ost", "OST{index:04x}: in recovery, waiting for its clients");
+        }
         let store = Arc::new(store);
         let grants = match std::fs::metadata(store.root()) {
             Ok(m) => grant::Grants::on_device(std::os::unix::fs::MetadataExt::dev(&m)),
@@ -83,14 +116,17 @@ impl Ost {
                 grant::Grants::default()
             }
         };
-        Ost {
+        Ok(Ost {
             index,
             scrub: Scrub::new(store.clone()),
             store,
             bulk_checksum_errors: AtomicU64::new(0),
             lfsck: std::sync::OnceLock::new(),
             grants,
-        }
+            txn: Arc::new(txn),
+            recovery,
+            exports: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn store(&self) -> &Arc<ObjStore> {
@@ -148,6 +184,22 @@ impl Ost {
             p("tot_pending", self.grants.tot_pending().to_string(), false),
             p("health_check", self.health_check(), false),
             p("scrub_status", self.scrub.status(), false),
+            p("recovery_status", self.recovery.status_text(), false),
+            p(
+                "recovery_time_soft",
+                self.recovery.window().0.to_string(),
+                true,
+            ),
+            p(
+                "recovery_time_hard",
+                self.recovery.window().1.to_string(),
+                true,
+            ),
+            p(
+                "last_committed",
+                self.txn.last_committed().to_string(),
+                false,
+            ),
             p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
         ];
         for (name, value) in self.scrub.params() {
@@ -169,6 +221,15 @@ impl Ost {
                 .parse()
                 .map_err(|_| format!("{name}: '{}' is not a number", value.trim()))?;
             self.store.set_direct_io(v == 0);
+            return Ok(());
+        }
+        if let Some(which) = name.strip_prefix("recovery_time_") {
+            let v = nacre_rpc::target::parse_recovery_time(name, value)?;
+            match which {
+                "soft" => self.recovery.set_soft(v),
+                "hard" => self.recovery.set_hard(v),
+                _ => return Err(format!("{name}: read-only or unknown parameter")),
+            }
             return Ok(());
         }
         if name == "lfsck_verify_pfid" {
@@ -194,6 +255,12 @@ impl Ost {
     pub async fn stop(&self) {
         if let Some(l) = self.lfsck.get() {
             l.clone().stopping().await;
+        }
+        // A clean stop leaves nothing for clients to replay.
+        if !self.recovery.is_recovering()
+            && let Err(e) = self.txn.commit(&self.store).await
+        {
+            tracing::warn!(target: "ost", "OST{:04x}: cannot commit at stop: {e}", self.index);
         }
         // A precreate still making files on a blocking thread would go on after the
         // target stopped; this waits for it to end.
@@ -232,6 +299,7 @@ impl Ost {
     /// [`Health::monitor`]); scrub runs beside.
     pub async fn housekeeping(self: Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
         tokio::spawn(self.scrub.clone().run(shutdown.clone()));
+        let (shutdown_commits, shutdown_recover) = (shutdown.clone(), shutdown.clone());
         let health = self.health().clone().monitor(shutdown.clone());
         let release = async {
             let mut shutdown = shutdown;
@@ -250,7 +318,69 @@ impl Ost {
                 let _ = tokio::task::spawn_blocking(move || store.release_idle()).await;
             }
         };
-        tokio::join!(health, release);
+        let commits = async {
+            let mut shutdown = shutdown_commits;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(recovery::COMMIT_INTERVAL) => {}
+                    _ = shutdown.changed() => return,
+                }
+                if let Err(e) = self.txn.commit(&self.store).await {
+                    tracing::warn!(target: "ost", "OST{:04x}: commit failed: {e}", self.index);
+                }
+            }
+        };
+        tokio::join!(
+            health,
+            release,
+            commits,
+            self.clone().recover(shutdown_recover)
+        );
+    }
+
+    /// Recovery's driver: applies replays in transno order, evicts clients that miss the
+    /// window, and ends with everything replayed committed.
+    async fn recover(self: Arc<Self>, mut stopping: tokio::sync::watch::Receiver<bool>) {
+        if !self.recovery.is_recovering() {
+            return;
+        }
+        let me = format!("OST{:04x}", self.index);
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            match self.recovery.next_step() {
+                Step::Apply(transno, q) => {
+                    let r = self
+                        .clone()
+                        .dispatch(q.ctx, q.req, q.bulk)
+                        .await
+                        .map(|(r, _)| r);
+                    if let Err(e) = &r {
+                        tracing::warn!(target: "ost", "{me}: replay of transno {transno} from client {:016x} failed: {e}", q.client);
+                    }
+                    let _ = q.done.send(r);
+                }
+                Step::Evict(gone) => {
+                    for c in gone {
+                        tracing::warn!(target: "ost", "{me}: recovery window ended: evicting client {c:016x}, which did not reconnect; its uncommitted writes are lost");
+                    }
+                }
+                Step::Wait(until) => {
+                    tokio::select! {
+                        _ = self.recovery.wait(until) => {}
+                        _ = stopping.changed() => {}
+                    }
+                }
+                Step::Finish => break,
+            }
+        }
+        self.txn.advance(self.recovery.last_replayed());
+        if let Err(e) = self.txn.commit(&self.store).await {
+            tracing::error!(target: "ost", "{me}: cannot commit the replayed writes: {e}");
+        }
+        let (recovered, evicted, replayed, _) = self.recovery.finish();
+        tracing::info!(target: "ost", "{me}: recovery over: {recovered} clients recovered, {evicted} evicted, {replayed} requests replayed");
     }
 
     async fn blocking<T: Send + 'static>(
@@ -317,7 +447,7 @@ impl Service for Ost {
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
         self.health().ensure()?;
-        let r = self.clone().dispatch(ctx, req, bulk).await;
+        let r = self.clone().recovery_or_dispatch(ctx, req, bulk).await;
         if let Err(e) = r {
             // A storage error may mean the storage is going: check it now, not at the next
             // periodic check.
@@ -330,10 +460,125 @@ impl Service for Ost {
     /// The client connection is gone: its grant is free again.
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
         self.grants.release(ctx.conn_id);
+        self.exports.lock().remove(&ctx.conn_id);
     }
 }
 
 impl Ost {
+    /// The client `conn` said it is at its [`Request::OstConnect`]: a request naming
+    /// another is refused.
+    fn check_export(&self, ctx: &RequestCtx, client: ClientUuid) -> Result<(), Errno> {
+        match self.exports.lock().get(&ctx.conn_id) {
+            Some(c) if *c == client => Ok(()),
+            _ => Err(Errno::EPROTO),
+        }
+    }
+
+    /// Recovery's requests and tracked changes; every other request once recovery allows.
+    async fn recovery_or_dispatch(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), Errno> {
+        let none = Bytes::new();
+        match req {
+            Request::OstConnect { client } => {
+                self.exports.lock().insert(ctx.conn_id, client);
+                // A client recovery does not wait for connects once it has ended.
+                let _ = self.recovery.connect(client).await;
+                Ok((
+                    Reply::TargetConnected {
+                        instance: self.recovery.instance,
+                        last_committed: self.txn.last_committed(),
+                    },
+                    none,
+                ))
+            }
+            Request::Replay {
+                client,
+                transno,
+                req,
+                outcome: _,
+            } => {
+                self.check_export(&ctx, client)?;
+                if !req.is_ost_replayable() {
+                    return Err(Errno::EPROTO);
+                }
+                let rx = self
+                    .recovery
+                    .queue(client, transno, ctx, *req, bulk, None)?;
+                match rx.await {
+                    Ok(r) => r.map(|r| (r, none)),
+                    Err(_) => Err(Errno::ESHUTDOWN),
+                }
+            }
+            Request::ReplayDone { client } => {
+                self.check_export(&ctx, client)?;
+                self.recovery.replay_done(client).await?;
+                Ok((
+                    Reply::Recovered {
+                        last_committed: self.txn.last_committed(),
+                    },
+                    none,
+                ))
+            }
+            Request::OstCommit => {
+                let last_committed = self.txn.commit(&self.store).await?;
+                Ok((Reply::Committed { last_committed }, none))
+            }
+            Request::Tracked {
+                client,
+                xid: _,
+                req,
+            } => {
+                self.check_export(&ctx, client)?;
+                self.recovery.wait_ended().await;
+                if !req.is_ost_replayable() {
+                    // A ping for `last_committed`, or a request with nothing to replay.
+                    let (reply, bulk) = self.clone().dispatch(ctx, *req, bulk).await?;
+                    return Ok((
+                        Reply::Tracked {
+                            transno: 0,
+                            last_committed: self.txn.last_committed(),
+                            reply: Box::new(reply),
+                        },
+                        bulk,
+                    ));
+                }
+                if self.txn.start(client) {
+                    let txn = self.txn.clone();
+                    let made = tokio::task::spawn_blocking(move || txn.record(client))
+                        .await
+                        .map_err(|_| Errno::EIO)
+                        .and_then(|r| r);
+                    if let Err(e) = made {
+                        self.txn.done(client, false);
+                        tracing::error!(target: "ost", "OST{:04x}: cannot record client {client:016x}: {e}", self.index);
+                        return Err(e);
+                    }
+                }
+                let r = self.clone().dispatch(ctx, *req, bulk).await;
+                let transno = self.txn.done(client, r.is_ok());
+                let (reply, bulk) = r?;
+                Ok((
+                    Reply::Tracked {
+                        transno,
+                        last_committed: self.txn.last_committed(),
+                        reply: Box::new(reply),
+                    },
+                    bulk,
+                ))
+            }
+            req => {
+                if !runs_during_recovery(&req) {
+                    self.recovery.wait_ended().await;
+                }
+                self.dispatch(ctx, req, bulk).await
+            }
+        }
+    }
+
     async fn dispatch(
         self: Arc<Self>,
         ctx: RequestCtx,

@@ -64,7 +64,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
     let health = nacre_osd::Health::open("rbfs-OST0000", dir.path()).expect("health");
     let store = ObjStore::open(dir.path(), ObjStoreConfig::default(), health).expect("store");
     store.precreate(SEQ, 4).expect("precreate");
-    let ost = Arc::new(Ost::new(0, store));
+    let ost = Arc::new(Ost::new(0, store).expect("ost"));
     let key = Key::generate();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();

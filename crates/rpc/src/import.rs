@@ -33,9 +33,19 @@ pub enum NewLink<'a> {
 
 impl NewLink<'_> {
     pub async fn call(&self, req: &Request, timeout: Duration) -> Result<Reply, RpcError> {
+        self.call_bulk(req, Bytes::new(), timeout).await
+    }
+
+    /// [`NewLink::call`] of a request with a bulk (a replayed write's data).
+    pub async fn call_bulk(
+        &self,
+        req: &Request,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<Reply, RpcError> {
         match self {
-            NewLink::Tcp(c) => c.call_with_timeout(req, Bytes::new(), timeout).await,
-            NewLink::Lo(l) => l.call(req, Bytes::new(), timeout).await,
+            NewLink::Tcp(c) => c.call_with_timeout(req, bulk, timeout).await,
+            NewLink::Lo(l) => l.call(req, bulk, timeout).await,
         }
         .map(|(r, _)| r)
     }

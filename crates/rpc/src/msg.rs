@@ -537,7 +537,7 @@ pub enum Request {
     // --- Recovery (appended) ---
     /// Client to MDT, first on every new connection (Lustre's `MDS_CONNECT`): who the
     /// client is, for the MDT's per-client record (`last_rcvd`). Answered with
-    /// [`Reply::MdtConnected`]; from a client the MDT does not know, only once a recovery
+    /// [`Reply::TargetConnected`]; from a client the MDT does not know, only once a recovery
     /// under way has ended.
     MdtConnect {
         client: ClientUuid,
@@ -612,6 +612,18 @@ pub enum Request {
         flags: OpenFlags,
         cred: Cred,
     },
+    // --- OST recovery (appended) ---
+    /// Client to OST, first on every new connection (Lustre's `OST_CONNECT`): who the
+    /// client is, so a restarted OST's recovery knows it. Answered with
+    /// [`Reply::TargetConnected`]; from a client the OST does not wait for, only once a
+    /// recovery under way has ended.
+    OstConnect {
+        client: ClientUuid,
+    },
+    /// Commit everything answered so far now (Lustre's soft sync), answered with
+    /// [`Reply::Committed`]: a client whose kept writes reached their bound, or that
+    /// unmounts, no longer needs to keep them.
+    OstCommit,
 }
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
@@ -843,9 +855,9 @@ pub enum Reply {
     },
 
     // --- Recovery (appended) ---
-    /// The MDT's boot instance (new at every start: a change tells the client the MDT
+    /// The target's boot instance (new at every start: a change tells the client the target
     /// restarted and may have lost what it had not committed) and its `last_committed`.
-    MdtConnected {
+    TargetConnected {
         instance: u64,
         last_committed: u64,
     },
@@ -859,6 +871,11 @@ pub enum Reply {
     },
     /// The recovery ended: everything replayed is committed up to `last_committed`.
     Recovered {
+        last_committed: u64,
+    },
+    // --- OST recovery (appended) ---
+    /// [`Request::OstCommit`]'s answer: everything up to `last_committed` is durable.
+    Committed {
         last_committed: u64,
     },
 }
@@ -968,6 +985,8 @@ impl Request {
             Request::EcParitySynced { .. } => 80,
             Request::OstSetOwner { .. } => 81,
             Request::Reopen { .. } => 82,
+            Request::OstConnect { .. } => 83,
+            Request::OstCommit => 84,
         }
     }
 
@@ -1042,6 +1061,8 @@ impl Request {
             80 => "ec_parity_synced",
             81 => "ost_setattr",
             82 => "reopen",
+            83 => "ost_connect",
+            84 => "ost_commit",
             _ => "other",
         }
     }
@@ -1121,6 +1142,15 @@ impl Request {
             | Request::Lfsck(_) => true,
             _ => false,
         }
+    }
+
+    /// A client's change to an OST object that the OST gives a transno when it comes
+    /// tracked, and that the client keeps and replays after a restart of the OST.
+    pub fn is_ost_replayable(&self) -> bool {
+        matches!(
+            self,
+            Request::OstWrite { .. } | Request::OstPunch { .. } | Request::OstFallocate { .. }
+        )
     }
 
     /// Safe to send again after a lost connection: running it twice has the effect of once.

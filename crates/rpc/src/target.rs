@@ -34,6 +34,26 @@ pub const OBD_TIMEOUT: Duration = Duration::from_secs(3);
 pub const RECOVERY_TIME_SOFT: Duration = Duration::from_secs(3 * OBD_TIMEOUT.as_secs());
 /// `recovery_time_hard` by default: recovery never lasts longer.
 pub const RECOVERY_TIME_HARD: Duration = Duration::from_secs(9 * OBD_TIMEOUT.as_secs());
+/// The largest `recovery_time_soft` or `recovery_time_hard` (a day, as for every time
+/// tunable).
+pub const RECOVERY_TIME_MAX_SECS: u64 = 86_400;
+
+/// A `recovery_time_soft`/`recovery_time_hard` value for parameter `name`: seconds from 1
+/// to [`RECOVERY_TIME_MAX_SECS`].
+pub fn parse_recovery_time(name: &str, value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v| (1..=RECOVERY_TIME_MAX_SECS).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "{name}: '{}' is not a number of seconds from 1 to {RECOVERY_TIME_MAX_SECS}",
+                value.trim()
+            )
+        })
+}
+
 /// Replays queued at once: each client sends one at a time and waits for its answer, so
 /// this bounds the number of clients in recovery; a replay beyond it is refused (EBUSY)
 /// and the client is evicted rather than the queue grown.

@@ -2,8 +2,10 @@
 //!
 //! Replay recovery has every modifying metadata request carry the client's identity and
 //! a request number, the MDT keep its answer (reply data, for resends) and the client keep
-//! the request until its MDT commits it. `mdc.*.replay_tracking=0` sends them untracked,
-//! so the two can be compared: mdtest's file create, stat and remove rates and a
+//! the request until its MDT commits it; every write keeps its data in the client until
+//! its OST commits it (every 5 s, or when the client's kept data reaches its bound).
+//! `mdc.*.replay_tracking=0` and `osc.*.replay_tracking=0` send them untracked, so the two
+//! can be compared: mdtest's file create, stat and remove rates and a
 //! streaming IOR through the mount, tracking on and off, alternating run by run.
 //!
 //! Durability on demand: a small-file workload that fsyncs every file (fio's `fsync=1`:
@@ -57,12 +59,16 @@ pub struct RecoveryBenchArgs {
     pub local: Option<PathBuf>,
 }
 
-/// The mount's client records every modifying request for replay, or none.
+/// The mount's client records every modifying request (metadata and writes) for
+/// replay, or none.
 fn set_tracking(fs: &BenchFs, on: bool) -> Result<()> {
-    fs.client
-        .tunables
-        .set("mdc", "replay_tracking", u64::from(on))
-        .map_err(anyhow::Error::msg)
+    for class in ["mdc", "osc"] {
+        fs.client
+            .tunables
+            .set(class, "replay_tracking", u64::from(on))
+            .map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
 }
 
 /// The type of the file system holding `p`, as `statfs` names it.
@@ -218,7 +224,7 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
 
 fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type: Option<i64>) {
     println!(
-        "Replay tracking (mdc.*.replay_tracking) on against off through the mount, {} run(s) \
+        "Replay tracking (mdc.*.replay_tracking, osc.*.replay_tracking) on against off through the mount, {} run(s) \
          each: mdtest -F -u -n {} ({} tasks); IOR -F -e -t {} -b {} (MiB/s)",
         a.cost.reps,
         a.cost.per_task(),

@@ -37,6 +37,7 @@ mod mirrors;
 mod mount;
 mod netns;
 mod oi_scrub;
+mod ost_replay;
 mod owner_log;
 mod permissions;
 mod posix_ops;

@@ -1,0 +1,266 @@
+//! Replay recovery after a power cut of an OST, in the style of Lustre's
+//! `replay-ost-single.sh`: writes, overwrites, appends and truncates are answered and
+//! never synced, the OST's power goes right after the replies (before its next commit),
+//! the OST restarts, and the client that wrote, alive throughout, reconnects and replays
+//! them: every byte it was told was written is there, for it and for a new client;
+//! `obdfilter.*.recovery_status` says COMPLETE with the replayed count; the stopped file
+//! system passes `nacre check`. With `osc.*.replay_tracking=0` the same writes are lost,
+//! which is what shows the replay brought them back.
+
+use crate::common;
+
+use bytes::Bytes;
+use common::cluster::{FILE, create, pattern, rw};
+use common::power_cut::{PowerCutDisk, require_power_cut};
+use common::procs::ServeCluster;
+use nacre_client::Client;
+use nacre_core::Fid;
+use nacre_core::attr::SetAttr;
+use nacre_rpc::msg::{Cred, OpenFlags};
+use std::sync::Arc;
+
+/// Bytes of the files written before the cut: several write RPCs each.
+const DATA: usize = 3 << 20;
+/// Where the truncated file is cut.
+const TRUNC: u64 = 100_000;
+
+fn cred() -> Cred {
+    Cred::root()
+}
+
+/// MGS and MDT0 on plain directories, OST0 on a disk that can lose power.
+struct Rig {
+    cl: ServeCluster,
+    disk: PowerCutDisk,
+    _tmp: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new(fsname: &str) -> Rig {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let disk = PowerCutDisk::new("192M");
+        let mut cl = ServeCluster::format(
+            fsname,
+            &tmp.path().join("mgs"),
+            &[tmp.path().join("mdt0")],
+            &[disk.path().join("ost0")],
+        );
+        cl.start_all();
+        Rig {
+            cl,
+            disk,
+            _tmp: tmp,
+        }
+    }
+
+    /// The OST's power goes, comes back, and the OST restarts.
+    fn cut_ost(&mut self) {
+        self.cl.kill("ost0");
+        self.disk.cut(&[]);
+        self.disk.power_on();
+        self.cl.start("ost0");
+    }
+
+    fn recovery_status(&self) -> String {
+        common::param(&format!(
+            "obdfilter.{}-OST0000.recovery_status",
+            self.cl.fsname
+        ))
+    }
+
+    fn stop_and_check(&mut self) {
+        self.cl.stop_all();
+        let rep = self.cl.check();
+        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
+    }
+}
+
+fn status_field(status: &str, field: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")))
+        .unwrap_or_else(|| panic!("no {field} in recovery_status:\n{status}"))
+        .trim()
+        .to_string()
+}
+
+/// The whole content of `fid` as `c` reads it.
+async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
+    let ro = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let (f, info) = c.open(fid, ro, &cred()).await?;
+    let size = info.attr.size;
+    let mut out = Vec::new();
+    let r = async {
+        while (out.len() as u64) < size + 1 {
+            let b = c.read(&f, out.len() as u64, 1 << 20).await?;
+            if b.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&b);
+        }
+        Ok(())
+    }
+    .await;
+    c.release(&f).await?;
+    r.map(|()| out)
+}
+
+async fn write_at(c: &Arc<Client>, fid: Fid, off: u64, data: &[u8], sync: bool) {
+    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
+    c.write(&h, off, Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    if sync {
+        c.fsync(&h).await.expect("fsync");
+    }
+    c.release(&h).await.expect("close");
+}
+
+/// The files and what each must hold after the operations.
+struct Files {
+    /// Synced, then partly overwritten and appended to without a sync.
+    overwritten: (Fid, Vec<u8>),
+    /// Written whole without a sync.
+    fresh: (Fid, Vec<u8>),
+    /// Synced, then truncated without a sync.
+    truncated: (Fid, Vec<u8>),
+}
+
+/// Makes the files, synced as [`operate`] expects.
+async fn setup(c: &Arc<Client>, tag: &str) -> Files {
+    let mk = |n: String| async move {
+        create(c, Fid::ROOT, n.as_bytes(), FILE)
+            .await
+            .expect("create")
+            .attr
+            .fid
+    };
+    let over = mk(format!("{tag}-overwritten")).await;
+    let fresh = mk(format!("{tag}-fresh")).await;
+    let trunc = mk(format!("{tag}-truncated")).await;
+    let base = pattern(DATA, 1);
+    write_at(c, over, 0, &base, true).await;
+    write_at(c, trunc, 0, &base, true).await;
+    for d in [Fid::ROOT] {
+        c.sync_dir(d).await.expect("fsyncdir");
+    }
+    Files {
+        overwritten: (over, base.clone()),
+        fresh: (fresh, Vec::new()),
+        truncated: (trunc, base),
+    }
+}
+
+/// Changes every file without a sync, and what each must then hold.
+async fn operate(c: &Arc<Client>, f: &mut Files) {
+    // The truncate first: the OST syncs a punched object before the MDT trusts its
+    // size, which could make the writes before it durable too.
+    let (h, _) = c.open(f.truncated.0, rw(), &cred()).await.expect("open");
+    let t = SetAttr {
+        size: Some(TRUNC),
+        ..SetAttr::default()
+    };
+    c.setattr(f.truncated.0, t, &cred(), None)
+        .await
+        .expect("truncate");
+    c.release(&h).await.expect("close");
+    f.truncated.1.truncate(TRUNC as usize);
+    // An overwrite across RPCs in the middle, then an append past the end.
+    let mid = pattern(1 << 20, 2);
+    let off = 512 << 10;
+    write_at(c, f.overwritten.0, off as u64, &mid, false).await;
+    f.overwritten.1[off..off + mid.len()].copy_from_slice(&mid);
+    let tail = pattern(300_000, 3);
+    write_at(c, f.overwritten.0, DATA as u64, &tail, false).await;
+    f.overwritten.1.extend_from_slice(&tail);
+    let fresh = pattern(DATA, 4);
+    write_at(c, f.fresh.0, 0, &fresh, false).await;
+    f.fresh.1 = fresh;
+}
+
+async fn verify(c: &Arc<Client>, f: &Files, what: &str) {
+    for (name, (fid, want)) in [
+        ("overwritten", &f.overwritten),
+        ("fresh", &f.fresh),
+        ("truncated", &f.truncated),
+    ] {
+        let got = content(c, *fid)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        assert_eq!(got.len(), want.len(), "{what}: {name}: size");
+        let first_bad = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+        assert_eq!(first_bad, None, "{what}: {name}: bytes differ");
+    }
+}
+
+/// `replay-ost-single.sh` test 1 with the power cut of `replay-single.sh`: writes,
+/// an overwrite, an append and a truncate are answered and none synced; the OST loses its
+/// unsynced writes; the client that made them replays all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_client_replays_its_writes_after_a_power_cut_of_the_ost() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpost"));
+    let c = rig.cl.mount("ost-replay-a").await;
+    let mut f = setup(&c, "a").await;
+    operate(&c, &mut f).await;
+    assert!(
+        c.osc_replay(0).expect("osc").kept() > 0,
+        "the writes were committed before the cut: nothing to replay"
+    );
+    tokio::task::block_in_place(|| rig.cut_ost());
+    verify(&c, &f, "the writer, after the OST's power cut").await;
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    assert_eq!(status_field(&st, "completed_clients"), "1/1", "{st}");
+    let replayed: u64 = status_field(&st, "replayed_requests")
+        .parse()
+        .expect("count");
+    assert!(replayed >= 1, "replayed_requests {replayed}:\n{st}");
+    let other = rig.cl.mount("ost-replay-b").await;
+    verify(&other, &f, "another client, after the recovery").await;
+    // New writes go on after recovery.
+    let after = create(&c, Fid::ROOT, b"after", FILE)
+        .await
+        .expect("create after recovery")
+        .attr
+        .fid;
+    write_at(&c, after, 0, b"after the recovery", true).await;
+    c.disconnect().await;
+    c.unmount();
+    other.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// The same writes untracked (`osc.*.replay_tracking=0`): the power cut loses them, so the
+/// test above sees the replay's work, not writes that happened to reach the disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untracked_writes_are_lost_to_a_power_cut_of_the_ost() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpostoff"));
+    let c = rig.cl.mount("ost-replay-off").await;
+    c.tunables
+        .set("osc", "replay_tracking", 0)
+        .expect("replay_tracking=0");
+    let mut f = setup(&c, "a").await;
+    operate(&c, &mut f).await;
+    assert_eq!(c.osc_replay(0).expect("osc").kept(), 0, "nothing kept");
+    tokio::task::block_in_place(|| rig.cut_ost());
+    let other = rig.cl.mount("ost-replay-off-b").await;
+    // Lost: an error or other bytes (the object's file was precreated, durably, empty).
+    if let Ok(fresh) = content(&other, f.fresh.0).await {
+        assert!(
+            fresh != f.fresh.1,
+            "an unsynced, untracked write survived the power cut"
+        );
+    }
+    c.unmount();
+    other.unmount();
+    tokio::task::block_in_place(|| rig.cl.stop_all());
+}
