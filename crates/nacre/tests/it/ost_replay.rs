@@ -5,7 +5,9 @@
 //! them: every byte it was told was written is there, for it and for a new client;
 //! `obdfilter.*.recovery_status` says COMPLETE with the replayed count; the stopped file
 //! system passes `nacre check`. With `osc.*.replay_tracking=0` the same writes are lost,
-//! which is what shows the replay brought them back.
+//! which is what shows the replay brought them back. The power also goes in the middle of
+//! a write and of a read (tests 3 and 4 of `replay-ost-single.sh`): both go on through
+//! the restart and every byte is right afterwards.
 
 use crate::common;
 
@@ -263,4 +265,89 @@ async fn untracked_writes_are_lost_to_a_power_cut_of_the_ost() {
     c.unmount();
     other.unmount();
     tokio::task::block_in_place(|| rig.cl.stop_all());
+}
+
+/// `replay-ost-single.sh` tests 3 and 4: the OST's power goes while a client writes a
+/// file in pieces, none synced, and while another reads a synced one. The writer's calls
+/// wait for the OST (resent across its restart), the reader's too; afterwards both files
+/// hold exactly what was written, for the writer and for a new client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ost_fails_during_a_write_and_a_read() {
+    if !require_power_cut() {
+        return;
+    }
+    const PIECE: usize = 1 << 20;
+    const PIECES: usize = 24;
+    let mut rig = tokio::task::block_in_place(|| Rig::new("rpostio"));
+    let c = rig.cl.mount("ost-io-writer").await;
+    let r = rig.cl.mount("ost-io-reader").await;
+    let mk = |n: &'static str| {
+        let c = c.clone();
+        async move {
+            create(&c, Fid::ROOT, n.as_bytes(), FILE)
+                .await
+                .expect("create")
+                .attr
+                .fid
+        }
+    };
+    let (written, read) = (mk("written").await, mk("read").await);
+    let synced = pattern(PIECE * PIECES, 5);
+    write_at(&c, read, 0, &synced, true).await;
+    let want = pattern(PIECE * PIECES, 6);
+    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
+    let writer = {
+        let (c, want) = (c.clone(), want.clone());
+        tokio::spawn(async move {
+            let (h, _) = c.open(written, rw(), &cred()).await.expect("open");
+            let mut cut_tx = Some(cut_tx);
+            for (i, piece) in want.chunks(PIECE).enumerate() {
+                c.write(&h, (i * PIECE) as u64, Bytes::copy_from_slice(piece))
+                    .await
+                    .unwrap_or_else(|e| panic!("write of piece {i}: {e}"));
+                if i == PIECES / 2 {
+                    // Half written, and what the client cached of it answered by the OST
+                    // (written there, not synced): the power goes now.
+                    while c.dirty_bytes() > (4 << 20) {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    if let Some(tx) = cut_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            c.release(&h).await.expect("close");
+        })
+    };
+    let reader = {
+        let r = r.clone();
+        tokio::spawn(async move {
+            let mut rounds = 0;
+            // Reads until the writer is done, through the outage.
+            loop {
+                let got = content(&r, read).await.expect("read during the outage");
+                assert!(got == synced, "a read returned other bytes");
+                rounds += 1;
+                if rounds >= 20 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+    };
+    cut_rx.await.expect("the writer reached the cut");
+    tokio::task::block_in_place(|| rig.cut_ost());
+    writer.await.expect("writer");
+    reader.await.expect("reader");
+    let got = content(&c, written).await.expect("read back");
+    assert!(got == want, "the writer reads other bytes back");
+    let other = rig.cl.mount("ost-io-after").await;
+    let got = content(&other, written).await.expect("read by another");
+    assert!(got == want, "another client reads other bytes");
+    for cl in [&c, &r, &other] {
+        cl.disconnect().await;
+        cl.unmount();
+    }
+    tokio::task::block_in_place(|| rig.stop_and_check());
 }

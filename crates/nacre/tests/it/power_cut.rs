@@ -484,9 +484,11 @@ async fn cut_after(rig: &mut Rig, ops: &[Op], target: &str, subsets: usize, roun
     // Clients unmount before the cut and never replay: a short recovery window keeps each
     // restart from waiting long for them.
     for (n, v) in [("recovery_time_soft", "1"), ("recovery_time_hard", "3")] {
-        c.set_param_persistent(&format!("mdt.*.{n}"), Some(v))
-            .await
-            .expect("set_param -P");
+        for t in ["mdt", "obdfilter"] {
+            c.set_param_persistent(&format!("{t}.*.{n}"), Some(v))
+                .await
+                .expect("set_param -P");
+        }
     }
     let mut cases = Vec::new();
     for &op in ops {
