@@ -152,6 +152,20 @@ impl ParamSource for ClientParams {
                 value: self.client.cur_grant_bytes(i as u32).to_string(),
                 writable: false,
             });
+            // Written data kept for replay until the OST commits it, in Lustre's format.
+            let kept = self
+                .client
+                .osc_replay(i as u32)
+                .map_or(0, |r| r.kept_bytes());
+            v.push(ParamValue {
+                name: format!("osc.{fs}-OST{i:04x}-osc-{}.unstable_stats", self.sb),
+                value: format!(
+                    "unstable_pages: {:>20}\nunstable_mb:              {:>10}\n",
+                    kept.div_ceil(4096),
+                    kept >> 20
+                ),
+                writable: false,
+            });
             // The client's dirty bytes (Lustre counts them per OST; write-behind here
             // bounds them for the whole client).
             v.push(ParamValue {

@@ -184,6 +184,25 @@ fn lfs_and_lctl_on_a_mount() {
     );
     ok(&["lctl", "set_param", "at_max=600", "at_min=0"]);
 
+    // OST recovery: status in Lustre's format, its window bounded, the client's kept
+    // writes and the switch that turns tracking off.
+    let st = ok(&["lctl", "get_param", "-n", "obdfilter.*.recovery_status"]);
+    assert_eq!(st.matches("status: ").count(), 3, "{st}");
+    ok(&["lctl", "set_param", "obdfilter.*.recovery_time_soft=20"]);
+    assert_eq!(param("obdfilter.*-OST0000.recovery_time_soft"), "20");
+    assert!(
+        !run(&["lctl", "set_param", "obdfilter.*.recovery_time_soft=0"])
+            .status
+            .success()
+    );
+    let unstable = ok(&["lctl", "get_param", "-n", "osc.*.unstable_stats"]);
+    assert_eq!(
+        unstable.matches("unstable_pages: ").count(),
+        3,
+        "{unstable}"
+    );
+    assert_eq!(param("osc.*-OST0000-*.replay_tracking"), "1");
+
     ok(&["lctl", "set_param", "-P", "lod.*.stripecount=2"]);
     let mut applied = false;
     for _ in 0..50 {
