@@ -379,12 +379,17 @@ async fn serve_conn<S: Service>(
         };
         // A request's service time, and its deadline, count from here.
         let arrived = std::time::Instant::now();
+        // A request that waits for memory asks its client for more time as a slow handler
+        // does.
+        let mut early = EarlyReplies::new(writer.clone(), &header, arrived, &cfg);
         // Reserve the request's bytes before reading them, so a burst of large requests
         // waits for memory instead of exhausting it. The header's limits keep this within
         // the budget.
-        let mem = match cfg
-            .memory
-            .reserve(u64::from(header.body_len) + u64::from(header.bulk_len))
+        let mem = match early
+            .run(
+                cfg.memory
+                    .reserve(u64::from(header.body_len) + u64::from(header.bulk_len)),
+            )
             .await
         {
             Ok(m) => m,
@@ -407,7 +412,6 @@ async fn serve_conn<S: Service>(
         };
         let xid = frame.header.xid;
         let opcode = frame.header.opcode;
-        let asked = frame.header.timeout;
         // What the handler gets: the request and its bulk, or the error that answers it.
         let (decoded, bulk, mem): (Result<Request, Errno>, Bytes, Reservation) =
             match msg::decode::<Request>(&frame.body) {
@@ -429,7 +433,7 @@ async fn serve_conn<S: Service>(
                         // never holds part of the budget while it waits for the rest.
                         drop(frame);
                         drop(mem);
-                        match cfg.memory.reserve(reply).await {
+                        match early.run(cfg.memory.reserve(reply)).await {
                             Ok(m) => (Ok(req), Bytes::new(), m),
                             Err(e) => {
                                 tracing::warn!(target: "rpc", "{}: {e}", cfg.target);
@@ -481,18 +485,7 @@ async fn serve_conn<S: Service>(
                             r = handled => r,
                             () = end => return,
                         },
-                        None => {
-                            let early = EarlyReplies {
-                                writer: &writer,
-                                opcode,
-                                xid,
-                                arrived,
-                                asked,
-                                service: &service_at,
-                                net: &net,
-                            };
-                            early.run(handled).await
-                        }
+                        None => early.run(handled).await,
                     };
                     match r {
                         Ok(r) => r,
@@ -546,34 +539,54 @@ async fn serve_conn<S: Service>(
     Ok(())
 }
 
-/// What a handler needs to ask its client for more time (Lustre's early replies).
-struct EarlyReplies<'a> {
-    writer: &'a FrameWriter,
+/// What a request needs to ask its client for more time (Lustre's early replies), while
+/// it waits for memory and while its handler runs: one clock for both, so time already
+/// asked for is not asked for again.
+struct EarlyReplies {
+    writer: Arc<FrameWriter>,
     opcode: u16,
     xid: u64,
     arrived: std::time::Instant,
-    /// The deadline the client set, in seconds after it sent the request; 0: none.
-    asked: u16,
-    service: &'a crate::at::AdaptiveTimeout,
-    net: &'a crate::fault::NetFault,
+    service: Arc<crate::at::AdaptiveTimeout>,
+    net: Arc<crate::fault::NetFault>,
+    clock: crate::at::EarlyClock,
 }
 
-impl EarlyReplies<'_> {
-    /// Runs `handled`; while it outlasts the client's deadline less `at_early_margin`,
+impl EarlyReplies {
+    /// For a request that came in at `arrived` with the client's deadline `asked`
+    /// (seconds after it sent it; 0: none).
+    fn new(
+        writer: Arc<FrameWriter>,
+        header: &frame::Header,
+        arrived: std::time::Instant,
+        cfg: &ServerConfig,
+    ) -> EarlyReplies {
+        let p = crate::at::AT.params();
+        let timeout = std::time::Duration::from_secs(u64::from(header.timeout));
+        EarlyReplies {
+            writer,
+            opcode: header.opcode,
+            xid: header.xid,
+            arrived,
+            service: cfg.service_at.clone(),
+            net: cfg.net.clone(),
+            clock: crate::at::EarlyClock::new(&p, arrived, timeout),
+        }
+    }
+
+    /// Runs `work`; while it outlasts the client's deadline less `at_early_margin`,
     /// answers early with a later deadline ([`crate::at::early_deadline`]), until no
     /// more time can be added (`at_max`). Then the client may time the request out.
-    async fn run<T>(self, handled: impl std::future::Future<Output = T>) -> T {
-        let p = crate::at::AT.params();
-        let timeout = std::time::Duration::from_secs(u64::from(self.asked));
-        let mut clock = crate::at::EarlyClock::new(&p, self.arrived, timeout);
-        let mut handled = std::pin::pin!(handled);
-        while !clock.is_final() {
+    async fn run<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        while !self.clock.is_final() {
+            let p = crate::at::AT.params();
             tokio::select! {
-                r = &mut handled => return r,
-                () = tokio::time::sleep_until(clock.next(&p).into()) => {}
+                r = &mut work => return r,
+                () = tokio::time::sleep_until(self.clock.next(&p).into()) => {}
             }
             let p = crate::at::AT.params();
-            let Some(later) = clock.extend(self.service, &p) else {
+            let Some(later) = self.clock.extend(&self.service, &p) else {
                 break;
             };
             if self.net.dropping() {
@@ -593,7 +606,7 @@ impl EarlyReplies<'_> {
             // A connection that cannot carry it cannot carry the reply either.
             let _ = self.writer.send(&header, &[], &[]).await;
         }
-        handled.await
+        work.await
     }
 }
 

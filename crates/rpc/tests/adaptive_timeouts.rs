@@ -1,5 +1,5 @@
 //! Adaptive timeouts over TCP (Lustre's AT): a server still at work near a request's
-//! deadline answers early and the client waits on; `at_max` bounds how long; with
+//! deadline (in its handler or waiting for memory) answers early and the client waits on; `at_max` bounds how long; with
 //! adaptive timeouts off a request waits its fixed deadline only.
 //!
 //! Its own test binary: it changes this process's tunables ([`nacre_rpc::at::AT`]).
@@ -112,6 +112,19 @@ async fn early_replies_extend_a_deadline_up_to_at_max_and_not_with_at_off() {
         "the adaptive deadline, within the configured 120 s"
     );
     assert!(conn.request_timeout() >= Duration::from_secs(u64::from(asked) + 5));
+
+    // A request that waits for memory (the budget all held elsewhere for 2.5 s) is given
+    // more time as a slow handler is: with a 1.5 s deadline it is answered, not timed out.
+    let all = scfg.memory.total_bytes();
+    let held = scfg.memory.reserve(all).await.expect("the whole budget");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        drop(held);
+    });
+    let (r, took) = timed(&conn, &slow(1), Duration::from_millis(1500)).await;
+    r.expect("answered after waiting for memory");
+    assert!(took >= Duration::from_millis(2400), "{took:?}");
+    release.await.expect("release");
 
     // at_max bounds what early replies give: a 6 s request with a 2 s deadline and
     // at_max=3 times out at about 3 s after it went.
