@@ -61,6 +61,11 @@ pub struct Served {
 }
 
 impl Served {
+    /// Changes to `true` when the target stops: work that holds the target ends then.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
     /// Stops accepting, stops background work and closes the store cleanly.
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);

@@ -828,6 +828,40 @@ impl ObjStore {
         sums: Option<&[u32]>,
         from_wire: bool,
     ) -> Result<u64, ObjError> {
+        self.write_with(fid, parent, layout, offset, data, sums, from_wire, false)
+    }
+
+    /// [`write_placed`](Self::write_placed) of a write replayed after a power cut: the
+    /// other bytes of a block it writes in part are taken as they are, not checked against
+    /// the block's entry. The cut may have kept an entry without the data it was computed
+    /// from (or the reverse); every uncommitted write to the block is replayed, in order,
+    /// so what the block holds once they are is what was acknowledged.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_replayed(
+        &self,
+        fid: &Fid,
+        parent: &Fid,
+        layout: Option<OstLayout>,
+        offset: u64,
+        data: &[u8],
+        sums: Option<&[u32]>,
+        from_wire: bool,
+    ) -> Result<u64, ObjError> {
+        self.write_with(fid, parent, layout, offset, data, sums, from_wire, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_with(
+        &self,
+        fid: &Fid,
+        parent: &Fid,
+        layout: Option<OstLayout>,
+        offset: u64,
+        data: &[u8],
+        sums: Option<&[u32]>,
+        from_wire: bool,
+        replayed: bool,
+    ) -> Result<u64, ObjError> {
         let end = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         let owned;
         let sums = match sums {
@@ -854,7 +888,9 @@ impl ObjStore {
                 .ranges
                 .lock(*fid, offset >> BLOCK_SHIFT, end.div_ceil(BLOCK as u64));
             let table = self.entries(fid, &f)?;
-            let entries = self.new_entries(fid, &f, &table, offset, data, sums)?;
+            // A replay trusts the block's other bytes (see `write_replayed`).
+            let checked_against = if replayed { &Entries::Missing } else { &table };
+            let entries = self.new_entries(fid, &f, checked_against, offset, data, sums)?;
             Some((g, entries))
         } else {
             self.drop_table(fid, &f)?;
@@ -2803,6 +2839,31 @@ mod tests {
         assert!(s.read(&o, 0, data.len()).expect("read") == data);
         let c = s.verify_range(&o, 0, data.len()).expect("verify");
         assert_eq!((c.bad_count, c.checked), (0, data.len() as u64));
+    }
+
+    /// A power cut that kept a block's entry but not its data: a write to part of it is
+    /// refused, the same write replayed is taken (the replays rewrite what the cut lost),
+    /// and the block reads back with an entry that matches.
+    #[test]
+    fn a_replayed_write_to_part_of_a_block_the_cut_left_inconsistent_is_taken() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = cksum_store(d.path());
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let (o, parent) = (Fid::new(seq, 1, 0), Fid::new(0x200000401, 3, 0));
+        let data = bytes(2 * BLOCK + 10, 1);
+        s.write(&o, &parent, 0, &data).expect("write");
+        // The block's bytes as the cut left them: not those its entry was computed from.
+        crate::inject::flip_bit(&s.object_path(&o), BLOCK as u64 + 7, 3).expect("flip");
+        corrupt_at(s.write(&o, &parent, BLOCK as u64 + 100, b"x"));
+        let n = s
+            .write_replayed(&o, &parent, None, BLOCK as u64 + 100, b"x", None, false)
+            .expect("replayed");
+        assert_eq!(n, 1);
+        let got = s.read(&o, 0, data.len()).expect("the block reads again");
+        assert_eq!(got[BLOCK + 100], b'x');
+        let c = s.verify_range(&o, 0, data.len()).expect("verify");
+        assert_eq!(c.bad_count, 0);
     }
 
     #[test]

@@ -47,6 +47,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Largest read one request may ask for (matches the frame bulk limit with room to spare).
 pub const MAX_READ: u32 = 32 << 20;
@@ -200,6 +201,11 @@ impl Ost {
                 self.txn.last_committed().to_string(),
                 false,
             ),
+            p(
+                "commit_interval",
+                self.txn.commit_interval().as_secs().to_string(),
+                true,
+            ),
             p("scrub_bad_blocks", self.scrub.bad_blocks(), false),
         ];
         for (name, value) in self.scrub.params() {
@@ -222,6 +228,9 @@ impl Ost {
                 .map_err(|_| format!("{name}: '{}' is not a number", value.trim()))?;
             self.store.set_direct_io(v == 0);
             return Ok(());
+        }
+        if name == "commit_interval" {
+            return self.txn.set_commit_interval(value);
         }
         if let Some(which) = name.strip_prefix("recovery_time_") {
             let v = nacre_rpc::target::parse_recovery_time(name, value)?;
@@ -320,11 +329,17 @@ impl Ost {
         };
         let commits = async {
             let mut shutdown = shutdown_commits;
+            let mut last = tokio::time::Instant::now();
             loop {
+                // Looked at every second, so a changed interval counts from the last commit.
                 tokio::select! {
-                    _ = tokio::time::sleep(recovery::COMMIT_INTERVAL) => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = shutdown.changed() => return,
                 }
+                if last.elapsed() < self.txn.commit_interval() {
+                    continue;
+                }
+                last = tokio::time::Instant::now();
                 if let Err(e) = self.txn.commit(&self.store).await {
                     tracing::warn!(target: "ost", "OST{:04x}: commit failed: {e}", self.index);
                 }
@@ -353,7 +368,7 @@ impl Ost {
                 Step::Apply(transno, q) => {
                     let r = self
                         .clone()
-                        .dispatch(q.ctx, q.req, q.bulk)
+                        .dispatch(q.ctx, q.req, q.bulk, true)
                         .await
                         .map(|(r, _)| r);
                     if let Err(e) = &r {
@@ -536,7 +551,7 @@ impl Ost {
                 self.recovery.wait_ended().await;
                 if !req.is_ost_replayable() {
                     // A ping for `last_committed`, or a request with nothing to replay.
-                    let (reply, bulk) = self.clone().dispatch(ctx, *req, bulk).await?;
+                    let (reply, bulk) = self.clone().dispatch(ctx, *req, bulk, false).await?;
                     return Ok((
                         Reply::Tracked {
                             transno: 0,
@@ -558,7 +573,7 @@ impl Ost {
                         return Err(e);
                     }
                 }
-                let r = self.clone().dispatch(ctx, *req, bulk).await;
+                let r = self.clone().dispatch(ctx, *req, bulk, false).await;
                 let transno = self.txn.done(client, r.is_ok());
                 let (reply, bulk) = r?;
                 Ok((
@@ -574,16 +589,19 @@ impl Ost {
                 if !runs_during_recovery(&req) {
                     self.recovery.wait_ended().await;
                 }
-                self.dispatch(ctx, req, bulk).await
+                self.dispatch(ctx, req, bulk, false).await
             }
         }
     }
 
+    /// Runs one request; `replayed`: a replay after a restart (see
+    /// [`ObjStore::write_replayed`]).
     async fn dispatch(
         self: Arc<Self>,
         ctx: RequestCtx,
         req: Request,
         bulk: Bytes,
+        replayed: bool,
     ) -> Result<(Reply, Bytes), Errno> {
         let none = Bytes::new();
         match req {
@@ -615,7 +633,13 @@ impl Ost {
                 let r = self
                     .blocking(move |s| {
                         let sums = cksum.as_ref().map(|c| c.sums.as_slice());
-                        Ok(s.write_placed(
+                        let write = if replayed {
+                            ObjStore::write_replayed
+                        } else {
+                            ObjStore::write_placed
+                        };
+                        Ok(write(
+                            s,
                             &obj,
                             &parent,
                             layout,

@@ -32,8 +32,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// How often the OST commits on its own (ldiskfs's default journal commit interval).
+/// How often the OST commits on its own by default (ldiskfs's journal commit interval,
+/// its `commit=` mount option); `obdfilter.*.commit_interval`.
 pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
+/// The longest `commit_interval`, in seconds: what clients keep for replay stays bounded
+/// by their own limit meanwhile, and a commit still comes when they ask.
+pub const COMMIT_INTERVAL_MAX_SECS: u64 = 3600;
 /// The directory of the OST's recovery records, in its target directory.
 pub const LAST_RCVD_DIR: &str = "last_rcvd";
 /// The file holding `last_committed` (8 bytes, little-endian), in [`LAST_RCVD_DIR`].
@@ -58,6 +62,8 @@ pub struct Transactions {
     last_committed: AtomicU64,
     /// One commit at a time.
     committing: tokio::sync::Mutex<()>,
+    /// Seconds between the OST's own commits.
+    interval_secs: AtomicU64,
     clients: Mutex<HashMap<ClientUuid, Active>>,
 }
 
@@ -123,6 +129,7 @@ impl Transactions {
                 next: AtomicU64::new(last_committed + 1),
                 last_committed: AtomicU64::new(last_committed),
                 committing: tokio::sync::Mutex::new(()),
+                interval_secs: AtomicU64::new(COMMIT_INTERVAL.as_secs()),
                 clients: Mutex::new(clients),
             },
             recorded,
@@ -131,6 +138,29 @@ impl Transactions {
 
     pub fn last_committed(&self) -> u64 {
         self.last_committed.load(Ordering::Acquire)
+    }
+
+    /// How long the OST waits between its own commits.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_secs(self.interval_secs.load(Ordering::Relaxed))
+    }
+
+    /// Sets `commit_interval` from its parameter value: seconds, 1 to
+    /// [`COMMIT_INTERVAL_MAX_SECS`].
+    pub fn set_commit_interval(&self, value: &str) -> Result<(), String> {
+        let v: u64 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v| (1..=COMMIT_INTERVAL_MAX_SECS).contains(v))
+            .ok_or_else(|| {
+                format!(
+                    "commit_interval: '{}' is not a number of seconds from 1 to {COMMIT_INTERVAL_MAX_SECS}",
+                    value.trim()
+                )
+            })?;
+        self.interval_secs.store(v, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The highest transno handed out.

@@ -140,6 +140,7 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
                     .await
                     .context("cannot register with the MGS")?;
                 super::say(format_args!("{full} serving on {advertised}"));
+                follow_persistent(&id.fsname, &s, &mgc);
                 (s, Some(mgc), ctl)
             }
         };
@@ -153,6 +154,52 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
         served.0.stop().await;
         Ok::<(), anyhow::Error>(())
     })
+}
+
+/// The parameters of a served MDT or OST that `set_param -P` may set.
+fn target_params(
+    fsname: &str,
+    s: &node::Served,
+) -> Vec<std::sync::Arc<dyn crate::params::ParamSource>> {
+    use crate::params::{MdtParams, OstParams, ParamSource};
+    use std::sync::Arc;
+    let mut sources: Vec<Arc<dyn ParamSource>> = Vec::new();
+    if let Some(m) = s.mdt() {
+        sources.push(Arc::new(MdtParams {
+            fsname: fsname.to_string(),
+            mdt: m.clone(),
+        }));
+    }
+    if let Some(o) = s.ost() {
+        sources.push(Arc::new(OstParams {
+            fsname: fsname.to_string(),
+            ost: o.clone(),
+        }));
+    }
+    sources.push(Arc::new(crate::params::TimeoutParams));
+    sources
+}
+
+/// A served target follows the `set_param -P` records of its file system, as it fetches
+/// them from the MGS at start and as they change (Lustre's MGC applies them to the
+/// target's parameters).
+fn follow_persistent(fsname: &str, s: &node::Served, mgc: &Mgc) {
+    let node = crate::params::NodeParams {
+        sources: target_params(fsname, s),
+    };
+    let mut cfg = mgc.config();
+    // It holds the target: it ends when the target stops, so the stop is not kept waiting.
+    let mut stopping = s.stopping();
+    tokio::spawn(async move {
+        loop {
+            let records = cfg.borrow_and_update().params.clone();
+            crate::params::apply_persistent(&node, &records);
+            tokio::select! {
+                r = cfg.changed() => if r.is_err() { return },
+                _ = stopping.changed() => return,
+            }
+        }
+    });
 }
 
 /// [`serve_ctl`], or a warning that `lctl` cannot reach the target (it serves anyway).
@@ -183,7 +230,7 @@ fn serve_ctl(
     use crate::ctl::MountEntry;
     use crate::ctl_server::CtlServer;
     use crate::lfsck_ctl::{LfsckParams, LocalLfsck};
-    use crate::params::{MdtParams, NodeParams, OstParams, ParamSource, ServerStats};
+    use crate::params::{NodeParams, ParamSource, ServerStats};
     use std::sync::Arc;
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let entry = MountEntry {
@@ -196,21 +243,8 @@ fn serve_ctl(
     let lfsck = LocalLfsck {
         mdts: s.lfsck.iter().cloned().collect(),
     };
-    let mut sources: Vec<Arc<dyn ParamSource>> = Vec::new();
-    if let Some(m) = s.mdt() {
-        sources.push(Arc::new(MdtParams {
-            fsname: fsname.to_string(),
-            mdt: m.clone(),
-        }));
-    }
-    if let Some(o) = s.ost() {
-        sources.push(Arc::new(OstParams {
-            fsname: fsname.to_string(),
-            ost: o.clone(),
-        }));
-    }
+    let mut sources: Vec<Arc<dyn ParamSource>> = target_params(fsname, s);
     sources.push(Arc::new(ServerStats::of(fsname, [s])));
-    sources.push(Arc::new(crate::params::TimeoutParams));
     sources.push(Arc::new(LfsckParams {
         lfsck: lfsck.clone(),
     }));
