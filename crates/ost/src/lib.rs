@@ -81,14 +81,10 @@ pub struct Ost {
 }
 
 /// Requests that run while the OST recovers: the servers' own ([`Request::needs_server_role`]),
-/// pings, statfs and commits. Every other request waits until the replays are in, so no
-/// client reads what a replay is about to change.
+/// pings and statfs. Every other request waits until the replays are in, so no client
+/// reads what a replay is about to change.
 fn runs_during_recovery(req: &Request) -> bool {
-    req.needs_server_role()
-        || matches!(
-            req,
-            Request::Ping | Request::Statfs | Request::OstStatfs | Request::OstCommit
-        )
+    req.needs_server_role() || matches!(req, Request::Ping | Request::Statfs | Request::OstStatfs)
 }
 
 /// One OST parameter: its name after `obdfilter.<target>.`, value, and whether `lctl
@@ -336,7 +332,9 @@ impl Ost {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = shutdown.changed() => return,
                 }
-                if last.elapsed() < self.txn.commit_interval() {
+                // A commit during recovery would drop the records of the clients it waits
+                // for (they have nothing above `last_committed` yet); its own commit ends it.
+                if last.elapsed() < self.txn.commit_interval() || self.recovery.is_recovering() {
                     continue;
                 }
                 last = tokio::time::Instant::now();
@@ -539,6 +537,8 @@ impl Ost {
                 ))
             }
             Request::OstCommit => {
+                // Not during recovery (see the commit loop in `housekeeping`).
+                self.recovery.wait_ended().await;
                 let last_committed = self.txn.commit(&self.store).await?;
                 Ok((Reply::Committed { last_committed }, none))
             }
