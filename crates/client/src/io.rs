@@ -494,26 +494,19 @@ impl Client {
             return imp.call(req, bulk).await;
         }
         let rep = self.osc_replay(ost).map_err(RpcError::Errno)?;
-        if rep.is_full() || self.kept_write_bytes() >= crate::replay::KEPT_WRITE_BYTES_MAX {
+        if self.kept_over_bound() {
             self.commit_kept().await;
         }
-        let tracked = Request::Tracked {
-            client: rep.client,
-            xid: rep.next_xid(),
-            req: Box::new(req.clone()),
-        };
-        let (reply, reply_bulk) = imp.call(&tracked, bulk.clone()).await?;
-        match reply {
-            Reply::Tracked {
-                transno,
-                last_committed,
-                reply,
-            } => {
-                rep.answered(req.clone(), bulk, transno, last_committed, &reply);
-                Ok((*reply, reply_bulk))
-            }
-            other => Ok((other, reply_bulk)),
-        }
+        rep.call_tracked(imp, req.clone(), bulk).await
+    }
+
+    /// Whether the OSCs keep more than they may: [`crate::replay::KEPT_WRITE_BYTES_MAX`]
+    /// of data together, or a full list.
+    fn kept_over_bound(&self) -> bool {
+        let lists = self.osc_replays.read();
+        lists.iter().any(|r| r.is_full())
+            || lists.iter().map(|r| r.kept_bytes()).sum::<u64>()
+                >= crate::replay::KEPT_WRITE_BYTES_MAX
     }
 
     /// The OSCs that keep anything for replay, with their imports.
@@ -542,12 +535,8 @@ impl Client {
     /// that cannot is logged; its writes stay kept, for a replay.
     async fn commit_kept(&self) {
         let _one = self.commit_round.lock().await;
-        if self.kept_write_bytes() < crate::replay::KEPT_WRITE_BYTES_MAX
-            && !self
-                .osc_kept()
-                .iter()
-                .any(|(i, _)| self.osc_replay(*i).is_ok_and(|r| r.is_full()))
-        {
+        // A round that ended while this writer waited may have made room.
+        if !self.kept_over_bound() {
             return;
         }
         let calls = self.osc_kept().into_iter().map(|(ost, imp)| async move {

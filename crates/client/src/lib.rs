@@ -317,11 +317,6 @@ impl Client {
             .ok_or(Errno::EIO)
     }
 
-    /// Bytes of written data the OSCs keep for replay (`osc.*.unstable_bytes` summed).
-    pub fn kept_write_bytes(&self) -> u64 {
-        self.osc_replays.read().iter().map(|r| r.kept_bytes()).sum()
-    }
-
     pub(crate) fn osc(&self, idx: u32) -> Result<Arc<Import>, Errno> {
         self.oscs
             .read()

@@ -53,30 +53,10 @@ impl Client {
             imp.call(&sync, Bytes::new()).await.map_err(rpc_errno)?;
             rep.committed(upto);
         }
-        let tracked = Request::Tracked {
-            client: rep.client,
-            xid: rep.next_xid(),
-            req: Box::new(req),
-        };
-        let reply = imp
-            .call(&tracked, Bytes::new())
+        rep.call_tracked(&imp, req, Bytes::new())
             .await
             .map(|(r, _)| r)
-            .map_err(rpc_errno)?;
-        let Request::Tracked { req, .. } = tracked else {
-            return Err(Errno::EPROTO);
-        };
-        match reply {
-            Reply::Tracked {
-                transno,
-                last_committed,
-                reply,
-            } => {
-                rep.answered(*req, Bytes::new(), transno, last_committed, &reply);
-                Ok(*reply)
-            }
-            other => Ok(other),
-        }
+            .map_err(rpc_errno)
     }
 
     async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {

@@ -179,8 +179,41 @@ impl ReplayList {
             l.last_committed = last_committed;
         }
         let lc = l.last_committed;
-        l.kept = l.kept.split_off(&(lc + 1));
-        l.kept_bytes = l.kept.values().map(|k| k.bulk.len() as u64).sum();
+        // Only what is dropped is counted out: this runs at every answer.
+        let rest = l.kept.split_off(&(lc + 1));
+        let dropped = std::mem::replace(&mut l.kept, rest);
+        l.kept_bytes -= dropped.values().map(|k| k.bulk.len() as u64).sum::<u64>();
+    }
+
+    /// Sends `req` (with `bulk`) tracked over `imp`: with this mount's identity and a
+    /// request number, and kept when the answer says it is not committed. The answer is
+    /// the request's own.
+    pub async fn call_tracked(
+        &self,
+        imp: &Import,
+        req: Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), RpcError> {
+        let tracked = Request::Tracked {
+            client: self.client,
+            xid: self.next_xid(),
+            req: Box::new(req),
+        };
+        let (reply, reply_bulk) = imp.call(&tracked, bulk.clone()).await?;
+        let Request::Tracked { req, .. } = tracked else {
+            unreachable!("built as Tracked above");
+        };
+        match reply {
+            Reply::Tracked {
+                transno,
+                last_committed,
+                reply,
+            } => {
+                self.answered(*req, bulk, transno, last_committed, &reply);
+                Ok((*reply, reply_bulk))
+            }
+            other => Ok((other, reply_bulk)),
+        }
     }
 
     /// A tracked request's answer: kept when it is not committed yet, with its `bulk`.
@@ -564,6 +597,23 @@ mod tests {
         assert_eq!(*restarted.replayed.lock(), vec![10, 11, 12]);
         assert_eq!(restarted.done.load(Ordering::Relaxed), 1);
         assert_eq!(r.kept(), 0, "recovery commits what was replayed");
+    }
+
+    /// Kept data is counted in as writes are kept and out as commits drop them.
+    #[test]
+    fn kept_bytes_follow_what_is_kept() {
+        let r = ReplayList::new(CLIENT, TargetKind::Ost, Duration::from_secs(1));
+        for (t, n) in [(10, 100), (11, 200), (12, 400)] {
+            r.answered(unlink("w"), Bytes::from(vec![0; n]), t, 9, &Reply::Ok);
+        }
+        assert_eq!((r.kept(), r.kept_bytes()), (3, 700));
+        r.committed(11);
+        assert_eq!((r.kept(), r.kept_bytes()), (1, 400));
+        // An answer at or below last_committed is not kept.
+        r.answered(unlink("w"), Bytes::from(vec![0; 50]), 11, 11, &Reply::Ok);
+        assert_eq!(r.kept_bytes(), 400);
+        r.committed(12);
+        assert_eq!((r.kept(), r.kept_bytes()), (0, 0));
     }
 
     /// The connection is lost in the middle of the replay: the next connection to the

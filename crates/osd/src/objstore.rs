@@ -669,6 +669,11 @@ impl ObjStore {
             }
         };
         let last = read("LAST_ID")?;
+        if last.is_none() {
+            // A new sequence, or a store whose `O/` is gone: the latter must not read as
+            // an empty sequence (LFSCK would take LAST_ID 0 for a crashed one).
+            self.health.verify()?;
+        }
         let lazy = match read(LAZY_LAST)? {
             Some(l) => l,
             None => {

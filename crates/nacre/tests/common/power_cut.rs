@@ -124,3 +124,76 @@ impl Drop for PowerCutDisk {
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf8 path")
 }
+
+/// MGS, MDT0 and OST0 as `nacre serve` processes, with one of the two targets (`mdt0` or
+/// `ost0`) on a disk that can lose power and the others on plain directories: the rig of
+/// the replay tests.
+pub struct ReplayRig {
+    pub cl: super::procs::ServeCluster,
+    pub disk: PowerCutDisk,
+    /// The target on the disk.
+    target: &'static str,
+    _tmp: tempfile::TempDir,
+}
+
+impl ReplayRig {
+    pub fn new(fsname: &str, target: &'static str) -> ReplayRig {
+        assert!(matches!(target, "mdt0" | "ost0"), "{target}");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let disk = PowerCutDisk::new("192M");
+        let dir = |t: &str| {
+            if t == target {
+                disk.path().join(t)
+            } else {
+                tmp.path().join(t)
+            }
+        };
+        let mut cl = super::procs::ServeCluster::format(
+            fsname,
+            &tmp.path().join("mgs"),
+            &[dir("mdt0")],
+            &[dir("ost0")],
+        );
+        cl.start_all();
+        ReplayRig {
+            cl,
+            disk,
+            target,
+            _tmp: tmp,
+        }
+    }
+
+    /// The target's power goes, comes back, and the target restarts.
+    pub fn cut(&mut self) {
+        self.cl.kill(self.target);
+        self.disk.cut(&[]);
+        self.disk.power_on();
+        self.cl.start(self.target);
+    }
+
+    /// The target's `recovery_status`.
+    pub fn recovery_status(&self) -> String {
+        let fs = &self.cl.fsname;
+        super::param(&match self.target {
+            "mdt0" => format!("mdt.{fs}-MDT0000.recovery_status"),
+            _ => format!("obdfilter.{fs}-OST0000.recovery_status"),
+        })
+    }
+
+    /// Stops everything; the stopped file system must pass `nacre check`.
+    pub fn stop_and_check(&mut self) {
+        self.cl.stop_all();
+        let rep = self.cl.check();
+        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
+    }
+}
+
+/// One field of a `recovery_status`.
+pub fn status_field(status: &str, field: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")))
+        .unwrap_or_else(|| panic!("no {field} in recovery_status:\n{status}"))
+        .trim()
+        .to_string()
+}

@@ -13,12 +13,11 @@ use crate::common;
 
 use bytes::Bytes;
 use common::cluster::{FILE, create, pattern, rw};
-use common::power_cut::{PowerCutDisk, require_power_cut};
-use common::procs::ServeCluster;
+use common::power_cut::{ReplayRig, require_power_cut, status_field};
 use nacre_client::Client;
 use nacre_core::Fid;
 use nacre_core::attr::SetAttr;
-use nacre_rpc::msg::{Cred, OpenFlags};
+use nacre_rpc::msg::Cred;
 use std::sync::Arc;
 
 /// Bytes of the files written before the cut: several write RPCs each.
@@ -30,56 +29,9 @@ fn cred() -> Cred {
     Cred::root()
 }
 
-/// MGS and MDT0 on plain directories, OST0 on a disk that can lose power.
-struct Rig {
-    cl: ServeCluster,
-    disk: PowerCutDisk,
-    _tmp: tempfile::TempDir,
-}
-
-impl Rig {
-    fn new(fsname: &str) -> Rig {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let disk = PowerCutDisk::new("192M");
-        let mut cl = ServeCluster::format(
-            fsname,
-            &tmp.path().join("mgs"),
-            &[tmp.path().join("mdt0")],
-            &[disk.path().join("ost0")],
-        );
-        cl.start_all();
-        Rig {
-            cl,
-            disk,
-            _tmp: tmp,
-        }
-    }
-
-    /// The OST's power goes, comes back, and the OST restarts.
-    fn cut_ost(&mut self) {
-        self.cl.kill("ost0");
-        self.disk.cut(&[]);
-        self.disk.power_on();
-        self.cl.start("ost0");
-    }
-
-    fn recovery_status(&self) -> String {
-        common::param(&format!(
-            "obdfilter.{}-OST0000.recovery_status",
-            self.cl.fsname
-        ))
-    }
-
-    fn stop_and_check(&mut self) {
-        self.cl.stop_all();
-        let rep = self.cl.check();
-        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
-    }
-}
-
 /// The OST commits only when asked (its own commits 10 minutes apart), so what a test
 /// leaves unsynced is still uncommitted when the power goes.
-async fn no_own_commits(rig: &Rig, c: &Client) {
+async fn no_own_commits(rig: &ReplayRig, c: &Client) {
     c.set_param_persistent("obdfilter.*.commit_interval", Some("600"))
         .await
         .expect("set_param -P");
@@ -93,37 +45,19 @@ async fn no_own_commits(rig: &Rig, c: &Client) {
     panic!("{name} never became 600");
 }
 
-fn status_field(status: &str, field: &str) -> String {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}: ")))
-        .unwrap_or_else(|| panic!("no {field} in recovery_status:\n{status}"))
-        .trim()
-        .to_string()
+/// The whole content of `fid` as `c` reads it, and never a byte past its size.
+async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
+    let size = c.getattr(fid).await?.attr.size;
+    common::integrity::read_file(c, fid, size + 1).await
 }
 
-/// The whole content of `fid` as `c` reads it.
-async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
-    let ro = OpenFlags {
-        read: true,
-        ..OpenFlags::default()
-    };
-    let (f, info) = c.open(fid, ro, &cred()).await?;
-    let size = info.attr.size;
-    let mut out = Vec::new();
-    let r = async {
-        while (out.len() as u64) < size + 1 {
-            let b = c.read(&f, out.len() as u64, 1 << 20).await?;
-            if b.is_empty() {
-                break;
-            }
-            out.extend_from_slice(&b);
-        }
-        Ok(())
-    }
-    .await;
-    c.release(&f).await?;
-    r.map(|()| out)
+/// A new file in the root.
+async fn new_file(c: &Client, name: &str) -> Fid {
+    create(c, Fid::ROOT, name.as_bytes(), FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid
 }
 
 async fn write_at(c: &Arc<Client>, fid: Fid, off: u64, data: &[u8], sync: bool) {
@@ -149,16 +83,9 @@ struct Files {
 
 /// Makes the files, synced as [`operate`] expects.
 async fn setup(c: &Arc<Client>, tag: &str) -> Files {
-    let mk = |n: String| async move {
-        create(c, Fid::ROOT, n.as_bytes(), FILE)
-            .await
-            .expect("create")
-            .attr
-            .fid
-    };
-    let over = mk(format!("{tag}-overwritten")).await;
-    let fresh = mk(format!("{tag}-fresh")).await;
-    let trunc = mk(format!("{tag}-truncated")).await;
+    let over = new_file(c, &format!("{tag}-overwritten")).await;
+    let fresh = new_file(c, &format!("{tag}-fresh")).await;
+    let trunc = new_file(c, &format!("{tag}-truncated")).await;
     let base = pattern(DATA, 1);
     write_at(c, over, 0, &base, true).await;
     write_at(c, trunc, 0, &base, true).await;
@@ -222,7 +149,7 @@ async fn a_live_client_replays_its_writes_after_a_power_cut_of_the_ost() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpost"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpost", "ost0"));
     let c = rig.cl.mount("ost-replay-a").await;
     no_own_commits(&rig, &c).await;
     let mut f = setup(&c, "a").await;
@@ -231,7 +158,7 @@ async fn a_live_client_replays_its_writes_after_a_power_cut_of_the_ost() {
         c.osc_replay(0).expect("osc").kept() > 0,
         "the writes were committed before the cut: nothing to replay"
     );
-    tokio::task::block_in_place(|| rig.cut_ost());
+    tokio::task::block_in_place(|| rig.cut());
     verify(&c, &f, "the writer, after the OST's power cut").await;
     let st = tokio::task::block_in_place(|| rig.recovery_status());
     assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
@@ -262,7 +189,7 @@ async fn untracked_writes_are_lost_to_a_power_cut_of_the_ost() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpostoff"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpostoff", "ost0"));
     let c = rig.cl.mount("ost-replay-off").await;
     c.tunables
         .set("osc", "replay_tracking", 0)
@@ -270,7 +197,7 @@ async fn untracked_writes_are_lost_to_a_power_cut_of_the_ost() {
     let mut f = setup(&c, "a").await;
     operate(&c, &mut f).await;
     assert_eq!(c.osc_replay(0).expect("osc").kept(), 0, "nothing kept");
-    tokio::task::block_in_place(|| rig.cut_ost());
+    tokio::task::block_in_place(|| rig.cut());
     let other = rig.cl.mount("ost-replay-off-b").await;
     // Lost: an error or other bytes (the object's file was precreated, durably, empty).
     if let Ok(fresh) = content(&other, f.fresh.0).await {
@@ -295,21 +222,11 @@ async fn the_ost_fails_during_a_write_and_a_read() {
     }
     const PIECE: usize = 1 << 20;
     const PIECES: usize = 24;
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpostio"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpostio", "ost0"));
     let c = rig.cl.mount("ost-io-writer").await;
     let r = rig.cl.mount("ost-io-reader").await;
     no_own_commits(&rig, &c).await;
-    let mk = |n: &'static str| {
-        let c = c.clone();
-        async move {
-            create(&c, Fid::ROOT, n.as_bytes(), FILE)
-                .await
-                .expect("create")
-                .attr
-                .fid
-        }
-    };
-    let (written, read) = (mk("written").await, mk("read").await);
+    let (written, read) = (new_file(&c, "written").await, new_file(&c, "read").await);
     let synced = pattern(PIECE * PIECES, 5);
     write_at(&c, read, 0, &synced, true).await;
     let want = pattern(PIECE * PIECES, 6);
@@ -355,7 +272,7 @@ async fn the_ost_fails_during_a_write_and_a_read() {
         })
     };
     cut_rx.await.expect("the writer reached the cut");
-    tokio::task::block_in_place(|| rig.cut_ost());
+    tokio::task::block_in_place(|| rig.cut());
     writer.await.expect("writer");
     reader.await.expect("reader");
     let got = content(&c, written).await.expect("read back");
@@ -381,21 +298,11 @@ async fn replays_of_two_clients_apply_in_transno_order_and_a_gone_one_is_evicted
         return;
     }
     const MIB: usize = 1 << 20;
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpost2"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpost2", "ost0"));
     let a = rig.cl.mount("ost-two-a").await;
     let b = rig.cl.mount("ost-two-b").await;
     no_own_commits(&rig, &a).await;
-    let mk = |c: &Arc<Client>, n: &'static str| {
-        let c = c.clone();
-        async move {
-            create(&c, Fid::ROOT, n.as_bytes(), FILE)
-                .await
-                .expect("create")
-                .attr
-                .fid
-        }
-    };
-    let shared = mk(&a, "shared").await;
+    let shared = new_file(&a, "shared").await;
     let mut want = pattern(3 * MIB, 1);
     write_at(&a, shared, 0, &want, true).await;
     let first = pattern(2 * MIB, 2);
@@ -404,7 +311,7 @@ async fn replays_of_two_clients_apply_in_transno_order_and_a_gone_one_is_evicted
     let second = pattern(2 * MIB, 3);
     write_at(&b, shared, MIB as u64, &second, false).await;
     want[MIB..3 * MIB].copy_from_slice(&second);
-    tokio::task::block_in_place(|| rig.cut_ost());
+    tokio::task::block_in_place(|| rig.cut());
     let c = rig.cl.mount("ost-two-c").await;
     for (who, cl) in [("the first writer", &a), ("another client", &c)] {
         let got = content(cl, shared).await.expect("read");
@@ -423,7 +330,10 @@ async fn replays_of_two_clients_apply_in_transno_order_and_a_gone_one_is_evicted
             .await
             .expect("set_param -P");
     }
-    let (gone_file, live_file) = (mk(&a, "of-the-gone").await, mk(&b, "of-the-live").await);
+    let (gone_file, live_file) = (
+        new_file(&a, "of-the-gone").await,
+        new_file(&b, "of-the-live").await,
+    );
     let gone_data = pattern(2 * MIB, 4);
     let live_data = pattern(2 * MIB, 5);
     write_at(&a, gone_file, 0, &gone_data, false).await;
@@ -434,15 +344,24 @@ async fn replays_of_two_clients_apply_in_transno_order_and_a_gone_one_is_evicted
     );
     a.unmount();
     drop(a);
-    tokio::task::block_in_place(|| rig.cut_ost());
+    tokio::task::block_in_place(|| rig.cut());
     let got = content(&b, live_file).await.expect("read");
     assert!(got == live_data, "the live client's write was not replayed");
-    // The gone client's write may be lost or not (another client's record, synced after
-    // it, may have carried it to the disk): either way the file reads without error.
-    let got = content(&b, gone_file)
-        .await
-        .expect("read the gone client's file");
-    assert!(got.len() <= gone_data.len(), "a size past what was written");
+    // Nobody replays the gone client's write: each block of it is there or lost (another
+    // client's record, synced after it, may have carried some to the disk), and a block
+    // whose checksum the cut kept without its data is EIO, never other bytes.
+    match content(&b, gone_file).await {
+        Ok(got) => {
+            assert_eq!(got.len(), gone_data.len(), "the size the MDT kept");
+            for (i, (g, w)) in got.chunks(4096).zip(gone_data.chunks(4096)).enumerate() {
+                assert!(
+                    g == w || g.iter().all(|&x| x == 0),
+                    "block {i} of the gone client's file is neither its data nor lost"
+                );
+            }
+        }
+        Err(e) => assert_eq!(e, nacre_core::Errno::EIO, "the gone client's file"),
+    }
     let st = tokio::task::block_in_place(|| rig.recovery_status());
     assert_eq!(status_field(&st, "completed_clients"), "1/2", "{st}");
     let log = std::fs::read_to_string(rig.cl.logs.join("ost0.log")).expect("log");

@@ -10,8 +10,7 @@ use crate::common;
 
 use bytes::Bytes;
 use common::cluster::{DIR, FILE, create, pattern, rw};
-use common::power_cut::{PowerCutDisk, require_power_cut};
-use common::procs::ServeCluster;
+use common::power_cut::{ReplayRig, require_power_cut, status_field};
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
 use nacre_core::attr::SetAttr;
@@ -25,50 +24,6 @@ const TRUNC: u64 = 100_000;
 
 fn cred() -> Cred {
     Cred::root()
-}
-
-/// MGS and OST0 on plain directories, MDT0 on a disk that can lose power.
-struct Rig {
-    cl: ServeCluster,
-    disk: PowerCutDisk,
-    _tmp: tempfile::TempDir,
-}
-
-impl Rig {
-    fn new(fsname: &str) -> Rig {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let disk = PowerCutDisk::new("192M");
-        let mut cl = ServeCluster::format(
-            fsname,
-            &tmp.path().join("mgs"),
-            &[disk.path().join("mdt0")],
-            &[tmp.path().join("ost0")],
-        );
-        cl.start_all();
-        Rig {
-            cl,
-            disk,
-            _tmp: tmp,
-        }
-    }
-
-    /// The MDT's power goes, comes back, and the MDT restarts.
-    fn cut_mdt(&mut self) {
-        self.cl.kill("mdt0");
-        self.disk.cut(&[]);
-        self.disk.power_on();
-        self.cl.start("mdt0");
-    }
-
-    fn recovery_status(&self) -> String {
-        common::param(&format!("mdt.{}-MDT0000.recovery_status", self.cl.fsname))
-    }
-
-    fn stop_and_check(&mut self) {
-        self.cl.stop_all();
-        let rep = self.cl.check();
-        assert!(rep.is_clean(), "nacre check: {}", rep.summary());
-    }
 }
 
 async fn lookup(c: &Client, dir: Fid, name: &str) -> Option<nacre_rpc::msg::InodeInfo> {
@@ -252,15 +207,6 @@ async fn verify(c: &Arc<Client>, s: &Setup, created: Fid, kept: bool, what: &str
     }
 }
 
-fn status_field(status: &str, field: &str) -> String {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}: ")))
-        .unwrap_or_else(|| panic!("no {field} in recovery_status:\n{status}"))
-        .trim()
-        .to_string()
-}
-
 /// `replay-single.sh` tests 0-8 and 20 at once: create, mkdir, unlink, rename within and
 /// across directories, link, setattr, setxattr and truncate, each answered and none
 /// synced; the MDT loses its unsynced journal; the same client replays all of them.
@@ -269,11 +215,11 @@ async fn a_live_client_replays_every_acknowledged_operation_after_a_power_cut() 
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpsingle"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpsingle", "mdt0"));
     let c = rig.cl.mount("replay-a").await;
     let s = setup(&c, "a").await;
     let created = operate(&c, &s, true).await;
-    tokio::task::block_in_place(|| rig.cut_mdt());
+    tokio::task::block_in_place(|| rig.cut());
     verify(&c, &s, created, true, "after the MDT's power cut").await;
     let st = tokio::task::block_in_place(|| rig.recovery_status());
     assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
@@ -303,7 +249,7 @@ async fn a_client_that_does_not_come_back_is_evicted_and_the_other_replays() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpevict"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpevict", "mdt0"));
     let a = rig.cl.mount("replay-a").await;
     let b = rig.cl.mount("replay-b").await;
     let fsname = rig.cl.fsname.clone();
@@ -319,7 +265,7 @@ async fn a_client_that_does_not_come_back_is_evicted_and_the_other_replays() {
     // b goes away and never comes back.
     b.unmount();
     drop(b);
-    tokio::task::block_in_place(|| rig.cut_mdt());
+    tokio::task::block_in_place(|| rig.cut());
     verify(&a, &sa, ca, true, "the live client").await;
     verify(&a, &sb, cb, false, "the evicted client").await;
     let st = tokio::task::block_in_place(|| rig.recovery_status());
@@ -418,7 +364,7 @@ async fn a_resend_after_the_mdt_restarted_gets_its_first_answer_back() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpresnd"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpresnd", "mdt0"));
     let c = rig.cl.mount("replay-r").await;
     let imp = c.mdcs()[0].clone();
     let me = c.mdc_replay(0).expect("replay list").client;
@@ -450,7 +396,7 @@ async fn a_resend_after_the_mdt_restarted_gets_its_first_answer_back() {
     let first = fid_of("create", imp.call(&kept, Bytes::new()).await);
     c.sync_dir(Fid::ROOT).await.expect("sync");
     fid_of("create", imp.call(&lost, Bytes::new()).await);
-    tokio::task::block_in_place(|| rig.cut_mdt());
+    tokio::task::block_in_place(|| rig.cut());
     let again = fid_of(
         "the resend of a committed create",
         imp.call(&kept, Bytes::new()).await,
@@ -481,13 +427,13 @@ async fn a_client_that_unmounted_is_not_waited_for() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpgone"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpgone", "mdt0"));
     let a = rig.cl.mount("replay-a").await;
     let s = setup(&a, "a").await;
     a.disconnect().await;
     a.unmount();
     drop(a);
-    tokio::task::block_in_place(|| rig.cut_mdt());
+    tokio::task::block_in_place(|| rig.cut());
     let t0 = std::time::Instant::now();
     let b = rig.cl.mount("replay-b").await;
     create(&b, s.dir, b"after", FILE)
@@ -530,7 +476,7 @@ async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| Rig::new("rpopen"));
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpopen", "mdt0"));
     let c = rig.cl.mount("replay-a").await;
     let dir = create(&c, Fid::ROOT, b"open-dir", DIR)
         .await
@@ -600,7 +546,7 @@ async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
     let kept = c.mdc_replay(0).expect("mdc").open_handles();
     assert_eq!(kept, 3, "open handles kept for replay");
 
-    tokio::task::block_in_place(|| rig.cut_mdt());
+    tokio::task::block_in_place(|| rig.cut());
 
     // A getattr waits for the end of the recovery, after which the MDT removes the
     // orphans nobody reopened; then time for their objects' destroy to reach the OST.
