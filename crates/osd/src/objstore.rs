@@ -989,13 +989,17 @@ impl ObjStore {
             return;
         }
         // Recorded even if it failed otherwise: a failed fallocate may have reserved part.
-        self.reserved.lock().insert(
-            *fid,
-            Reserved {
-                end: offset + chunk,
-                last: Instant::now(),
-            },
-        );
+        // Writes in flight together land in any order: an earlier chunk's reservation
+        // arriving late must not hide a later one's (the give-back trims to `end`).
+        let end = offset + chunk;
+        let mut r = self.reserved.lock();
+        let e = r.entry(*fid).or_insert(Reserved {
+            end,
+            last: Instant::now(),
+        });
+        e.end = e.end.max(end);
+        e.last = Instant::now();
+        drop(r);
         self.reserved_made.notify_one();
     }
 
@@ -2489,6 +2493,39 @@ mod tests {
         // Turned off, the same writes go through the page cache.
         s.set_direct_io(false);
         assert!(!s.direct_fits(0, &v[pad..pad + chunk]));
+    }
+
+    #[test]
+    fn writes_landing_out_of_order_give_back_every_reserved_block() {
+        let d = tempfile::tempdir().expect("tmp");
+        check_xattr_support(d.path()).expect("xattrs");
+        let s = open_store(d.path(), direct());
+        if !s.direct_io() {
+            return;
+        }
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let o = Fid::new(seq, 1, 0);
+        let parent = Fid::new(0x200000401, 3, 0);
+        let mib = 1usize << 20;
+        let (v, pad) = aligned(mib, 3);
+        let piece = &v[pad..pad + mib];
+        // The 32 MiB chunk's write lands before the 16 MiB chunk's, as two RPCs in flight
+        // together may: the later reservation (to 64 MiB) must still be given back.
+        for at in [0u64, 32, 16, 8, 33] {
+            s.write(&o, &parent, at << 20, piece).expect("write");
+        }
+        assert_eq!(s.reserved.lock().get(&o).map(|r| r.end), Some(64 << 20));
+        s.sync(&o).expect("sync");
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(s.object_path(&o)).expect("stat");
+        assert_eq!(m.len(), 34 << 20);
+        assert!(
+            m.blocks() * 512 <= m.len() + (1 << 20),
+            "{} bytes allocated for {}",
+            m.blocks() * 512,
+            m.len()
+        );
     }
 
     #[test]
