@@ -576,6 +576,9 @@ impl Client {
             };
             let r = match target.kind {
                 TargetKind::Ost => self.ost_call(target.index, imp, &req, sent).await,
+                TargetKind::Mdt if matches!(req, Request::DomWrite { .. }) => {
+                    self.dom_write_call(target.index, imp, &req, sent).await
+                }
                 _ => imp.call(&req, sent).await,
             };
             match r {

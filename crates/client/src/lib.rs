@@ -226,7 +226,12 @@ impl Client {
                     imp.request_timeout(),
                 ));
                 imp.set_connect_hook(rep.clone());
-                self.mdc_replays.write().push(rep);
+                self.mdc_replays.write().push(rep.clone());
+                tokio::spawn(replay::ping_while_kept(
+                    imp.clone(),
+                    rep,
+                    self.stopping.subscribe(),
+                ));
                 if let Some(me) = self.me.get() {
                     tokio::spawn(callback::follow(
                         me.clone(),

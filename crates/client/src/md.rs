@@ -3,12 +3,27 @@
 //! directory's stripe, see [`crate::lmv`]); the reply's attributes get their size from the
 //! OSTs when the MDT's size is not exact.
 
+use crate::replay::ReplayList;
 use crate::{Client, rpc_errno};
 use bytes::Bytes;
 use nacre_core::attr::SetAttr;
 use nacre_core::fid::mdt_of_seq;
 use nacre_core::{Errno, Fid, Layout, TargetName};
+use nacre_rpc::RpcError;
+use nacre_rpc::import::Import;
 use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
+
+/// Has the MDT commit rather than keep more: a sync covers every reply so far.
+async fn mdt_commit(imp: &Import, rep: &ReplayList) -> Result<(), Errno> {
+    let upto = rep.last_transno();
+    let sync = Request::Sync {
+        fid: None,
+        changed: false,
+    };
+    imp.call(&sync, Bytes::new()).await.map_err(rpc_errno)?;
+    rep.committed(upto);
+    Ok(())
+}
 
 impl Client {
     /// The MDT holding `fid`.
@@ -44,19 +59,32 @@ impl Client {
         let imp = self.mdc(mdt)?;
         let rep = self.mdc_replay(mdt)?;
         if rep.is_full() {
-            // Make the MDT commit rather than keep more: a sync covers every reply so far.
-            let upto = rep.last_transno();
-            let sync = Request::Sync {
-                fid: None,
-                changed: false,
-            };
-            imp.call(&sync, Bytes::new()).await.map_err(rpc_errno)?;
-            rep.committed(upto);
+            mdt_commit(&imp, &rep).await?;
         }
         rep.call_tracked(&imp, req, Bytes::new())
             .await
             .map(|(r, _)| r)
             .map_err(rpc_errno)
+    }
+
+    /// A Data-on-MDT write: with `mdc.*.replay_tracking`, tracked as a namespace change is
+    /// and kept with its data until the MDT commits it, so it survives a power cut of the
+    /// MDT. Past [`crate::replay::KEPT_DOM_BYTES_MAX`] kept, the MDT commits first.
+    pub(crate) async fn dom_write_call(
+        &self,
+        mdt: u32,
+        imp: &Import,
+        req: &Request,
+        bulk: Bytes,
+    ) -> Result<(Reply, Bytes), RpcError> {
+        if !self.tunables.replay_tracking() {
+            return imp.call(req, bulk).await;
+        }
+        let rep = self.mdc_replay(mdt).map_err(RpcError::Errno)?;
+        if rep.is_full() || rep.kept_bytes() >= crate::replay::KEPT_DOM_BYTES_MAX {
+            mdt_commit(imp, &rep).await.map_err(RpcError::Errno)?;
+        }
+        rep.call_tracked(imp, req.clone(), bulk).await
     }
 
     async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {

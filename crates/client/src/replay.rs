@@ -6,13 +6,14 @@
 //! before the new connection carries anything else, so an acknowledged change survives a
 //! crash of the target as long as this client lives.
 //!
-//! The list is bounded ([`REPLAY_LIST_MAX`] requests, and the OSCs' data together
-//! [`KEPT_WRITE_BYTES_MAX`]): when it is full, the client asks the target to commit (a
-//! sync, which covers every reply received before it) instead of growing it. An OSC's list
-//! is not emptied by other traffic when its writer goes quiet, so while it holds anything
-//! [`ping_while_kept`] asks the OST for its `last_committed` every [`KEPT_PING_INTERVAL`]:
-//! the list empties at the OST's next commit, and a restart of the OST is noticed (and
-//! replayed to) within its recovery window.
+//! The list is bounded ([`REPLAY_LIST_MAX`] requests, the OSCs' data together
+//! [`KEPT_WRITE_BYTES_MAX`], an MDC's Data-on-MDT writes [`KEPT_DOM_BYTES_MAX`]): when it
+//! is full, the client asks the target to commit (a sync, which covers every reply
+//! received before it) instead of growing it. A list is not emptied by other traffic when
+//! its client goes quiet, so while it holds anything [`ping_while_kept`] asks the target
+//! for its `last_committed` every [`KEPT_PING_INTERVAL`]: the list empties at the
+//! target's next commit, and a restart of the target is noticed (and replayed to) within
+//! its recovery window.
 //!
 //! Open handles are kept too, from open to close ([`OPEN_LIST_MAX`]): a restarted MDT
 //! has none, so each is made again under its number ([`Request::Reopen`]) in the replay,
@@ -49,9 +50,14 @@ pub const OPEN_LIST_MAX: usize = 1 << 18;
 /// the client could not replay would be lost to a power cut.
 pub const KEPT_WRITE_BYTES_MAX: u64 = 128 << 20;
 
-/// How often an OSC that keeps anything asks its OST for `last_committed`: well inside
-/// the recovery window (`recovery_time_soft`, 9 s), so a restarted OST hears from it in
-/// time.
+/// Bytes of Data-on-MDT writes one MDC keeps for replay; past it the client asks the MDT
+/// to commit. Smaller than the OSCs' bound: DoM holds small files' first bytes, and the
+/// MDT commits every few seconds anyway.
+pub const KEPT_DOM_BYTES_MAX: u64 = 32 << 20;
+
+/// How often an OSC or MDC that keeps anything asks its target for `last_committed`: well
+/// inside the recovery window (`recovery_time_soft`, 9 s), so a restarted target hears
+/// from it in time.
 pub const KEPT_PING_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Kept {

@@ -10,6 +10,13 @@
 //! every read; writes with checksums are checked before they land (EBADMSG if damaged on
 //! the way), reads answer with checksums when asked, and a scrub walks the objects
 //! (`mdt.*.dom_scrub_*`).
+//!
+//! Acknowledged DoM writes survive a power cut of the MDT as metadata changes do: a
+//! tracked DoM write takes a transaction number once its bytes are written, and no commit
+//! of the store (a journal sync, a checkpoint) moves `last_committed` past a DoM change
+//! before the DoM objects are synced ([`DomCommit`]). So what the client dropped as
+//! committed is on disk, and what it keeps it replays, in transno order with the
+//! namespace changes around it.
 
 use crate::Mdt;
 use crate::mdd;
@@ -18,7 +25,55 @@ use nacre_core::cksum::ChecksumType;
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
+use nacre_osd::mdstore::{MdStore, Table};
 use nacre_rpc::msg::{BulkCksum, Reply};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The store key a DoM write's own transaction puts (the last written object's FID): a
+/// change, so the transaction takes a number.
+const KEY_DOM_WRITTEN: &[u8] = b"dom_written";
+
+/// Ties DoM data to the store's commits: a DoM change marks it, and the store's next
+/// commit syncs the DoM objects first (one `syncfs`, only when something changed).
+#[derive(Debug, Default)]
+pub struct DomCommit {
+    changed: AtomicBool,
+}
+
+impl DomCommit {
+    /// Hooks a new one into `store`'s commits.
+    pub fn install(store: &MdStore, dom: &Arc<ObjStore>) -> Result<Arc<DomCommit>, Errno> {
+        let me = Arc::new(DomCommit::default());
+        let (hook, dom) = (me.clone(), dom.clone());
+        store.set_before_commit(Box::new(move || {
+            if !hook.changed.swap(false, Ordering::AcqRel) {
+                return Ok(());
+            }
+            dom.sync_all().inspect_err(|_| {
+                // Still unsynced: the next commit tries again.
+                hook.changed.store(true, Ordering::Release);
+            })
+        }))?;
+        Ok(me)
+    }
+
+    /// A DoM object changed: after the change and before any transaction that vouches
+    /// for it takes its number, so the commit that covers that number syncs it.
+    pub fn changed(&self) {
+        self.changed.store(true, Ordering::Release);
+    }
+
+    /// Gives the current request a transaction number for a DoM write of `fid`'s
+    /// object, made before this call.
+    pub async fn number(&self, store: &MdStore, fid: Fid) -> Result<(), Errno> {
+        self.changed();
+        store
+            .write(move |tx| tx.put(Table::Meta, KEY_DOM_WRITTEN, &fid.to_bytes()))
+            .await
+    }
+}
+
 use nacre_rpc::server::RequestCtx;
 
 /// DoM-only files up to this size travel in the reply to a read-only open (Lustre's
@@ -157,6 +212,9 @@ impl Mdt {
             .map_err(|_| Errno::EIO)?
     }
 
+    /// Writes `data` at `offset` of `fid`'s DoM part. `replayed`: a replay after a power
+    /// cut, which takes a partly written block's other bytes as the cut left them
+    /// ([`ObjStore::write_replayed`]).
     pub(crate) async fn dom_write(
         &self,
         ctx: &RequestCtx,
@@ -164,6 +222,7 @@ impl Mdt {
         offset: u64,
         data: Bytes,
         cksum: Option<BulkCksum>,
+        replayed: bool,
     ) -> Result<u64, Errno> {
         let (obj, end) = self.dom_of(&fid)?;
         let stop = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
@@ -176,9 +235,15 @@ impl Mdt {
             .dom_blocking(move |s| {
                 s.ensure(&obj)?;
                 let sums = cksum.as_ref().map(|c| c.sums.as_slice());
-                Ok(s.write_summed(&obj, &fid, offset, &data, sums, sums.is_some()))
+                Ok(if replayed {
+                    s.write_replayed(&obj, &fid, None, offset, &data, sums, sums.is_some())
+                } else {
+                    s.write_summed(&obj, &fid, offset, &data, sums, sums.is_some())
+                })
             })
             .await?;
+        // Even a failed write may have changed part of the object.
+        self.dom_commit.changed();
         match r {
             Ok(n) => Ok(n),
             Err(e @ nacre_osd::ObjError::Damaged { .. }) => {
@@ -253,11 +318,14 @@ impl Mdt {
         if offset.checked_add(len).ok_or(Errno::EFBIG)? > end {
             return Err(Errno::EINVAL);
         }
-        self.dom_blocking(move |s| {
-            s.ensure(&obj)?;
-            Ok(s.fallocate(&obj, &fid, offset, len, mode)?)
-        })
-        .await
+        let r = self
+            .dom_blocking(move |s| {
+                s.ensure(&obj)?;
+                Ok(s.fallocate(&obj, &fid, offset, len, mode)?)
+            })
+            .await;
+        self.dom_commit.changed();
+        r
     }
 
     /// Makes the DoM object hold exactly the DoM part of a file of `size` bytes.
@@ -266,11 +334,15 @@ impl Mdt {
             return Ok(());
         };
         let part = size.min(layout.dom_size());
-        self.dom_blocking(move |s| {
-            s.ensure(&obj)?;
-            Ok(s.punch(&obj, part)?)
-        })
-        .await
+        let r = self
+            .dom_blocking(move |s| {
+                s.ensure(&obj)?;
+                Ok(s.punch(&obj, part)?)
+            })
+            .await;
+        // Before the setattr's transaction: the commit covering it syncs the punch.
+        self.dom_commit.changed();
+        r
     }
 
     /// Small DoM files' bytes, sent with the open reply, with their checksums (a file
@@ -315,12 +387,15 @@ impl Mdt {
 
     /// Removes DoM objects of destroyed files.
     pub(crate) async fn dom_destroy(&self, objs: Vec<Fid>) -> Result<(), Errno> {
-        self.dom_blocking(move |s| {
-            for o in &objs {
-                s.destroy(o)?;
-            }
-            Ok(())
-        })
-        .await
+        let r = self
+            .dom_blocking(move |s| {
+                for o in &objs {
+                    s.destroy(o)?;
+                }
+                Ok(())
+            })
+            .await;
+        self.dom_commit.changed();
+        r
     }
 }

@@ -101,6 +101,9 @@ pub struct Mdt {
     dom_scrub: Arc<nacre_osd::scrub::Scrub>,
     /// DoM write bulks refused because they arrived damaged.
     pub(crate) dom_bulk_checksum_errors: std::sync::atomic::AtomicU64,
+    /// DoM objects changed since the store's last commit synced them (see
+    /// [`dom::DomCommit`]).
+    dom_commit: Arc<dom::DomCommit>,
     /// `mdt.*.dom_read_open`: send small DoM files with read-only opens.
     pub dom_read_open: std::sync::atomic::AtomicBool,
     /// `mdt.*.root_squash` and `mdt.*.nosquash_nids`.
@@ -191,6 +194,8 @@ impl Mdt {
         let (shutdown, sd_rx) = watch::channel(false);
         dom.set_name(&format!("{}-MDT{:04x}-dom", cfg.fsname, cfg.index));
         let dom = Arc::new(dom);
+        let dom_commit = dom::DomCommit::install(&store, &dom)
+            .map_err(|e| setup(format!("cannot tie DoM data to the store's commits: {e}")))?;
         let mdt = Arc::new(Mdt {
             index: cfg.index,
             fsname: cfg.fsname.clone(),
@@ -198,6 +203,7 @@ impl Mdt {
             store,
             dom_scrub: nacre_osd::scrub::Scrub::new(dom.clone()),
             dom_bulk_checksum_errors: std::sync::atomic::AtomicU64::new(0),
+            dom_commit,
             dom,
             dom_read_open: std::sync::atomic::AtomicBool::new(true),
             squash: squash::RootSquash::default(),
@@ -1263,7 +1269,10 @@ impl Mdt {
             }
             match self.recovery.next_step() {
                 recovery::Step::Apply(transno, q) => {
-                    let r = self.clone().apply_replay(q.ctx, q.req, q.outcome).await;
+                    let r = self
+                        .clone()
+                        .apply_replay(q.ctx, q.req, q.bulk, q.outcome)
+                        .await;
                     if let Err(e) = &r {
                         tracing::warn!(target: "mdt", "{me}: replay of transno {transno} from client {:016x} failed: {e}", q.client);
                     }
@@ -1323,6 +1332,7 @@ impl Mdt {
         self: Arc<Self>,
         ctx: RequestCtx,
         req: Request,
+        bulk: Bytes,
         outcome: Option<nacre_rpc::msg::ReplayOutcome>,
     ) -> Result<Reply, Errno> {
         match (req, outcome) {
@@ -1333,6 +1343,10 @@ impl Mdt {
                     *open = None;
                 }
                 self.create(&ctx, r, Some(o)).await
+            }
+            (Request::DomWrite { fid, offset, cksum }, _) => {
+                let n = self.dom_write(&ctx, fid, offset, bulk, cksum, true).await?;
+                Ok(Reply::Written(n))
             }
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
@@ -1358,7 +1372,9 @@ impl Mdt {
         }
         match req {
             Request::DomWrite { fid, offset, cksum } => {
-                let n = self.dom_write(&ctx, fid, offset, bulk, cksum).await?;
+                let n = self
+                    .dom_write(&ctx, fid, offset, bulk, cksum, false)
+                    .await?;
                 Ok((Reply::Written(n), Bytes::new()))
             }
             Request::DomRead {
@@ -1945,9 +1961,21 @@ impl Service for Mdt {
                     // A resend of a request that ran: its answer, not a second run.
                     return Ok((saved, Bytes::new()));
                 }
-                let (r, transno) =
-                    nacre_osd::mdstore::track_transno(self.clone().dispatch_bulk(ctx, *req, bulk))
-                        .await;
+                // A DoM write changes no record: it takes a number of its own, after its
+                // bytes are written, so a commit past it syncs them (`DomCommit`).
+                let dom_write = match &*req {
+                    Request::DomWrite { fid, .. } => Some(*fid),
+                    _ => None,
+                };
+                let me = self.clone();
+                let (r, transno) = nacre_osd::mdstore::track_transno(async move {
+                    let r = me.clone().dispatch_bulk(ctx, *req, bulk).await;
+                    if let (Ok(_), Some(fid)) = (&r, dom_write) {
+                        me.dom_commit.number(&me.store, fid).await?;
+                    }
+                    r
+                })
+                .await;
                 let (reply, bulk) = r?;
                 let reply = Reply::Tracked {
                     transno,

@@ -474,6 +474,11 @@ impl ParamSource for MdtParams {
                 writable: true,
             },
             ParamValue {
+                name: format!("{}.checkpoint_interval", self.osd()),
+                value: self.mdt.store().checkpoint_interval().as_secs().to_string(),
+                writable: true,
+            },
+            ParamValue {
                 name: format!("{}.journal_stats", self.osd()),
                 value: {
                     let st = self.mdt.store().stats();
@@ -552,6 +557,21 @@ impl ParamSource for MdtParams {
             if name == format!("{}.sync_journal", self.osd()) {
                 self.mdt.store().set_sync_journal(num(name, value)? != 0);
                 return Ok(());
+            }
+            if name == format!("{}.checkpoint_interval", self.osd()) {
+                use nacre_osd::mdstore::{CHECKPOINT_INTERVAL_MAX, CHECKPOINT_INTERVAL_MIN};
+                let secs = num(name, value)?;
+                return self
+                    .mdt
+                    .store()
+                    .set_checkpoint_interval(std::time::Duration::from_secs(secs))
+                    .map_err(|_| {
+                        format!(
+                            "{name}: {secs} is out of range ({}..={} seconds)",
+                            CHECKPOINT_INTERVAL_MIN.as_secs(),
+                            CHECKPOINT_INTERVAL_MAX.as_secs()
+                        )
+                    });
             }
             let mdt = format!("mdt.{}-MDT{:04x}.", self.fsname, self.mdt.index);
             if let Some(short) = name.strip_prefix(&mdt)

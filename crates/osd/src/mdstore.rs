@@ -258,6 +258,8 @@ struct Shared {
     /// The target's storage health: once failed, nothing more is committed.
     health: Arc<Health>,
     sync_journal: AtomicBool,
+    /// Milliseconds between checkpoints ([`MdStore::set_checkpoint_interval`]).
+    checkpoint_every_ms: AtomicU64,
     stats: StoreStats,
     committed: Committed,
     max_batch: usize,
@@ -267,10 +269,22 @@ struct Shared {
     /// Puts that ride in the next batch committed ([`MdStore::put_with_next_commit`]),
     /// at most [`DEFERRED_PUTS_MAX`].
     deferred: Mutex<Vec<DeferredPut>>,
+    /// Data kept outside the store that its transactions vouch for (an MDT's DoM
+    /// objects): made durable before any commit moves `last_committed` past them.
+    before_commit: std::sync::OnceLock<BeforeCommit>,
 }
+
+/// Makes durable what a commit's transactions vouch for outside the store; see
+/// [`MdStore::set_before_commit`].
+pub type BeforeCommit = Box<dyn Fn() -> Result<(), Errno> + Send + Sync>;
 
 /// A put waiting for the next batch: table, key, value.
 type DeferredPut = (Table, Vec<u8>, Vec<u8>);
+
+/// Bounds of [`MdStore::set_checkpoint_interval`]: at least a second (a checkpoint
+/// rewrites redb's pages), at most an hour (as `obdfilter.*.commit_interval`).
+pub const CHECKPOINT_INTERVAL_MIN: Duration = Duration::from_secs(1);
+pub const CHECKPOINT_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 
 /// Puts waiting for the next batch, at most: past it a caller commits its own.
 pub const DEFERRED_PUTS_MAX: usize = 4096;
@@ -320,6 +334,17 @@ enum Step {
 }
 
 impl Shared {
+    fn checkpoint_every(&self) -> Duration {
+        Duration::from_millis(self.checkpoint_every_ms.load(Ordering::Acquire))
+    }
+
+    fn run_before_commit(&self) -> Result<(), Errno> {
+        match self.before_commit.get() {
+            Some(f) => f(),
+            None => Ok(()),
+        }
+    }
+
     /// Commits the next batch as the leader. The executor lock is taken under the queue
     /// lock while no checkpoint is pending, so it is free then and a leader, which runs on
     /// a caller's thread, never waits for a checkpoint.
@@ -411,8 +436,12 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 
 /// The checkpoint thread: every interval (or when kicked) makes redb durable and empties
 /// the journal; at close, commits what is queued and checkpoints one last time.
-fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>, every: Duration) {
+fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>) {
     loop {
+        let every = match shared.upgrade() {
+            Some(s) => s.checkpoint_every(),
+            None => return,
+        };
         let stop = {
             let mut st = sig.state.lock();
             if !st.0 && !st.1 {
@@ -434,6 +463,7 @@ fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>
             exec.checkpoint(&s);
             return;
         }
+        let every = s.checkpoint_every();
         s.with_executor(|exec| {
             if exec.last_checkpoint.elapsed() >= every || exec.journal.len() >= s.checkpoint_bytes {
                 exec.checkpoint(&s);
@@ -762,6 +792,9 @@ impl MdStore {
             slots: Semaphore::new(cfg.queue_depth.clamp(1, Semaphore::MAX_PERMITS)),
             health,
             sync_journal: AtomicBool::new(cfg.sync_journal),
+            checkpoint_every_ms: AtomicU64::new(
+                u64::try_from(cfg.checkpoint_interval.as_millis()).unwrap_or(u64::MAX),
+            ),
             stats: StoreStats::default(),
             // What the journal replay left is all durable.
             committed: Committed(AtomicU64::new(transno), tokio::sync::Notify::new()),
@@ -770,12 +803,12 @@ impl MdStore {
             checkpointer: checkpointer.clone(),
             thread: Mutex::new(None),
             deferred: Mutex::new(Vec::new()),
+            before_commit: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&shared);
-        let every = cfg.checkpoint_interval;
         let handle = std::thread::Builder::new()
             .name("mdstore-ckpt".into())
-            .spawn(move || checkpoint_thread(weak, checkpointer, every))
+            .spawn(move || checkpoint_thread(weak, checkpointer))
             .map_err(|e| open_err(e.to_string()))?;
         *shared.thread.lock() = Some(handle);
         Ok(MdStore {
@@ -917,6 +950,14 @@ impl MdStore {
             .with_executor(|e| e.transno = e.transno.max(transno));
     }
 
+    /// Has every commit (a journal sync, a checkpoint) run `f` first: for data outside
+    /// the store that transactions vouch for, such as DoM bytes written before their
+    /// transaction took its number, so `last_committed` never covers them unsynced. A
+    /// failing `f` fails the commit. Set once; a second call is refused.
+    pub fn set_before_commit(&self, f: BeforeCommit) -> Result<(), Errno> {
+        self.shared.before_commit.set(f).map_err(|_| Errno::EEXIST)
+    }
+
     /// Makes every reply so far durable against power loss.
     pub async fn sync(&self) -> Result<(), Errno> {
         self.write_sync(|_| Ok(())).await
@@ -935,6 +976,25 @@ impl MdStore {
 
     pub fn set_sync_journal(&self, on: bool) {
         self.shared.sync_journal.store(on, Ordering::Release);
+    }
+
+    /// Sets the time between checkpoints (`osd-nacre.*.checkpoint_interval`, within
+    /// [`CHECKPOINT_INTERVAL_MIN`]..=[`CHECKPOINT_INTERVAL_MAX`]): how much an MDT's power
+    /// cut can take back of what it answered, and what its clients keep for replay.
+    pub fn set_checkpoint_interval(&self, every: Duration) -> Result<(), Errno> {
+        if !(CHECKPOINT_INTERVAL_MIN..=CHECKPOINT_INTERVAL_MAX).contains(&every) {
+            return Err(Errno::EINVAL);
+        }
+        let ms = u64::try_from(every.as_millis()).map_err(|_| Errno::EINVAL)?;
+        self.shared.checkpoint_every_ms.store(ms, Ordering::Release);
+        // A sleeping checkpointer wakes to take a shorter interval at once.
+        self.shared.checkpointer.cv.notify_all();
+        Ok(())
+    }
+
+    /// The time between checkpoints.
+    pub fn checkpoint_interval(&self) -> Duration {
+        self.shared.checkpoint_every()
     }
 
     pub fn sync_journal(&self) -> bool {
@@ -1171,9 +1231,13 @@ impl Executor {
         if need_sync {
             s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
             // Durable only in a journal that is still the target's: a removed one syncs too.
-            let synced = match self.journal.sync() {
+            let synced = match s.run_before_commit().and_then(|()| {
+                self.journal
+                    .sync()
+                    .map_err(|e| s.health.io_error("the journal", e))
+            }) {
                 Ok(()) => s.health.verify(),
-                Err(e) => Err(s.health.io_error("the journal", e)),
+                Err(e) => Err(e),
             };
             if let Err(errno) = synced {
                 // Nobody is told these changes happened: a restart must not replay them.
@@ -1214,6 +1278,7 @@ impl Executor {
             return;
         }
         let res = (|| -> Result<(), String> {
+            s.run_before_commit().map_err(|e| e.to_string())?;
             let mut wtxn = s.db.begin_write().map_err(|e| e.to_string())?;
             let _ = wtxn.set_durability(redb::Durability::Immediate);
             wtxn.set_quick_repair(true);
@@ -1257,6 +1322,63 @@ mod tests {
             checkpoint_interval: Duration::from_millis(50),
             ..MdStoreConfig::default()
         }
+    }
+
+    /// What a commit vouches for outside the store is made durable first: the hook runs
+    /// before every journal sync, and a failing hook fails the sync, whose callers are
+    /// told and whose transactions `last_committed` never covers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn before_commit_runs_first_and_its_failure_fails_the_commit() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = Health::open("test-MDT0000", d.path()).expect("health");
+        let cfg = MdStoreConfig {
+            checkpoint_interval: Duration::from_secs(3600),
+            ..MdStoreConfig::default()
+        };
+        let s = MdStore::open(d.path(), cfg, health).expect("open");
+        let (runs, fail) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (r, f) = (runs.clone(), fail.clone());
+        s.set_before_commit(Box::new(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+            if f.load(Ordering::SeqCst) {
+                Err(Errno::EIO)
+            } else {
+                Ok(())
+            }
+        }))
+        .expect("hook");
+        assert_eq!(s.set_before_commit(Box::new(|| Ok(()))), Err(Errno::EEXIST));
+        s.write(|tx| tx.put(Table::Meta, b"a", b"1"))
+            .await
+            .expect("write");
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "no commit yet");
+        s.sync().await.expect("sync");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let committed = s.last_committed();
+        fail.store(true, Ordering::SeqCst);
+        s.write(|tx| tx.put(Table::Meta, b"b", b"2"))
+            .await
+            .expect("write");
+        assert_eq!(s.sync().await, Err(Errno::EIO));
+        assert_eq!(s.last_committed(), committed, "a failed commit moved it");
+        fail.store(false, Ordering::SeqCst);
+        s.sync().await.expect("sync");
+        assert!(s.last_committed() > committed);
+        // The checkpoint interval is bounded.
+        assert_eq!(
+            s.set_checkpoint_interval(Duration::from_millis(10)),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            s.set_checkpoint_interval(CHECKPOINT_INTERVAL_MAX + Duration::from_secs(1)),
+            Err(Errno::EINVAL)
+        );
+        s.set_checkpoint_interval(Duration::from_secs(7))
+            .expect("set");
+        assert_eq!(s.checkpoint_interval(), Duration::from_secs(7));
     }
 
     /// A leader with more batches hands them to a blocking-pool task. When that task

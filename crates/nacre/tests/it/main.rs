@@ -20,6 +20,7 @@ mod darshan_age;
 mod dne;
 mod dne_crash;
 mod dne_mount;
+mod dom_replay;
 mod ec;
 mod file_limits;
 mod fsync;

@@ -1,0 +1,206 @@
+//! Data-on-MDT writes after a power cut of the MDT, in the style of `replay-single.sh`
+//! (`replay_barrier`, write, `fail mds`): files whose first MiB lives on the MDT are
+//! written, overwritten and appended to without a sync through handles still open (a
+//! last close has the MDT sync the file's objects), the MDT's power goes before its next
+//! checkpoint, it restarts, and the client that wrote, alive throughout, reopens the
+//! handles and replays the writes in transno order with the namespace changes around
+//! them: every byte it was told was written is there, for it and for a new client, and
+//! the stopped file system passes `nacre check`. With `mdc.*.replay_tracking=0` the same
+//! writes are lost, which is what shows the replay brought them back.
+
+use crate::common;
+
+use bytes::Bytes;
+use common::cluster::{FILE, pattern, rw};
+use common::power_cut::{ReplayRig, require_power_cut, status_field};
+use nacre_client::Client;
+use nacre_client::file::OpenFile;
+use nacre_core::layout::EOF;
+use nacre_core::{Component, Fid, Layout};
+use nacre_rpc::msg::{Cred, LayoutRequest};
+use std::sync::Arc;
+
+/// The DoM component's end: every write below stays on the MDT.
+const DOM: u64 = 1 << 20;
+
+/// The MDT checkpoints only when asked (every 10 minutes), so what a test leaves unsynced
+/// is still uncommitted when the power goes.
+async fn no_own_checkpoints(rig: &ReplayRig, c: &Client) {
+    let name = format!("osd-nacre.{}-MDT0000.checkpoint_interval", rig.cl.fsname);
+    c.set_param_persistent(&name, Some("600"))
+        .await
+        .expect("set_param -P");
+    for _ in 0..100 {
+        if tokio::task::block_in_place(|| common::param(&name)) == "600" {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{name} never became 600");
+}
+
+/// A new file in the root with a DoM component, synced empty (name and layout durable).
+async fn dom_file(c: &Arc<Client>, name: &str) -> Fid {
+    let layout = Layout::composite(vec![
+        Component::dom(DOM),
+        Component::raid0(DOM, EOF, 1, 1 << 20, -1),
+    ]);
+    let (info, _) = c
+        .create(
+            Fid::ROOT,
+            name.as_bytes(),
+            FILE,
+            0,
+            &Cred::root(),
+            None,
+            LayoutRequest::Explicit(layout),
+            None,
+            true,
+        )
+        .await
+        .expect("create");
+    assert!(
+        info.layout
+            .as_ref()
+            .is_some_and(|l| l.dom_object().is_some()),
+        "{name}: no DoM component"
+    );
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    info.attr.fid
+}
+
+async fn write_at(c: &Arc<Client>, fid: Fid, off: u64, data: &[u8], sync: bool) {
+    let (h, _) = c.open(fid, rw(), &Cred::root()).await.expect("open");
+    c.write(&h, off, Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    if sync {
+        c.fsync(&h).await.expect("fsync");
+    }
+    c.release(&h).await.expect("close");
+}
+
+async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
+    let size = c.getattr(fid).await?.attr.size;
+    common::integrity::read_file(c, fid, size + 1).await
+}
+
+/// The two files, what each must hold, and the handles that wrote them (open still).
+struct Files {
+    /// Synced with data, then overwritten in the middle and appended to, unsynced.
+    overwritten: (Fid, Vec<u8>),
+    /// Synced empty, then written whole, unsynced.
+    fresh: (Fid, Vec<u8>),
+    handles: Vec<OpenFile>,
+}
+
+async fn setup_and_write(c: &Arc<Client>, tag: &str) -> Files {
+    let over = dom_file(c, &format!("{tag}-overwritten")).await;
+    let fresh = dom_file(c, &format!("{tag}-fresh")).await;
+    let mut base = pattern(256 << 10, 1);
+    write_at(c, over, 0, &base, true).await;
+    let (h1, _) = c.open(over, rw(), &Cred::root()).await.expect("open");
+    let mid = pattern(64 << 10, 2);
+    c.write(&h1, 100_000, Bytes::copy_from_slice(&mid))
+        .await
+        .expect("overwrite");
+    base[100_000..100_000 + mid.len()].copy_from_slice(&mid);
+    let tail = pattern(300_000, 3);
+    c.write(&h1, base.len() as u64, Bytes::copy_from_slice(&tail))
+        .await
+        .expect("append");
+    base.extend_from_slice(&tail);
+    let (h2, _) = c.open(fresh, rw(), &Cred::root()).await.expect("open");
+    let whole = pattern(700_000, 4);
+    c.write(&h2, 0, Bytes::copy_from_slice(&whole))
+        .await
+        .expect("write");
+    // Sent and answered, not synced.
+    for h in [&h1, &h2] {
+        c.flush(h).await.expect("flush");
+    }
+    Files {
+        overwritten: (over, base),
+        fresh: (fresh, whole),
+        handles: vec![h1, h2],
+    }
+}
+
+async fn verify(c: &Arc<Client>, f: &Files, what: &str) {
+    for (name, (fid, want)) in [("overwritten", &f.overwritten), ("fresh", &f.fresh)] {
+        let got = content(c, *fid)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        assert_eq!(got.len(), want.len(), "{what}: {name}: size");
+        let first_bad = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+        assert_eq!(first_bad, None, "{what}: {name}: bytes differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_client_replays_its_dom_writes_after_a_power_cut_of_the_mdt() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpdom", "mdt0"));
+    let c = rig.cl.mount("dom-replay-a").await;
+    no_own_checkpoints(&rig, &c).await;
+    let f = setup_and_write(&c, "a").await;
+    let kept = c.mdc_replay(0).expect("mdc").kept_bytes();
+    assert!(
+        kept >= 700_000 + 300_000 + (64 << 10),
+        "the DoM writes were not all kept for replay: {kept} bytes"
+    );
+    tokio::task::block_in_place(|| rig.cut());
+    verify(&c, &f, "the writer, after the MDT's power cut").await;
+    let st = tokio::task::block_in_place(|| rig.recovery_status());
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    assert_eq!(status_field(&st, "completed_clients"), "1/1", "{st}");
+    let replayed: u64 = status_field(&st, "replayed_requests")
+        .parse()
+        .expect("count");
+    assert!(replayed >= 3, "replayed_requests {replayed}:\n{st}");
+    let other = rig.cl.mount("dom-replay-b").await;
+    verify(&other, &f, "another client, after the recovery").await;
+    for h in &f.handles {
+        c.release(h).await.expect("close after the recovery");
+    }
+    verify(&other, &f, "another client, after the writer's close").await;
+    // DoM writes go on after the recovery, and a sync commits them.
+    let after = dom_file(&c, "after").await;
+    write_at(&c, after, 0, b"after the recovery", true).await;
+    assert_eq!(
+        content(&other, after).await.expect("read"),
+        b"after the recovery"
+    );
+    c.unmount();
+    other.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
+
+/// The same writes untracked (`mdc.*.replay_tracking=0`): the power cut loses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untracked_dom_writes_are_lost_to_a_power_cut_of_the_mdt() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpdomoff", "mdt0"));
+    let c = rig.cl.mount("dom-replay-off").await;
+    no_own_checkpoints(&rig, &c).await;
+    c.tunables
+        .set("mdc", "replay_tracking", 0)
+        .expect("replay_tracking=0");
+    let f = setup_and_write(&c, "a").await;
+    assert_eq!(c.mdc_replay(0).expect("mdc").kept(), 0, "nothing kept");
+    tokio::task::block_in_place(|| rig.cut());
+    let other = rig.cl.mount("dom-replay-off-b").await;
+    // Lost: the file is there (synced empty), its unsynced bytes are not.
+    let fresh = content(&other, f.fresh.0).await.expect("read");
+    assert!(
+        fresh != f.fresh.1,
+        "an unsynced, untracked DoM write survived the power cut"
+    );
+    c.unmount();
+    other.unmount();
+    tokio::task::block_in_place(|| rig.cl.stop_all());
+}
