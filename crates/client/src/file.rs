@@ -292,7 +292,9 @@ impl Client {
             Gathered::Ready(ready) => self.write_send(f, ready).await,
             Gathered::NeedLayout => return Err(Errno::EIO),
             Gathered::NoGrant => {
-                // Still no grant: the write goes now, and its result is the caller's.
+                // Still no grant: the write goes now, and its result is the caller's. The
+                // handle is a writer of the file all the same (an eviction tells it).
+                self.dirty.register(f.fid, &f.writeback);
                 let layout = f.layout().ok_or(Errno::EBADF)?;
                 self.write_objects_summed(f.fid, &layout, off, data.clone(), None, false)
                     .await?;
@@ -385,7 +387,13 @@ impl Client {
             }
         };
         let (objects, mdt) = futures::join!(objects, mdt);
-        objects.and(mdt)
+        objects.and(mdt)?;
+        // A reconnect while it synced may have found this client evicted, and what the
+        // handle wrote lost (`Client::lost_with_eviction`).
+        match f.writeback.take_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Keeps an open handle for its replay after a restart of its MDT (until its close).

@@ -197,6 +197,28 @@ impl Client {
         Ok(client)
     }
 
+    /// Has `rep` tell this client when an eviction lost kept changes of files.
+    fn tell_lost(&self, rep: &replay::ReplayList) {
+        if let Some(me) = self.me.get() {
+            let me = me.clone();
+            rep.on_lost(Box::new(move |files| {
+                if let Some(c) = me.upgrade() {
+                    c.lost_with_eviction(files);
+                }
+            }));
+        }
+    }
+
+    /// An eviction lost kept changes of `files`: every handle still open that wrote one
+    /// of them reports EIO at its next `fsync` or close, as Lustre's evicted client does,
+    /// rather than a success for data that is gone.
+    fn lost_with_eviction(&self, files: &[Fid]) {
+        for fid in files {
+            let n = self.dirty.fail(fid, Errno::EIO);
+            tracing::error!(target: "client", "file {fid}: unsynced changes lost with the eviction; {n} open handle(s) will report EIO");
+        }
+    }
+
     /// Makes imports for targets that appeared and applies persistent parameters.
     fn apply_config(&self, cfg: &FsConfig) {
         let make = |t: TargetName| {
@@ -226,6 +248,7 @@ impl Client {
                     imp.request_timeout(),
                 ));
                 imp.set_connect_hook(rep.clone());
+                self.tell_lost(&rep);
                 self.mdc_replays.write().push(rep.clone());
                 tokio::spawn(replay::ping_while_kept(
                     imp.clone(),
@@ -253,6 +276,7 @@ impl Client {
                     imp.request_timeout(),
                 ));
                 imp.set_connect_hook(rep.clone());
+                self.tell_lost(&rep);
                 self.osc_replays.write().push(rep.clone());
                 tokio::spawn(replay::ping_while_kept(
                     imp.clone(),

@@ -55,6 +55,21 @@ pub const KEPT_WRITE_BYTES_MAX: u64 = 128 << 20;
 /// MDT commits every few seconds anyway.
 pub const KEPT_DOM_BYTES_MAX: u64 = 32 << 20;
 
+/// What the client does with the files whose kept changes an eviction lost.
+pub type OnLost = Box<dyn Fn(&[Fid]) + Send + Sync>;
+
+/// The file whose data a kept request changed, for telling its writers that an eviction
+/// lost it. A punch names only its object: its truncate is the MDT's to tell.
+fn changed_file(req: &Request) -> Option<Fid> {
+    match req {
+        Request::OstWrite { parent, .. } | Request::OstFallocate { parent, .. } => {
+            Some(parent.with_ver(0))
+        }
+        Request::DomWrite { fid, .. } | Request::Setattr { fid, .. } => Some(*fid),
+        _ => None,
+    }
+}
+
 /// How often an OSC or MDC that keeps anything asks its target for `last_committed`: well
 /// inside the recovery window (`recovery_time_soft`, 9 s), so a restarted target hears
 /// from it in time.
@@ -122,6 +137,8 @@ pub struct ReplayList {
     pub replayed: AtomicU64,
     /// Handles reopened after a restart.
     pub reopened: AtomicU64,
+    /// Told the files whose kept changes an eviction lost ([`ReplayList::on_lost`]).
+    on_lost: std::sync::OnceLock<OnLost>,
 }
 
 /// Requests the MDC keeps for replay: the namespace changes a client makes. (An OSC keeps
@@ -152,6 +169,7 @@ impl ReplayList {
             timeout,
             replayed: AtomicU64::new(0),
             reopened: AtomicU64::new(0),
+            on_lost: std::sync::OnceLock::new(),
         }
     }
 
@@ -281,6 +299,11 @@ impl ReplayList {
                 after,
             },
         );
+    }
+
+    /// Sets what the client does with the files an eviction lost changes of (once).
+    pub fn on_lost(&self, f: OnLost) {
+        let _ = self.on_lost.set(f);
     }
 
     /// Handle `handle` closed.
@@ -431,16 +454,22 @@ impl ReplayList {
     /// The MDT did not wait for this client: what it kept is lost, and the list starts
     /// over with this instance.
     fn evicted(&self, instance: u64) -> Result<(), RpcError> {
-        let lost = {
+        let kept = {
             let mut l = self.list.lock();
             l.instance = instance;
             // Its handles are gone with the export.
             l.opens.clear();
             l.kept_bytes = 0;
-            std::mem::take(&mut l.kept).len()
+            std::mem::take(&mut l.kept)
         };
         let target = self.target_word();
-        tracing::error!(target: "client", "evicted by the {target} (missed its recovery window): {lost} uncommitted requests lost");
+        tracing::error!(target: "client", "evicted by the {target} (missed its recovery window): {} uncommitted requests lost", kept.len());
+        let mut files: Vec<Fid> = kept.values().filter_map(|k| changed_file(&k.req)).collect();
+        files.sort_unstable();
+        files.dedup();
+        if let (false, Some(tell)) = (files.is_empty(), self.on_lost.get()) {
+            tell(&files);
+        }
         Ok(())
     }
 }
@@ -669,6 +698,56 @@ mod tests {
         let same = FakeMdt::new(3, None);
         connect(&r, &same).await.expect("reconnect");
         assert!(same.replayed.lock().is_empty());
+    }
+
+    /// An eviction tells the client which files' kept writes it lost (once each, by the
+    /// file's FID, whatever stripe wrote them); requests that change no file's data tell
+    /// nothing.
+    #[tokio::test]
+    async fn an_eviction_names_the_files_whose_writes_it_lost() {
+        let r = ReplayList::new(CLIENT, TargetKind::Ost, Duration::from_secs(1));
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let t = told.clone();
+        r.on_lost(Box::new(move |files| t.lock().extend_from_slice(files)));
+        let file = Fid::new(0x200000400, 7, 0);
+        let write = |stripe: u32| Request::OstWrite {
+            obj: Fid::new(0x100010000, stripe + 1, 0),
+            parent: file.with_ver(stripe),
+            offset: 0,
+            cksum: None,
+            grant: WriteGrant::default(),
+            layout: None,
+        };
+        let punch = Request::OstPunch {
+            obj: Fid::new(0x100010000, 9, 0),
+            size: 0,
+        };
+        for (transno, req) in [(10, write(0)), (11, write(1)), (12, punch)] {
+            r.answered(req, Bytes::from_static(b"data"), transno, 9, &Reply::Ok);
+        }
+        let first = |req: Request, _: Bytes| async move {
+            match req {
+                Request::OstConnect { .. } => Ok(Reply::TargetConnected {
+                    instance: 1,
+                    last_committed: 9,
+                }),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        r.connect_with(first).await.expect("connect");
+        assert!(told.lock().is_empty());
+        let evicting = |req: Request, _: Bytes| async move {
+            match req {
+                Request::OstConnect { .. } => Ok(Reply::TargetConnected {
+                    instance: 2,
+                    last_committed: 0,
+                }),
+                _ => Err(RpcError::Errno(Errno::ESTALE)),
+            }
+        };
+        r.connect_with(evicting).await.expect("connect");
+        assert_eq!(*told.lock(), vec![file]);
+        assert_eq!((r.kept(), r.kept_bytes()), (0, 0));
     }
 
     /// Open handles are reopened after a restart, each between the replays answered

@@ -181,7 +181,7 @@ impl Extent {
 pub struct Ready(Vec<ReadyExtent>);
 
 impl WriteBack {
-    fn take_error(&self) -> Option<Errno> {
+    pub(crate) fn take_error(&self) -> Option<Errno> {
         self.error.lock().take()
     }
 }
@@ -235,7 +235,7 @@ impl DirtyCache {
             .collect()
     }
 
-    fn register(&self, fid: Fid, wb: &Arc<WriteBack>) {
+    pub(crate) fn register(&self, fid: Fid, wb: &Arc<WriteBack>) {
         let mut m = self.by_fid.lock();
         let v = m.entry(fid).or_default();
         if !v.iter().any(|w| w.as_ptr() == Arc::as_ptr(wb)) {
@@ -253,6 +253,16 @@ impl DirtyCache {
                 m.remove(fid);
             }
         }
+    }
+
+    /// Has every open handle of `fid` that wrote report `e` at its next `fsync` or
+    /// close (unless it holds an error already): what it wrote is lost. How many.
+    pub(crate) fn fail(&self, fid: &Fid, e: Errno) -> usize {
+        let wbs = self.of(fid);
+        for wb in &wbs {
+            wb.error.lock().get_or_insert(e);
+        }
+        wbs.len()
     }
 
     fn of(&self, fid: &Fid) -> Vec<Arc<WriteBack>> {

@@ -375,3 +375,92 @@ async fn replays_of_two_clients_apply_in_transno_order_and_a_gone_one_is_evicted
     }
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// A client that lives but misses the OST's recovery window (frozen through it, as a
+/// node that hangs) is evicted when the window ends: its unsynced writes are lost, and
+/// the application hears of it: the handle that made them gets EIO from `fsync`, never a
+/// silent success (Lustre's evicted client). A new handle writes and syncs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_misses_the_window_is_evicted_and_its_writer_gets_eio() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpostev", "ost0"));
+    let helper = rig.cl.mount("ost-ev-helper").await;
+    no_own_commits(&rig, &helper).await;
+    let fsname = rig.cl.fsname.clone();
+    for (n, v) in [("recovery_time_soft", "1"), ("recovery_time_hard", "3")] {
+        helper
+            .set_param_persistent(&format!("obdfilter.{fsname}-OST0000.{n}"), Some(v))
+            .await
+            .expect("set_param -P");
+    }
+    // The client to freeze runs on a runtime of its own whose one worker can be stopped:
+    // its connections, timers and pings all stand still, as a hung node's do.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let spec = nacre_client::MountSpec::parse(&rig.cl.spec(), rig.cl.key(), "ost-ev-frozen")
+        .expect("spec");
+    let c = rt
+        .spawn(async move { Client::mount(spec).await })
+        .await
+        .expect("join")
+        .expect("mount");
+    let f = new_file(&c, "evicted").await;
+    let (h, _) = c.open(f, rw(), &cred()).await.expect("open");
+    let data = pattern(2 << 20, 7);
+    c.write(&h, 0, Bytes::copy_from_slice(&data))
+        .await
+        .expect("write");
+    c.flush(&h).await.expect("flush");
+    assert!(
+        c.osc_replay(0).expect("osc").kept() > 0,
+        "the write was committed before the cut"
+    );
+    let (thaw, frozen) = std::sync::mpsc::channel::<()>();
+    let (stopped, stopped_rx) = std::sync::mpsc::channel::<()>();
+    rt.spawn(async move {
+        let _ = stopped.send(());
+        // Holds the runtime's only worker until thawed.
+        let _ = frozen.recv();
+    });
+    tokio::task::block_in_place(|| {
+        stopped_rx.recv().expect("frozen");
+        rig.cut();
+    });
+    // The window ends without the frozen client.
+    let mut st = String::new();
+    for _ in 0..400 {
+        st = tokio::task::block_in_place(|| rig.recovery_status());
+        if status_field(&st, "status") == "COMPLETE" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+    assert_eq!(status_field(&st, "completed_clients"), "0/1", "{st}");
+    thaw.send(()).expect("thaw");
+    assert_eq!(
+        c.fsync(&h).await,
+        Err(nacre_core::Errno::EIO),
+        "fsync after the eviction lost the handle's writes"
+    );
+    let _ = c.release(&h).await;
+    // The client works again: a new handle writes and syncs.
+    let after = new_file(&c, "after-eviction").await;
+    write_at(&c, after, 0, b"after the eviction", true).await;
+    assert_eq!(
+        content(&helper, after).await.expect("read"),
+        b"after the eviction"
+    );
+    c.unmount();
+    helper.unmount();
+    drop(c);
+    tokio::task::block_in_place(|| {
+        rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        rig.stop_and_check()
+    });
+}
