@@ -79,6 +79,12 @@ struct Files {
     fresh: (Fid, Vec<u8>),
     /// Synced, then truncated without a sync.
     truncated: (Fid, Vec<u8>),
+    /// Synced, then grown by a `posix_fallocate` past its end without a sync, through a
+    /// handle held open through the cut (a last close has the MDT sync the objects). Its
+    /// replay must apply cleanly; the power-cut disk keeps an unsynced fallocate's size,
+    /// so this file cannot show that the replay is what keeps it.
+    fallocated: (Fid, Vec<u8>),
+    held: Vec<nacre_client::file::OpenFile>,
 }
 
 /// Makes the files, synced as [`operate`] expects.
@@ -86,16 +92,20 @@ async fn setup(c: &Arc<Client>, tag: &str) -> Files {
     let over = new_file(c, &format!("{tag}-overwritten")).await;
     let fresh = new_file(c, &format!("{tag}-fresh")).await;
     let trunc = new_file(c, &format!("{tag}-truncated")).await;
+    let falloc = new_file(c, &format!("{tag}-fallocated")).await;
     let base = pattern(DATA, 1);
     write_at(c, over, 0, &base, true).await;
     write_at(c, trunc, 0, &base, true).await;
+    write_at(c, falloc, 0, &base, true).await;
     for d in [Fid::ROOT] {
         c.sync_dir(d).await.expect("fsyncdir");
     }
     Files {
         overwritten: (over, base.clone()),
         fresh: (fresh, Vec::new()),
-        truncated: (trunc, base),
+        truncated: (trunc, base.clone()),
+        fallocated: (falloc, base),
+        held: Vec::new(),
     }
 }
 
@@ -123,6 +133,13 @@ async fn operate(c: &Arc<Client>, f: &mut Files) {
     f.overwritten.1.extend_from_slice(&tail);
     let fresh = pattern(DATA, 4);
     write_at(c, f.fresh.0, 0, &fresh, false).await;
+    // posix_fallocate past the end: the file grows by allocated zeros.
+    let (h, _) = c.open(f.fallocated.0, rw(), &cred()).await.expect("open");
+    c.fallocate(&h, DATA as u64, 1 << 20, 0)
+        .await
+        .expect("fallocate");
+    f.held.push(h);
+    f.fallocated.1.resize(DATA + (1 << 20), 0);
     f.fresh.1 = fresh;
 }
 
@@ -131,6 +148,7 @@ async fn verify(c: &Arc<Client>, f: &Files, what: &str) {
         ("overwritten", &f.overwritten),
         ("fresh", &f.fresh),
         ("truncated", &f.truncated),
+        ("fallocated", &f.fallocated),
     ] {
         let got = content(c, *fid)
             .await
@@ -169,6 +187,9 @@ async fn a_live_client_replays_its_writes_after_a_power_cut_of_the_ost() {
     assert!(replayed >= 1, "replayed_requests {replayed}:\n{st}");
     let other = rig.cl.mount("ost-replay-b").await;
     verify(&other, &f, "another client, after the recovery").await;
+    for h in &f.held {
+        c.release(h).await.expect("close after the recovery");
+    }
     // New writes go on after recovery.
     let after = create(&c, Fid::ROOT, b"after", FILE)
         .await
