@@ -29,6 +29,7 @@
 //! device returning errors) answers every request with EIO until it is restarted, rather
 //! than serve from files that are gone.
 
+pub mod exports;
 pub mod fid2path;
 pub mod grant;
 pub mod recovery;
@@ -43,8 +44,6 @@ use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{BulkCksum, ClientUuid, ObjAttr, Reply, Request, StatFs, WriteGrant};
 use nacre_rpc::server::{RequestCtx, Service};
 use nacre_rpc::target::{Recovery, Step};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -77,7 +76,7 @@ pub struct Ost {
     /// Replay recovery after a restart.
     recovery: Recovery,
     /// The client each connection said it is ([`Request::OstConnect`]).
-    exports: Mutex<HashMap<u64, ClientUuid>>,
+    exports: exports::Exports,
 }
 
 /// Requests that run while the OST recovers: the servers' own ([`Request::needs_server_role`]),
@@ -122,7 +121,7 @@ impl Ost {
             grants,
             txn: Arc::new(txn),
             recovery,
-            exports: Mutex::new(HashMap::new()),
+            exports: exports::Exports::default(),
         })
     }
 
@@ -473,7 +472,7 @@ impl Service for Ost {
     /// The client connection is gone: its grant is free again.
     async fn disconnected(self: Arc<Self>, ctx: RequestCtx) {
         self.grants.release(ctx.conn_id);
-        self.exports.lock().remove(&ctx.conn_id);
+        self.exports.unbind(ctx.conn_id);
     }
 }
 
@@ -481,10 +480,7 @@ impl Ost {
     /// The client `conn` said it is at its [`Request::OstConnect`]: a request naming
     /// another is refused.
     fn check_export(&self, ctx: &RequestCtx, client: ClientUuid) -> Result<(), Errno> {
-        match self.exports.lock().get(&ctx.conn_id) {
-            Some(c) if *c == client => Ok(()),
-            _ => Err(Errno::EPROTO),
-        }
+        self.exports.check(ctx, client)
     }
 
     /// Recovery's requests and tracked changes; every other request once recovery allows.
@@ -497,7 +493,7 @@ impl Ost {
         let none = Bytes::new();
         match req {
             Request::OstConnect { client } => {
-                self.exports.lock().insert(ctx.conn_id, client);
+                self.exports.bind(&ctx, client)?;
                 // A client recovery does not wait for connects once it has ended.
                 let _ = self.recovery.connect(client).await;
                 Ok((
