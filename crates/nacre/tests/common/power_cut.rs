@@ -197,3 +197,89 @@ pub fn status_field(status: &str, field: &str) -> String {
         .trim()
         .to_string()
 }
+
+/// Writes `data` at `off` of `fid` through a handle of its own, synced or not, and closes.
+#[allow(dead_code)]
+pub async fn write_at(
+    c: &std::sync::Arc<nacre_client::Client>,
+    fid: nacre_core::Fid,
+    off: u64,
+    data: &[u8],
+    sync: bool,
+) {
+    let cred = nacre_rpc::msg::Cred::root();
+    let (h, _) = c
+        .open(fid, super::cluster::rw(), &cred)
+        .await
+        .expect("open");
+    c.write(&h, off, bytes::Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    if sync {
+        c.fsync(&h).await.expect("fsync");
+    }
+    c.release(&h).await.expect("close");
+}
+
+/// The whole content of `fid` as `c` reads it, and never a byte past its size.
+#[allow(dead_code)]
+pub async fn content(
+    c: &std::sync::Arc<nacre_client::Client>,
+    fid: nacre_core::Fid,
+) -> Result<Vec<u8>, nacre_core::Errno> {
+    let size = c.getattr(fid).await?.attr.size;
+    super::integrity::read_file(c, fid, size + 1).await
+}
+
+/// Sets `name` to `value` with `lctl set_param -P` through `c` and waits until the target
+/// that owns it shows the value (its server follows the MGS's records).
+#[allow(dead_code)]
+pub async fn set_param_p_and_wait(c: &nacre_client::Client, name: &str, value: &str) {
+    c.set_param_persistent(name, Some(value))
+        .await
+        .expect("set_param -P");
+    for _ in 0..100 {
+        if tokio::task::block_in_place(|| super::param(name)) == value {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{name} never became {value}");
+}
+
+/// Each named file reads back through `c` exactly as wanted (size, then bytes).
+#[allow(dead_code)]
+pub async fn assert_contents(
+    c: &std::sync::Arc<nacre_client::Client>,
+    files: &[(&str, &(nacre_core::Fid, Vec<u8>))],
+    what: &str,
+) {
+    for (name, (fid, want)) in files {
+        let got = content(c, *fid)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        assert_eq!(got.len(), want.len(), "{what}: {name}: size");
+        let first_bad = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+        assert_eq!(first_bad, None, "{what}: {name}: bytes differ");
+    }
+}
+
+impl ReplayRig {
+    /// Recovery is COMPLETE with every one of `clients` clients back and at least
+    /// `replayed` requests replayed; the status, for more checks.
+    #[allow(dead_code)]
+    pub fn assert_recovered(&self, clients: u32, replayed: u64) -> String {
+        let st = self.recovery_status();
+        assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
+        assert_eq!(
+            status_field(&st, "completed_clients"),
+            format!("{clients}/{clients}"),
+            "{st}"
+        );
+        let n: u64 = status_field(&st, "replayed_requests")
+            .parse()
+            .expect("count");
+        assert!(n >= replayed, "replayed_requests {n}:\n{st}");
+        st
+    }
+}

@@ -12,7 +12,9 @@ use crate::common;
 
 use bytes::Bytes;
 use common::cluster::{FILE, pattern, rw};
-use common::power_cut::{ReplayRig, require_power_cut, status_field};
+use common::power_cut::{
+    ReplayRig, assert_contents, content, require_power_cut, set_param_p_and_wait, write_at,
+};
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
 use nacre_core::layout::EOF;
@@ -27,16 +29,7 @@ const DOM: u64 = 1 << 20;
 /// is still uncommitted when the power goes.
 async fn no_own_checkpoints(rig: &ReplayRig, c: &Client) {
     let name = format!("osd-nacre.{}-MDT0000.checkpoint_interval", rig.cl.fsname);
-    c.set_param_persistent(&name, Some("600"))
-        .await
-        .expect("set_param -P");
-    for _ in 0..100 {
-        if tokio::task::block_in_place(|| common::param(&name)) == "600" {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("{name} never became 600");
+    set_param_p_and_wait(c, &name, "600").await;
 }
 
 /// A new file in the root with a DoM component, synced empty (name and layout durable).
@@ -67,22 +60,6 @@ async fn dom_file(c: &Arc<Client>, name: &str) -> Fid {
     );
     c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
     info.attr.fid
-}
-
-async fn write_at(c: &Arc<Client>, fid: Fid, off: u64, data: &[u8], sync: bool) {
-    let (h, _) = c.open(fid, rw(), &Cred::root()).await.expect("open");
-    c.write(&h, off, Bytes::copy_from_slice(data))
-        .await
-        .expect("write");
-    if sync {
-        c.fsync(&h).await.expect("fsync");
-    }
-    c.release(&h).await.expect("close");
-}
-
-async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
-    let size = c.getattr(fid).await?.attr.size;
-    common::integrity::read_file(c, fid, size + 1).await
 }
 
 /// The two files, what each must hold, and the handles that wrote them (open still).
@@ -127,14 +104,8 @@ async fn setup_and_write(c: &Arc<Client>, tag: &str) -> Files {
 }
 
 async fn verify(c: &Arc<Client>, f: &Files, what: &str) {
-    for (name, (fid, want)) in [("overwritten", &f.overwritten), ("fresh", &f.fresh)] {
-        let got = content(c, *fid)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
-        assert_eq!(got.len(), want.len(), "{what}: {name}: size");
-        let first_bad = got.iter().zip(want.iter()).position(|(a, b)| a != b);
-        assert_eq!(first_bad, None, "{what}: {name}: bytes differ");
-    }
+    let files = [("overwritten", &f.overwritten), ("fresh", &f.fresh)];
+    assert_contents(c, &files, what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,13 +124,7 @@ async fn a_live_client_replays_its_dom_writes_after_a_power_cut_of_the_mdt() {
     );
     tokio::task::block_in_place(|| rig.cut());
     verify(&c, &f, "the writer, after the MDT's power cut").await;
-    let st = tokio::task::block_in_place(|| rig.recovery_status());
-    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
-    assert_eq!(status_field(&st, "completed_clients"), "1/1", "{st}");
-    let replayed: u64 = status_field(&st, "replayed_requests")
-        .parse()
-        .expect("count");
-    assert!(replayed >= 3, "replayed_requests {replayed}:\n{st}");
+    tokio::task::block_in_place(|| rig.assert_recovered(1, 3));
     let other = rig.cl.mount("dom-replay-b").await;
     verify(&other, &f, "another client, after the recovery").await;
     for h in &f.handles {

@@ -13,7 +13,10 @@ use crate::common;
 
 use bytes::Bytes;
 use common::cluster::{FILE, create, pattern, rw};
-use common::power_cut::{ReplayRig, require_power_cut, status_field};
+use common::power_cut::{
+    ReplayRig, assert_contents, content, require_power_cut, set_param_p_and_wait, status_field,
+    write_at,
+};
 use nacre_client::Client;
 use nacre_core::Fid;
 use nacre_core::attr::SetAttr;
@@ -32,23 +35,8 @@ fn cred() -> Cred {
 /// The OST commits only when asked (its own commits 10 minutes apart), so what a test
 /// leaves unsynced is still uncommitted when the power goes.
 async fn no_own_commits(rig: &ReplayRig, c: &Client) {
-    c.set_param_persistent("obdfilter.*.commit_interval", Some("600"))
-        .await
-        .expect("set_param -P");
     let name = format!("obdfilter.{}-OST0000.commit_interval", rig.cl.fsname);
-    for _ in 0..100 {
-        if tokio::task::block_in_place(|| common::param(&name)) == "600" {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("{name} never became 600");
-}
-
-/// The whole content of `fid` as `c` reads it, and never a byte past its size.
-async fn content(c: &Arc<Client>, fid: Fid) -> Result<Vec<u8>, nacre_core::Errno> {
-    let size = c.getattr(fid).await?.attr.size;
-    common::integrity::read_file(c, fid, size + 1).await
+    set_param_p_and_wait(c, &name, "600").await;
 }
 
 /// A new file in the root.
@@ -58,17 +46,6 @@ async fn new_file(c: &Client, name: &str) -> Fid {
         .expect("create")
         .attr
         .fid
-}
-
-async fn write_at(c: &Arc<Client>, fid: Fid, off: u64, data: &[u8], sync: bool) {
-    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
-    c.write(&h, off, Bytes::copy_from_slice(data))
-        .await
-        .expect("write");
-    if sync {
-        c.fsync(&h).await.expect("fsync");
-    }
-    c.release(&h).await.expect("close");
 }
 
 /// The files and what each must hold after the operations.
@@ -144,19 +121,13 @@ async fn operate(c: &Arc<Client>, f: &mut Files) {
 }
 
 async fn verify(c: &Arc<Client>, f: &Files, what: &str) {
-    for (name, (fid, want)) in [
+    let files = [
         ("overwritten", &f.overwritten),
         ("fresh", &f.fresh),
         ("truncated", &f.truncated),
         ("fallocated", &f.fallocated),
-    ] {
-        let got = content(c, *fid)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
-        assert_eq!(got.len(), want.len(), "{what}: {name}: size");
-        let first_bad = got.iter().zip(want.iter()).position(|(a, b)| a != b);
-        assert_eq!(first_bad, None, "{what}: {name}: bytes differ");
-    }
+    ];
+    assert_contents(c, &files, what).await;
 }
 
 /// `replay-ost-single.sh` test 1 with the power cut of `replay-single.sh`: writes,
@@ -178,13 +149,7 @@ async fn a_live_client_replays_its_writes_after_a_power_cut_of_the_ost() {
     );
     tokio::task::block_in_place(|| rig.cut());
     verify(&c, &f, "the writer, after the OST's power cut").await;
-    let st = tokio::task::block_in_place(|| rig.recovery_status());
-    assert_eq!(status_field(&st, "status"), "COMPLETE", "{st}");
-    assert_eq!(status_field(&st, "completed_clients"), "1/1", "{st}");
-    let replayed: u64 = status_field(&st, "replayed_requests")
-        .parse()
-        .expect("count");
-    assert!(replayed >= 1, "replayed_requests {replayed}:\n{st}");
+    tokio::task::block_in_place(|| rig.assert_recovered(1, 1));
     let other = rig.cl.mount("ost-replay-b").await;
     verify(&other, &f, "another client, after the recovery").await;
     for h in &f.held {
