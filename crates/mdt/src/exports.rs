@@ -26,6 +26,7 @@
 use nacre_core::Errno;
 use nacre_core::log_limit::{LogLimit, held_note};
 use nacre_rpc::auth::PeerRole;
+use nacre_rpc::exports::{Bindings, Unbound};
 use nacre_rpc::msg::ClientUuid;
 use nacre_rpc::server::RequestCtx;
 use parking_lot::Mutex;
@@ -48,10 +49,8 @@ pub const PARKED_MAX: usize = 1 << 16;
 
 #[derive(Default)]
 struct Binds {
-    /// Connection id to the uuid it proved.
-    by_conn: HashMap<u64, ClientUuid>,
-    /// Uuid to its connection and the node it came from.
-    by_client: HashMap<ClientUuid, (u64, IpAddr)>,
+    /// The live bindings (the rule every target shares).
+    live: Bindings,
     /// Clients whose connection ended, with that connection (whose handles wait for them)
     /// and its node.
     parked: HashMap<ClientUuid, (u64, IpAddr)>,
@@ -123,24 +122,21 @@ impl Exports {
             return Ok(());
         }
         let mut b = self.binds.lock();
-        let mut from = None;
-        if let Some(&(conn, node)) = b.by_client.get(&client)
-            && conn != ctx.conn_id
-        {
-            if node != ctx.peer.ip() && b.by_conn.contains_key(&conn) {
+        let mut from = match b.live.bind(ctx.conn_id, ctx.peer.ip(), client) {
+            Ok(from) => from,
+            Err(e) => {
                 if let Some(held) = self.refusals.allow() {
                     tracing::warn!(
                         target: "mdt",
-                        "refusing client {client:#x} from {}: already connected from {node}{}",
+                        "refusing client {client:#x} from {}: already connected from {}{}",
                         ctx.peer,
+                        e.node,
                         held_note(held)
                     );
                 }
-                return Err(Errno::EALREADY);
+                return Err(e.into());
             }
-            b.by_conn.remove(&conn);
-            from = Some(conn);
-        }
+        };
         // A parked export goes back to its own node only: another node naming the uuid
         // gets a binding, not the handles.
         match b.parked.get(&client) {
@@ -150,14 +146,6 @@ impl Exports {
             }
             _ => {}
         }
-        // One uuid per connection: a connection that named another before lets it go.
-        if let Some(old) = b.by_conn.insert(ctx.conn_id, client)
-            && old != client
-        {
-            b.by_client.remove(&old);
-        }
-        b.by_client.insert(client, (ctx.conn_id, ctx.peer.ip()));
-        debug_assert_eq!(b.by_conn.len(), b.by_client.len());
         if let Some(old) = from {
             take_over(old, ctx.conn_id);
         }
@@ -167,7 +155,7 @@ impl Exports {
     /// EPERM unless the connection of `ctx` is bound to `client` (or is a server's).
     pub fn check(&self, ctx: &RequestCtx, client: ClientUuid) -> Result<(), Errno> {
         if ctx.role == PeerRole::Server
-            || self.binds.lock().by_conn.get(&ctx.conn_id) == Some(&client)
+            || self.binds.lock().live.client_of(ctx.conn_id) == Some(client)
         {
             return Ok(());
         }
@@ -187,16 +175,13 @@ impl Exports {
     /// was bound to.
     pub fn unbind(&self, conn_id: u64) -> Ended {
         let mut b = self.binds.lock();
-        let Some(client) = b.by_conn.remove(&conn_id) else {
+        let Some(Unbound {
+            client,
+            current: Some(node),
+        }) = b.live.unbind(conn_id)
+        else {
             return Ended::Close;
         };
-        let Some(&(conn, node)) = b.by_client.get(&client) else {
-            return Ended::Close;
-        };
-        if conn != conn_id {
-            return Ended::Close;
-        }
-        b.by_client.remove(&client);
         if b.parked.len() >= PARKED_MAX && !b.parked.contains_key(&client) {
             return Ended::Close;
         }
@@ -208,11 +193,8 @@ impl Exports {
     /// connection still holds is closed when it ends, not parked.
     pub fn leave(&self, conn_id: u64) {
         let mut b = self.binds.lock();
-        if let Some(client) = b.by_conn.remove(&conn_id) {
-            if b.by_client.get(&client).is_some_and(|&(c, _)| c == conn_id) {
-                b.by_client.remove(&client);
-            }
-            b.parked.remove(&client);
+        if let Some(u) = b.live.unbind(conn_id) {
+            b.parked.remove(&u.client);
         }
     }
 
@@ -229,7 +211,7 @@ impl Exports {
 
     /// The connection `client` is bound to now.
     pub fn conn_of(&self, client: ClientUuid) -> Option<u64> {
-        self.binds.lock().by_client.get(&client).map(|&(c, _)| c)
+        self.binds.lock().live.conn_of(client)
     }
 
     /// Exports parked now.
@@ -239,7 +221,7 @@ impl Exports {
 
     /// Live bindings.
     pub fn len(&self) -> usize {
-        self.binds.lock().by_conn.len()
+        self.binds.lock().live.len()
     }
 
     pub fn is_empty(&self) -> bool {

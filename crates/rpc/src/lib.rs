@@ -18,6 +18,7 @@ pub mod at;
 pub mod auth;
 pub mod conn;
 pub mod error;
+pub mod exports;
 pub mod fault;
 pub mod frame;
 pub mod import;
