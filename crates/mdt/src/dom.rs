@@ -27,18 +27,33 @@ use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
 use nacre_osd::mdstore::{MdStore, Table};
 use nacre_rpc::msg::{BulkCksum, Reply};
+use parking_lot::Mutex;
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The store key a DoM write's own transaction puts (the last written object's FID): a
 /// change, so the transaction takes a number.
 const KEY_DOM_WRITTEN: &[u8] = b"dom_written";
 
-/// Ties DoM data to the store's commits: a DoM change marks it, and the store's next
-/// commit syncs the DoM objects first (one `syncfs`, only when something changed).
+/// DoM objects changed between two commits that the next one fsyncs one by one; past
+/// it, one `syncfs` of the DoM store instead. The store shares its file system with the
+/// journal (and under `nacre up` with the OSTs): a `syncfs` at every commit would flush
+/// every target's dirty data behind each `fsync`.
+pub const DOM_CHANGED_MAX: usize = 1024;
+
+/// DoM objects changed since the last commit synced them.
+#[derive(Debug, Default)]
+struct Changed {
+    objects: HashSet<Fid>,
+    /// More than [`DOM_CHANGED_MAX`] changed: the commit syncs the whole store.
+    overflow: bool,
+}
+
+/// Ties DoM data to the store's commits: a DoM change names its object, and the store's
+/// next commit fsyncs those objects first (only when something changed).
 #[derive(Debug, Default)]
 pub struct DomCommit {
-    changed: AtomicBool,
+    changed: Mutex<Changed>,
 }
 
 impl DomCommit {
@@ -47,27 +62,38 @@ impl DomCommit {
         let me = Arc::new(DomCommit::default());
         let (hook, dom) = (me.clone(), dom.clone());
         store.set_before_commit(Box::new(move || {
-            if !hook.changed.swap(false, Ordering::AcqRel) {
-                return Ok(());
-            }
-            dom.sync_all().inspect_err(|_| {
-                // Still unsynced: the next commit tries again.
-                hook.changed.store(true, Ordering::Release);
+            let todo = std::mem::take(&mut *hook.changed.lock());
+            let synced = if todo.overflow {
+                dom.sync_all()
+            } else {
+                todo.objects.iter().try_for_each(|o| match dom.sync(o) {
+                    Ok(()) | Err(Errno::ENOENT) => Ok(()),
+                    Err(e) => Err(e),
+                })
+            };
+            synced.inspect_err(|_| {
+                // Still unsynced: the next commit tries again, whole.
+                hook.changed.lock().overflow = true;
             })
         }))?;
         Ok(me)
     }
 
-    /// A DoM object changed: after the change and before any transaction that vouches
-    /// for it takes its number, so the commit that covers that number syncs it.
-    pub fn changed(&self) {
-        self.changed.store(true, Ordering::Release);
+    /// DoM object `obj` changed: after the change and before any transaction that
+    /// vouches for it takes its number, so the commit that covers that number syncs it.
+    pub fn changed(&self, obj: Fid) {
+        let mut c = self.changed.lock();
+        if c.overflow || c.objects.len() >= DOM_CHANGED_MAX {
+            c.overflow = true;
+            c.objects.clear();
+        } else {
+            c.objects.insert(obj);
+        }
     }
 
-    /// Gives the current request a transaction number for a DoM write of `fid`'s
-    /// object, made before this call.
+    /// Gives the current request a transaction number for a DoM write of `fid`, whose
+    /// object [`DomCommit::changed`] was told of before this call.
     pub async fn number(&self, store: &MdStore, fid: Fid) -> Result<(), Errno> {
-        self.changed();
         store
             .write(move |tx| tx.put(Table::Meta, KEY_DOM_WRITTEN, &fid.to_bytes()))
             .await
@@ -243,7 +269,7 @@ impl Mdt {
             })
             .await?;
         // Even a failed write may have changed part of the object.
-        self.dom_commit.changed();
+        self.dom_commit.changed(obj);
         match r {
             Ok(n) => Ok(n),
             Err(e @ nacre_osd::ObjError::Damaged { .. }) => {
@@ -324,7 +350,7 @@ impl Mdt {
                 Ok(s.fallocate(&obj, &fid, offset, len, mode)?)
             })
             .await;
-        self.dom_commit.changed();
+        self.dom_commit.changed(obj);
         r
     }
 
@@ -341,7 +367,7 @@ impl Mdt {
             })
             .await;
         // Before the setattr's transaction: the commit covering it syncs the punch.
-        self.dom_commit.changed();
+        self.dom_commit.changed(obj);
         r
     }
 
@@ -387,15 +413,35 @@ impl Mdt {
 
     /// Removes DoM objects of destroyed files.
     pub(crate) async fn dom_destroy(&self, objs: Vec<Fid>) -> Result<(), Errno> {
-        let r = self
-            .dom_blocking(move |s| {
-                for o in &objs {
-                    s.destroy(o)?;
-                }
-                Ok(())
-            })
-            .await;
-        self.dom_commit.changed();
-        r
+        self.dom_blocking(move |s| {
+            for o in &objs {
+                s.destroy(o)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Changed objects are named one by one up to the bound, then the next commit syncs
+    /// the whole store instead; a commit takes what it syncs.
+    #[test]
+    fn changed_objects_are_bounded() {
+        let c = DomCommit::default();
+        let obj = |i: u32| Fid::new(0x200000400, i, 0);
+        c.changed(obj(1));
+        c.changed(obj(1));
+        assert_eq!(c.changed.lock().objects.len(), 1);
+        for i in 0..DOM_CHANGED_MAX as u32 {
+            c.changed(obj(i + 2));
+        }
+        let ch = std::mem::take(&mut *c.changed.lock());
+        assert!(ch.overflow && ch.objects.is_empty());
+        let after = c.changed.lock();
+        assert!(!after.overflow && after.objects.is_empty());
     }
 }
