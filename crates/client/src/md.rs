@@ -25,6 +25,16 @@ async fn mdt_commit(imp: &Import, rep: &ReplayList) -> Result<(), Errno> {
     Ok(())
 }
 
+/// What a create with an open intent found.
+#[derive(Debug)]
+pub struct CreateOutcome {
+    pub inode: InodeInfo,
+    /// The open handle, when the create asked to open.
+    pub handle: Option<u64>,
+    /// The MDT made the file (rather than opening one already there).
+    pub created: bool,
+}
+
 impl Client {
     /// The MDT holding `fid`.
     pub fn mdt_of(&self, fid: &Fid) -> u32 {
@@ -282,6 +292,28 @@ impl Client {
         open: Option<OpenFlags>,
         exclusive: bool,
     ) -> Result<(InodeInfo, Option<u64>), Errno> {
+        self.create_or_open(
+            parent, name, mode, rdev, cred, symlink, layout, open, exclusive,
+        )
+        .await
+        .map(|c| (c.inode, c.handle))
+    }
+
+    /// As [`Client::create`], saying whether the MDT made the file or opened one that
+    /// was already there (a create without `O_EXCL` racing another).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_or_open(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        cred: &Cred,
+        symlink: Option<&[u8]>,
+        layout: LayoutRequest,
+        open: Option<OpenFlags>,
+        exclusive: bool,
+    ) -> Result<CreateOutcome, Errno> {
         let r = self
             .at_name(parent, name, |mdt, dir| {
                 let req = Request::Create {
@@ -305,11 +337,19 @@ impl Client {
                 if let Some(h) = handle {
                     self.keep_open(inode.attr.fid, h, flags, cred);
                 }
-                Ok((inode, handle))
+                Ok(CreateOutcome {
+                    inode,
+                    handle,
+                    created: true,
+                })
             }
             Reply::Opened { inode, handle, .. } => {
                 self.keep_open(inode.attr.fid, handle, flags, cred);
-                Ok((self.complete(inode).await?, Some(handle)))
+                Ok(CreateOutcome {
+                    inode: self.complete(inode).await?,
+                    handle: Some(handle),
+                    created: false,
+                })
             }
             // An existing name whose inode is on another MDT: open it there.
             Reply::RemoteFid(fid) => {
@@ -321,7 +361,11 @@ impl Client {
                 match self.md_call(self.mdt_of(&fid), req).await? {
                     Reply::Opened { inode, handle, .. } => {
                         self.keep_open(fid, handle, flags, cred);
-                        Ok((self.complete(inode).await?, Some(handle)))
+                        Ok(CreateOutcome {
+                            inode: self.complete(inode).await?,
+                            handle: Some(handle),
+                            created: false,
+                        })
                     }
                     _ => Err(Errno::EPROTO),
                 }

@@ -17,6 +17,7 @@ use fuser::{
 };
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
+use nacre_client::md::CreateOutcome;
 use nacre_client::stats::VfsOp;
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::{Attr, Errno, Fid, FileKind, Timespec};
@@ -80,7 +81,14 @@ struct InodeEntry {
     fid: Fid,
     lookups: u64,
     seen: Option<Seen>,
+    /// Until when the inode is known to have no [`XATTR_CAPS`] (see [`Llite::no_caps`]).
+    no_caps_until: Option<Instant>,
 }
+
+/// The file capabilities a write must drop: the kernel asks for them before every write
+/// (`file_remove_privs`), and FUSE caches no xattrs, so each write would cost a getxattr
+/// round trip to the MDT, as many requests as the writes themselves.
+const XATTR_CAPS: &[u8] = b"security.capability";
 
 struct Llite {
     client: Arc<Client>,
@@ -220,23 +228,53 @@ impl Llite {
             fid: info.attr.fid,
             lookups: 0,
             seen: Some(seen(&info.attr)),
+            no_caps_until: None,
         });
         e.fid = info.attr.fid;
         e.lookups += 1;
     }
 
+    /// Whether `ino` is known to have no file capabilities ([`XATTR_CAPS`]): this mount
+    /// made it, or the MDT said so, within the attribute timeout. As the kernel trusts the
+    /// mode bits a write must clear (set-user-ID, set-group-ID) for that long, so the
+    /// capabilities another client sets meanwhile are seen as late as those bits (Lustre's
+    /// client caches xattrs too, `llite.*.xattr_cache`).
+    fn no_caps(&self, ino: u64) -> bool {
+        self.inodes
+            .lock()
+            .get(&ino)
+            .and_then(|e| e.no_caps_until)
+            .is_some_and(|t| Instant::now() < t)
+    }
+
+    /// Records that `ino` has no file capabilities as of now, or forgets what was known
+    /// (`known == false`: they may have changed through this mount).
+    fn set_no_caps(&self, ino: u64, known: bool) {
+        if let Some(e) = self.inodes.lock().get_mut(&ino) {
+            e.no_caps_until = known.then(|| Instant::now() + self.ttl);
+        }
+    }
+
     /// Drops the kernel's pages and attributes of files another client changed (an MDT's
     /// callback; runs on a blocking thread, since the kernel waits for reads in flight).
     fn drop_cached(&self, fids: Option<&[Fid]>) {
-        let inos: Vec<u64> = match fids {
-            Some(fids) => {
-                let m = self.inodes.lock();
-                fids.iter()
+        let inos: Vec<u64> = {
+            let mut m = self.inodes.lock();
+            let inos: Vec<u64> = match fids {
+                Some(fids) => fids
+                    .iter()
                     .map(ino_of)
                     .filter(|i| m.contains_key(i))
-                    .collect()
+                    .collect(),
+                None => m.keys().copied().collect(),
+            };
+            // Whatever else changed, their xattrs may have too.
+            for i in &inos {
+                if let Some(e) = m.get_mut(i) {
+                    e.no_caps_until = None;
+                }
             }
-            None => self.inodes.lock().keys().copied().collect(),
+            inos
         };
         // A copy: the invalidations may block, and nobody else should wait on the lock.
         let notifier = self.notifier.lock().clone();
@@ -568,7 +606,7 @@ impl fuser::Filesystem for Fs {
         self.0.spawn(VfsOp::Create, async move {
             let r =
                 me.0.client
-                    .create(
+                    .create_or_open(
                         pfid,
                         &name,
                         libc::S_IFREG | (mode & 0o7777),
@@ -581,8 +619,16 @@ impl fuser::Filesystem for Fs {
                     )
                     .await;
             match r {
-                Ok((info, Some(handle))) => {
+                Ok(CreateOutcome {
+                    inode: info,
+                    handle: Some(handle),
+                    created,
+                }) => {
                     me.0.remember(&info);
+                    // A new file has no xattrs but the ACLs its directory gave it.
+                    if created {
+                        me.0.set_no_caps(ino_of(&info.attr.fid), true);
+                    }
                     let f = OpenFile::new(info.attr.fid, handle, of, info.layout.clone());
                     let fh = me.0.add_file(f);
                     reply.created(
@@ -597,7 +643,7 @@ impl fuser::Filesystem for Fs {
                         },
                     );
                 }
-                Ok((_, None)) => reply.error(FErrno::EIO),
+                Ok(CreateOutcome { handle: None, .. }) => reply.error(FErrno::EIO),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -858,6 +904,9 @@ impl fuser::Filesystem for Fs {
     ) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
+        if name == XATTR_CAPS {
+            self.0.set_no_caps(ino.0, false);
+        }
         let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Setxattr, async move {
@@ -871,11 +920,24 @@ impl fuser::Filesystem for Fs {
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let name = name.as_bytes().to_vec();
+        let caps = name == XATTR_CAPS;
+        if caps && self.0.no_caps(ino.0) {
+            self.0
+                .client
+                .llite_stats
+                .record(VfsOp::Getxattr as u16, Duration::ZERO);
+            reply.error(errno(Errno::ENODATA));
+            return;
+        }
         let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Getxattr, async move {
             match me.0.client.getxattr(fid, &name, &cred).await {
                 Ok(v) => xattr_reply(reply, size, &v),
+                Err(Errno::ENODATA) if caps => {
+                    me.0.set_no_caps(ino.0, true);
+                    reply.error(errno(Errno::ENODATA));
+                }
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -903,6 +965,9 @@ impl fuser::Filesystem for Fs {
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let fid = try_reply!(reply, self.0.fid(ino));
         let name = name.as_bytes().to_vec();
+        if name == XATTR_CAPS {
+            self.0.set_no_caps(ino.0, false);
+        }
         let cred = self.0.cred(req);
         let me = self.clone();
         self.0.spawn(VfsOp::Removexattr, async move {
@@ -1107,6 +1172,7 @@ mod tests {
             fid: Fid::new(0x200000400, n as u32, 0),
             lookups: 2,
             seen: None,
+            no_caps_until: None,
         }
     }
 

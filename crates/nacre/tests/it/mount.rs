@@ -254,3 +254,90 @@ fn bad_input_gets_clear_errors() {
         "{err}"
     );
 }
+
+/// One op's count in a Lustre-style stats file (`lctl get_param -n PARAM`).
+fn stat_count(param: &str, op: &str) -> u64 {
+    let v = ok(&["lctl", "get_param", "-n", param]);
+    v.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(op)).then(|| w.next().and_then(|n| n.parse().ok()))
+        })
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// File capabilities (`security.capability`, CAP_NET_RAW permitted and effective, in the
+/// kernel's revision-2 format) as `setfattr` takes them.
+const CAPS: &str = "0x0100000200200000000000000000000000000000";
+
+/// The kernel asks for a file's capabilities before every write, to drop them as a write
+/// must. The mount answers from what it knows (a file it made, or the MDT's answer within
+/// the attribute timeout): a stream of writes costs the MDT no getxattr. Capabilities set
+/// through this mount, or by another client once the timeout passes, are still dropped by
+/// the next write.
+#[test]
+fn writes_drop_file_capabilities_without_asking_the_mdt_each_time() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    ok(&["lctl", "set_param", "mdt.*.md_stats=clear"]);
+    let mut f = std::fs::File::create(fs.path("f")).expect("create");
+    for _ in 0..200 {
+        f.write_all(&[7u8; 512]).expect("write");
+    }
+    drop(f);
+    assert_eq!(
+        stat_count("mdt.*.md_stats", "getxattr"),
+        0,
+        "a new file's writes asked the MDT for its capabilities"
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(fs.path("f"))
+        .expect("open");
+    for _ in 0..200 {
+        f.write_all(&[8u8; 512]).expect("write");
+    }
+    drop(f);
+    assert!(
+        stat_count("mdt.*.md_stats", "getxattr") <= 2,
+        "writes asked the MDT for capabilities more than once per attribute timeout"
+    );
+    let has_caps = |p: &Path| {
+        std::process::Command::new("getfattr")
+            .args(["-n", "security.capability"])
+            .arg(p)
+            .output()
+            .expect("getfattr")
+            .status
+            .success()
+    };
+    // Set through this mount: the next write drops them.
+    let m = &fs.mnt;
+    sh(&format!("setfattr -n security.capability -v {CAPS} f"), m);
+    assert!(has_caps(&fs.path("f")), "setfattr did not set capabilities");
+    sh("echo more >> f", m);
+    assert!(
+        !has_caps(&fs.path("f")),
+        "a write kept the file's capabilities"
+    );
+    // Set by another client: seen once the attribute timeout has passed.
+    sh(
+        &format!("setfattr -n security.capability -v {CAPS} f"),
+        &m2.0,
+    );
+    assert!(has_caps(&m2.path("f")));
+    std::thread::sleep(Duration::from_millis(1500));
+    sh("echo again >> f", m);
+    assert!(
+        !has_caps(&m2.path("f")),
+        "a write past the attribute timeout kept capabilities another client set"
+    );
+    assert_eq!(
+        std::fs::read(fs.path("f")).expect("read").len(),
+        400 * 512 + "more\nagain\n".len()
+    );
+}
