@@ -154,6 +154,7 @@ pub fn is_replayable(req: &Request) -> bool {
             | Request::Setattr { .. }
             | Request::SetXattr { .. }
             | Request::RemoveXattr { .. }
+            | Request::LayoutIntent { .. }
     )
 }
 
@@ -267,6 +268,12 @@ impl ReplayList {
             }),
             // An existing file opened: nothing to make again.
             (Request::Create { .. }, _) => return,
+            // The objects a write was sent to: its replay gives the file these, not new ones.
+            (Request::LayoutIntent { fid, .. }, Reply::Layout(Some(l))) => Some(ReplayOutcome {
+                fid: *fid,
+                layout: Some(l.clone()),
+            }),
+            (Request::LayoutIntent { .. }, _) => return,
             _ => None,
         };
         let mut l = self.list.lock();

@@ -1348,11 +1348,57 @@ impl Mdt {
                 let n = self.dom_write(&ctx, fid, offset, bulk, cksum, true).await?;
                 Ok(Reply::Written(n))
             }
+            (Request::LayoutIntent { fid, .. }, Some(o)) => self.replay_layout_intent(fid, o).await,
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
                 .await
                 .map(|(r, _)| r),
         }
+    }
+
+    /// A replayed layout intent: the components its first run instantiated get the objects
+    /// that run gave them (the client's writes went there), not new ones from the pool;
+    /// those the journal kept are left as they are. The client's layout is checked as a
+    /// new one would be, and its objects are never handed out again.
+    async fn replay_layout_intent(
+        &self,
+        fid: Fid,
+        o: nacre_rpc::msg::ReplayOutcome,
+    ) -> Result<Reply, Errno> {
+        let Some(want) = o.layout.filter(|_| o.fid == fid) else {
+            return Err(Errno::EINVAL);
+        };
+        lod::check_layout(&want, &self.lod.layout_ctx())?;
+        self.lod
+            .note_used(&want.objects().copied().collect::<Vec<_>>());
+        let layout = self
+            .store
+            .write(move |tx| {
+                let mut cur = mdd::get_inode(tx, &fid)?;
+                let Some(cl) = cur.layout.as_mut() else {
+                    return Err(Errno::EINVAL);
+                };
+                let mut used = Vec::new();
+                for c in cl.components.iter_mut().filter(|c| !c.is_init()) {
+                    let first = want.components.iter().find(|n| {
+                        n.id == c.id && n.is_init() && (n.start, n.end) == (c.start, c.end)
+                    });
+                    if let Some(n) = first {
+                        c.objects = n.objects.clone();
+                        c.flags |= LCME_FL_INIT;
+                        used.extend(n.objects.iter().copied());
+                    }
+                }
+                if !used.is_empty() {
+                    cl.layout_gen += 1;
+                    cur.lsom_valid = false;
+                    mdd::note_objects_used(tx, &used)?;
+                    mdd::put_inode(tx, &cur)?;
+                }
+                Ok(cur.layout)
+            })
+            .await?;
+        Ok(Reply::Layout(layout))
     }
 
     /// Requests that carry bulk data in or out; everything else goes to [`Mdt::dispatch`].
