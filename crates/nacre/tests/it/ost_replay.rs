@@ -108,8 +108,15 @@ async fn operate(c: &Arc<Client>, f: &mut Files) {
     let tail = pattern(300_000, 3);
     write_at(c, f.overwritten.0, DATA as u64, &tail, false).await;
     f.overwritten.1.extend_from_slice(&tail);
+    // Written to the OST and held open: a last close would have the MDT sync the object
+    // (to trust its size), racing the cut.
     let fresh = pattern(DATA, 4);
-    write_at(c, f.fresh.0, 0, &fresh, false).await;
+    let (h, _) = c.open(f.fresh.0, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::from(fresh.clone()))
+        .await
+        .expect("write");
+    c.flush(&h).await.expect("flush");
+    f.held.push(h);
     // posix_fallocate past the end: the file grows by allocated zeros.
     let (h, _) = c.open(f.fallocated.0, rw(), &cred()).await.expect("open");
     c.fallocate(&h, DATA as u64, 1 << 20, 0)
