@@ -141,8 +141,12 @@ pub struct ReplayList {
     on_lost: std::sync::OnceLock<OnLost>,
 }
 
-/// Requests the MDC keeps for replay: the namespace changes a client makes. (An OSC keeps
-/// what [`Request::is_ost_replayable`] says.)
+/// Requests the MDC keeps for replay: the namespace changes a client makes, and the
+/// layout changes that run again the same way from the same state (a directory's default
+/// layout or LMV, components added or deleted) or that carry what their first run decided
+/// (a layout intent's objects). Mirror operations and layout swaps are not replayed yet:
+/// they hand out objects their replay would have to take again. (An OSC keeps what
+/// [`Request::is_ost_replayable`] says.)
 pub fn is_replayable(req: &Request) -> bool {
     matches!(
         req,
@@ -155,6 +159,10 @@ pub fn is_replayable(req: &Request) -> bool {
             | Request::SetXattr { .. }
             | Request::RemoveXattr { .. }
             | Request::LayoutIntent { .. }
+            | Request::SetLayout { .. }
+            | Request::SetDefaultLmv { .. }
+            | Request::AddComponents { .. }
+            | Request::DelComponents { .. }
     )
 }
 

@@ -716,6 +716,31 @@ async fn a_reopen_of_a_file_another_clients_replay_makes_waits_for_it() {
     cl.stop().await;
 }
 
+/// A file whose layout is two components, `[0, 1M)` and `[1M, end)`.
+async fn create_pfl(c: &Client, name: &[u8], end: u64) -> Fid {
+    use nacre_core::layout::{Component, Layout};
+    let l = Layout::composite(vec![
+        Component::raid0(0, 1 << 20, 1, 1 << 20, -1),
+        Component::raid0(1 << 20, end, 1, 1 << 20, -1),
+    ]);
+    c.create(
+        Fid::ROOT,
+        name,
+        FILE,
+        0,
+        &cred(),
+        None,
+        LayoutRequest::Explicit(l),
+        None,
+        true,
+    )
+    .await
+    .expect("create")
+    .0
+    .attr
+    .fid
+}
+
 /// The objects of `fid`'s instantiated components, by component id.
 async fn component_objects(c: &Client, fid: Fid) -> Vec<(u32, Vec<Fid>)> {
     let l = c
@@ -735,7 +760,9 @@ async fn component_objects(c: &Client, fid: Fid) -> Vec<(u32, Vec<Fid>)> {
 /// file's first component makes the MDT instantiate the next one (a layout intent), and
 /// the data goes to the objects it gave. The MDT loses that change in its power cut; the
 /// live client replays it with the objects its write used, so the file reads back whole
-/// from the same objects, where a new instantiation would point at empty ones.
+/// from the same objects, where a new instantiation would point at empty ones. The layout
+/// changes made beside it (a directory's default layout, a component added, one deleted)
+/// are replayed too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
     if !require_power_cut() {
@@ -769,6 +796,48 @@ async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
         1,
         "only the first component is made with the file"
     );
+    // Layout changes that run again the same way: a directory's default layout, a
+    // component added to one file and one deleted from another.
+    let dir = create(&c, Fid::ROOT, b"striped-by-default", DIR)
+        .await
+        .expect("mkdir")
+        .attr
+        .fid;
+    let added = create_pfl(&c, b"added", 2 << 20).await;
+    let trimmed = create_pfl(&c, b"trimmed", EOF).await;
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    let default = Layout::composite(vec![Component::raid0(0, EOF, 1, 4 << 20, -1)]);
+    c.set_default_layout(dir, Some(default), &cred())
+        .await
+        .expect("set the default layout");
+    c.add_components(
+        added,
+        vec![Component::raid0(2 << 20, EOF, 1, 2 << 20, -1)],
+        &cred(),
+    )
+    .await
+    .expect("add a component");
+    c.del_components(trimmed, Some(2), 0, 0, &cred())
+        .await
+        .expect("delete a component");
+    let comps = |fid: Fid| {
+        let c = c.clone();
+        async move {
+            let l = c
+                .getattr(fid)
+                .await
+                .expect("getattr")
+                .layout
+                .expect("layout");
+            l.components
+                .iter()
+                .map(|k| (k.id, k.start, k.end, k.stripe_size))
+                .collect::<Vec<_>>()
+        }
+    };
+    let changed = (comps(added).await, comps(trimmed).await);
+    assert_eq!(changed.0.len(), 3, "the component was added");
+    assert_eq!(changed.1.len(), 1, "the component was deleted");
     let data = pattern(3 << 20, 9);
     let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
     c.write(&h, 0, Bytes::from(data.clone()))
@@ -787,6 +856,17 @@ async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
         before,
         "the replayed layout has other objects"
     );
+    assert_eq!(
+        (comps(added).await, comps(trimmed).await),
+        changed,
+        "a component change was lost"
+    );
+    let d = c
+        .get_default_layout(dir)
+        .await
+        .expect("the default layout")
+        .expect("the directory's default layout was lost");
+    assert_eq!(d.components[0].stripe_size, 4 << 20);
     let (h, _) = c
         .open(fid, rw(), &cred())
         .await
