@@ -567,6 +567,25 @@ impl Layout {
             + 1
     }
 
+    /// Gives each uninstantiated component the objects `from` instantiated it with (the
+    /// same component: id and extent), as a layout intent does, first run or replayed;
+    /// returns the objects taken. Components already instantiated keep theirs.
+    pub fn adopt_instantiated(&mut self, from: &Layout) -> Vec<StripeObject> {
+        let mut taken = Vec::new();
+        for c in self.components.iter_mut().filter(|c| !c.is_init()) {
+            let same = from
+                .components
+                .iter()
+                .find(|n| n.id == c.id && n.is_init() && (n.start, n.end) == (c.start, c.end));
+            if let Some(n) = same {
+                c.objects = n.objects.clone();
+                c.flags |= LCME_FL_INIT;
+                taken.extend(n.objects.iter().copied());
+            }
+        }
+        taken
+    }
+
     /// Every OST object of every instantiated component; not the dummy slots of a layout
     /// with holes, which name no object.
     pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
@@ -799,6 +818,38 @@ mod tests {
             .collect();
         c.flags = LCME_FL_INIT;
         c
+    }
+
+    #[test]
+    fn a_layout_adopts_only_the_same_components_instantiated_elsewhere() {
+        let uninit = |start, end| Component::raid0(start, end, 1, 1 << 20, -1);
+        let mut cur = Layout::composite(vec![uninit(0, 1 << 20), uninit(1 << 20, EOF)]);
+        cur.components[0].objects = striped(1, 1 << 20).objects;
+        cur.components[0].flags = LCME_FL_INIT;
+        let kept = cur.components[0].objects.clone();
+        let mut from = cur.clone();
+        for (i, c) in from.components.iter_mut().enumerate() {
+            c.objects = vec![StripeObject {
+                ost_idx: 0,
+                fid: Fid::new(0x300000400, 100 + i as u32, 0),
+            }];
+            c.flags = LCME_FL_INIT;
+        }
+        // Another component under the same id (a different extent) is not the same one.
+        let mut other = from.clone();
+        other.components[1].start = 2 << 20;
+        assert!(cur.clone().adopt_instantiated(&other).is_empty());
+        let taken = cur.adopt_instantiated(&from);
+        assert_eq!(taken, from.components[1].objects);
+        assert_eq!(
+            cur.components[0].objects, kept,
+            "an instantiated one keeps its own"
+        );
+        assert!(cur.components.iter().all(Component::is_init));
+        assert!(
+            cur.adopt_instantiated(&from).is_empty(),
+            "nothing left to adopt"
+        );
     }
 
     #[test]

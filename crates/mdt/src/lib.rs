@@ -1138,14 +1138,7 @@ impl Mdt {
                 let Some(cl) = cur.layout.as_mut() else {
                     return Err(Errno::EINVAL);
                 };
-                let mut used = Vec::new();
-                for (c, n) in cl.components.iter_mut().zip(layout.components.iter()) {
-                    if !c.is_init() && n.is_init() && c.id == n.id {
-                        c.objects = n.objects.clone();
-                        c.flags |= LCME_FL_INIT;
-                        used.extend(n.objects.iter().copied());
-                    }
-                }
+                let used = cl.adopt_instantiated(&layout);
                 cl.layout_gen += 1;
                 cur.lsom_valid = false;
                 mdd::note_objects_used(tx, &used)?;
@@ -1378,17 +1371,7 @@ impl Mdt {
                 let Some(cl) = cur.layout.as_mut() else {
                     return Err(Errno::EINVAL);
                 };
-                let mut used = Vec::new();
-                for c in cl.components.iter_mut().filter(|c| !c.is_init()) {
-                    let first = want.components.iter().find(|n| {
-                        n.id == c.id && n.is_init() && (n.start, n.end) == (c.start, c.end)
-                    });
-                    if let Some(n) = first {
-                        c.objects = n.objects.clone();
-                        c.flags |= LCME_FL_INIT;
-                        used.extend(n.objects.iter().copied());
-                    }
-                }
+                let used = cl.adopt_instantiated(&want);
                 if !used.is_empty() {
                     cl.layout_gen += 1;
                     cur.lsom_valid = false;

@@ -40,6 +40,20 @@ pub fn run_dir() -> PathBuf {
     })
 }
 
+/// One op's count in a Lustre-style stats file (`lctl get_param -n PARAM`); 0 when the
+/// op has not been seen.
+#[allow(dead_code)]
+pub fn stat_count(param: &str, op: &str) -> u64 {
+    let v = ok(&["lctl", "get_param", "-n", param]);
+    v.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(op)).then(|| w.next().and_then(|n| n.parse().ok()))
+        })
+        .flatten()
+        .unwrap_or(0)
+}
+
 pub fn ok(args: &[&str]) -> String {
     let o = run(args);
     assert!(

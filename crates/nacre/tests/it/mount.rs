@@ -255,18 +255,6 @@ fn bad_input_gets_clear_errors() {
     );
 }
 
-/// One op's count in a Lustre-style stats file (`lctl get_param -n PARAM`).
-fn stat_count(param: &str, op: &str) -> u64 {
-    let v = ok(&["lctl", "get_param", "-n", param]);
-    v.lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some(op)).then(|| w.next().and_then(|n| n.parse().ok()))
-        })
-        .flatten()
-        .unwrap_or(0)
-}
-
 /// File capabilities (`security.capability`, CAP_NET_RAW permitted and effective, in the
 /// kernel's revision-2 format) as `setfattr` takes them.
 const CAPS: &str = "0x0100000200200000000000000000000000000000";

@@ -118,16 +118,7 @@ fn lfs_and_lctl_on_a_mount() {
     for i in 0..3 {
         std::fs::write(fs.path(&format!("counted{i}")), b"").expect("create");
     }
-    let count = |param: &str, op: &str| -> u64 {
-        let v = ok(&["lctl", "get_param", "-n", param]);
-        v.lines()
-            .find_map(|l| {
-                let mut w = l.split_whitespace();
-                (w.next() == Some(op)).then(|| w.next().and_then(|n| n.parse().ok()))
-            })
-            .flatten()
-            .unwrap_or(0)
-    };
+    let count = stat_count;
     assert_eq!(count("mdc.*.stats", "create"), 3);
     // The mount counts the kernel's calls: one create and one close per file.
     assert_eq!(count("llite.*.stats", "create"), 3);
