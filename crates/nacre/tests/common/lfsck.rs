@@ -333,6 +333,16 @@ impl Fs {
     /// returns each MDT's record.
     pub async fn lfsck_all(&self, flags: u16) -> Vec<NamespaceStatus> {
         let mdts = self.cl().mdts.len() as u32;
+        // A run is told from the one before by its start time, in seconds: this one starts
+        // in a later second than every MDT's last, so a peer the broadcast has not reached
+        // yet is not taken for one that finished.
+        let before: Vec<i64> = (0..mdts)
+            .map(|i| self.checker(i).state.lock().ns.time_latest_start)
+            .collect();
+        let newest = before.iter().copied().max().unwrap_or(0);
+        while nacre_lfsck::control::now_secs() <= newest {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         self.checker(0)
             .start(StartArgs {
                 active: TYPE_NAMESPACE,
@@ -342,7 +352,20 @@ impl Fs {
             .await
             .expect("start");
         let end = Instant::now() + RUN_LIMIT;
-        while (0..mdts).any(|i| self.checker(i).running()) {
+        let unfinished = |i: u32| {
+            let l = self.checker(i);
+            let (started, status) = {
+                let st = l.state.lock();
+                (st.ns.time_latest_start, st.ns.status)
+            };
+            l.running()
+                || started <= before[i as usize]
+                || matches!(
+                    status,
+                    LfsckStatus::Init | LfsckStatus::ScanningPhase1 | LfsckStatus::ScanningPhase2
+                )
+        };
+        while (0..mdts).any(unfinished) {
             assert!(Instant::now() < end, "LFSCK did not end");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
