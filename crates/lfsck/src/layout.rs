@@ -126,6 +126,9 @@ struct Cx<'a> {
     /// the listing; [`REBUILD_MAX`] in all.
     rebuild: BTreeMap<Fid, Vec<(u32, OrphanObj)>>,
     rebuild_len: usize,
+    /// This run, to the OSTs: its start in nanoseconds (never 0). The objects its probes
+    /// find referenced are marked accessed by it, and its listing passes over them.
+    run: u64,
 }
 
 /// Runs the layout component; returns how it ended.
@@ -150,6 +153,9 @@ pub(crate) async fn run(
         last_ids: HashMap::new(),
         rebuild: BTreeMap::new(),
         rebuild_len: 0,
+        run: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1),
     };
     let r = or_halt(halt.clone(), async {
         phase1(&mut cx, &mut halt, pace).await?;
@@ -322,7 +328,7 @@ async fn check_refs(cx: &mut Cx<'_>, refs: Vec<Ref>) -> Result<(), End> {
             }
         }
     }
-    let me = cx.mdt.index;
+    let (me, run) = (cx.mdt.index, cx.run);
     let mut in_flight = VecDeque::new();
     for (ost, chunk) in batches {
         let objs = chunk
@@ -334,7 +340,7 @@ async fn check_refs(cx: &mut Cx<'_>, refs: Vec<Ref>) -> Result<(), End> {
             .collect();
         let mdt = cx.mdt.clone();
         let probe = tokio::spawn(async move {
-            lfsck_ost(&mdt, ost, LfsckRequest::Probe { mdt: me, objs }).await
+            lfsck_ost(&mdt, ost, LfsckRequest::Probe { mdt: me, run, objs }).await
         });
         in_flight.push_back((ost, chunk, probe));
         if in_flight.len() >= PROBES_IN_FLIGHT
@@ -461,8 +467,10 @@ async fn owner_differs(cx: &mut Cx<'_>, r: &Ref) {
             Err(_) => return,
         }
     };
+    // Run 0: a second look at the owner, which marks nothing.
     let probe = LfsckRequest::Probe {
         mdt: mdt.index,
+        run: 0,
         objs: vec![Probe {
             obj: r.so.fid,
             parent: r.file.with_ver(r.stripe),
@@ -702,13 +710,24 @@ async fn set_slot(
 async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(), End> {
     let mut throttle = Throttle::new(cx.eng.speed_limit.clone());
     let osts = cx.mdt.lod().ost_count() as u32;
+    // What this MDT was told is created on each OST (its precreated objects not handed
+    // out yet): LAST_ID must cover it, or those would not exist on the OST. Taken before
+    // the listing, whose LAST_IDs are read later: a precreation meanwhile raises both.
+    let told: Vec<(u32, u64, u32)> = (0..osts)
+        .filter_map(|ost| {
+            cx.mdt
+                .lod()
+                .osp(ost)
+                .map(|o| (ost, o.seq(), o.prealloc().1))
+        })
+        .collect();
     // Every OST lists its objects at once, a few pages ahead of the check.
     let listings: Vec<(u32, mpsc::Receiver<Result<Page, Errno>>)> = (0..osts)
         .filter(|ost| !cx.gone.contains(ost))
         .map(|ost| {
             (
                 ost,
-                list_objects(cx.mdt.clone(), ost, cx.eng.speed_limit.clone()),
+                list_objects(cx.mdt.clone(), ost, cx.run, cx.eng.speed_limit.clone()),
             )
         })
         .collect();
@@ -717,7 +736,7 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             if let Some(h) = halted(halt) {
                 return Err(End::Halted(h));
             }
-            let (objs, last_ids) = match pages.recv().await {
+            let (objs, last_ids, highest) = match pages.recv().await {
                 None => break,
                 Some(Ok(p)) => p,
                 Some(Err(e)) => {
@@ -729,6 +748,11 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             };
             for (seq, last) in last_ids {
                 cx.last_ids.entry((ost, seq)).or_insert((0, last)).1 = last;
+            }
+            for (seq, top) in highest {
+                if let Some(e) = cx.last_ids.get_mut(&(ost, seq)) {
+                    e.0 = e.0.max(top);
+                }
             }
             let n = objs.len() as u64;
             let (objs, held) = held_by_their_files(cx.mdt, ost, objs).await?;
@@ -749,13 +773,9 @@ async fn phase2(cx: &mut Cx<'_>, halt: &mut watch::Receiver<Halt>) -> Result<(),
             throttle.after(n, halt).await;
         }
     }
-    // LAST_ID must also cover what this MDT was told is created (its precreated objects
-    // not handed out yet), or those would not exist on the OST.
-    for ost in 0..osts {
-        if let Some(osp) = cx.mdt.lod().osp(ost)
-            && let Some(e) = cx.last_ids.get_mut(&(ost, osp.seq()))
-        {
-            e.0 = e.0.max(osp.prealloc().1);
+    for (ost, seq, created) in told {
+        if let Some(e) = cx.last_ids.get_mut(&(ost, seq)) {
+            e.0 = e.0.max(created);
         }
     }
     last_id_behind(cx).await;
@@ -811,19 +831,21 @@ async fn held_by_their_files(
     .map_err(|_| End::Failed(Errno::EIO))
 }
 
-/// A page of an OST's object listing: the objects, and LAST_ID of each sequence it touched.
-type Page = (Vec<OrphanObj>, Vec<(u64, u32)>);
+/// A page of an OST's object listing: the objects, LAST_ID of each sequence it touched,
+/// and the highest object of each it passed.
+type Page = (Vec<OrphanObj>, Vec<(u64, u32)>, Vec<(u64, u32)>);
 
 /// Pages of one OST's listing fetched ahead of the check: the next pages arrive while
 /// one is checked; a page is at most [`MAX_BATCH`] objects of a few dozen bytes.
 const LIST_AHEAD: usize = 2;
 
-/// Lists OST `ost`'s objects that hold data, page by page, into a channel [`LIST_AHEAD`]
-/// pages deep; it ends after the last page, a failed call (sent on), or when the check
-/// stops reading.
+/// Lists OST `ost`'s objects that hold data and that run `run`'s phase 1 did not find
+/// referenced, page by page, into a channel [`LIST_AHEAD`] pages deep; it ends after the
+/// last page, a failed call (sent on), or when the check stops reading.
 fn list_objects(
     mdt: Arc<Mdt>,
     ost: u32,
+    run: u64,
     speed_limit: Arc<std::sync::atomic::AtomicU32>,
 ) -> mpsc::Receiver<Result<Page, Errno>> {
     let (tx, rx) = mpsc::channel(LIST_AHEAD);
@@ -833,14 +855,21 @@ fn list_objects(
         let mut from = Some(ObjCursor::default());
         while let Some(cur) = from {
             let max = pace.cap(MAX_BATCH) as u32;
-            let page = match lfsck_ost(&mdt, ost, LfsckRequest::Objects { from: cur, max }).await {
+            let req = LfsckRequest::Objects {
+                mdt: mdt.index,
+                run,
+                from: cur,
+                max,
+            };
+            let page = match lfsck_ost(&mdt, ost, req).await {
                 Ok(LfsckReply::Objects {
                     objs,
                     next,
                     last_ids,
+                    highest,
                 }) => {
                     from = next;
-                    Ok((objs, last_ids))
+                    Ok((objs, last_ids, highest))
                 }
                 Ok(_) => Err(Errno::EPROTO),
                 Err(e) => Err(e),

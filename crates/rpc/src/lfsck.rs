@@ -306,16 +306,24 @@ pub enum LfsckRequest {
     NsFacts(Vec<NsQuery>),
     /// MDT to MDT.
     NsRepair(Vec<NsRepair>),
-    /// MDT to OST; `mdt` is the sender, so the OST counts the objects as referenced.
+    /// MDT to OST; `mdt` is the sender and `run` its layout run (its start, in
+    /// nanoseconds): the OST marks each object whose filter fid names the probing stripe
+    /// (or that was never written) as accessed by that run, and the run's listing
+    /// (`Objects`) passes over it, as Lustre's OST-side accessed bitmap does. `run` 0
+    /// marks nothing.
     Probe {
         mdt: u32,
+        run: u64,
         objs: Vec<Probe>,
     },
     /// MDT to OST.
     OstRepair(Vec<OstRepair>),
     /// MDT to OST: up to `max` objects that have data (a file), in the OST's order from
-    /// `from` on (layout phase 2 looks for orphans among them).
+    /// `from` on (layout phase 2 looks for orphans among them), leaving out those that
+    /// run `run` of MDT `mdt` found referenced in phase 1 (see `Probe`).
     Objects {
+        mdt: u32,
+        run: u64,
         from: ObjCursor,
         max: u32,
     },
@@ -338,12 +346,14 @@ pub enum LfsckReply {
     Outcomes(Vec<Outcome>),
     Probed(Vec<ObjState>),
     Orphans(Vec<OrphanOutcome>),
-    /// A page of objects, where the next page starts (`None`: that was the last), and
-    /// LAST_ID of each sequence the page touched.
+    /// A page of objects, where the next page starts (`None`: that was the last),
+    /// LAST_ID of each sequence the page touched, and the highest object of each that
+    /// the page passed, listed or left out as accessed (LAST_ID must cover it).
     Objects {
         objs: Vec<OrphanObj>,
         next: Option<ObjCursor>,
         last_ids: Vec<(u64, u32)>,
+        highest: Vec<(u64, u32)>,
     },
 }
 
