@@ -14,6 +14,7 @@
 //! keys and objects.
 
 pub mod cksum;
+pub mod dirat;
 pub mod health;
 pub mod inject;
 pub mod journal;

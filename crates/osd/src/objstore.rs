@@ -31,6 +31,7 @@
 //! place, without a journal; `fsync` makes both durable.
 
 use crate::cksum::{self, SIDECAR_SUFFIX, Table};
+use crate::dirat::Dir;
 use crate::health::Health;
 use crate::rangelock::RangeLocks;
 use nacre_core::cksum::{BLOCK, BLOCK_SHIFT, ZERO_BLOCK_CRC, block_entry, entry_of, pieces};
@@ -49,6 +50,7 @@ pub const OBJ_SUBDIRS: u32 = 32;
 /// Open object files kept cached; beyond this the least recently used are closed.
 pub const DEFAULT_FD_CACHE: usize = 1024;
 const FILTER_FID_XATTR: &str = "user.nacre.fid";
+const FILTER_FID_XATTR_C: &std::ffi::CStr = c"user.nacre.fid";
 /// Bytes of the longest filter fid xattr: the parent FID and an [`OstLayout`].
 const FILTER_FID_MAX: usize = 16 + OstLayout::BYTES;
 /// Objects whose filter fid is remembered (a few dozen bytes each); past it the memory
@@ -58,6 +60,9 @@ const TAGGED_MAX: usize = 65536;
 /// an ldiskfs OST object's inode owner: what quotas on the OST would count, and what the
 /// layout LFSCK compares with the file's owner. An object that never had one has none.
 const OWNER_XATTR: &str = "user.nacre.owner";
+const OWNER_XATTR_C: &std::ffi::CStr = c"user.nacre.owner";
+/// Bytes of xattr names one probe lists: an object has a handful of names.
+const XATTR_LIST_MAX: usize = 512;
 
 #[derive(Clone, Debug)]
 pub struct ObjStoreConfig {
@@ -2001,27 +2006,94 @@ impl ObjStore {
     pub fn probe_batch(&self, fids: &[Fid]) -> Result<Vec<ObjProbe>, Errno> {
         let mut out = Vec::with_capacity(fids.len());
         let mut missing = false;
+        // Each subdirectory opened once per batch: a probe then looks up only the
+        // object's name. Not kept past the batch, so a tree replaced meanwhile is seen.
+        let mut dirs: HashMap<(u64, u32), Option<Dir>> = HashMap::new();
         for fid in fids {
             Self::check(fid)?;
-            let path = self.object_path(fid);
-            match std::fs::metadata(&path) {
-                Ok(m) => {
-                    let (ff, layout) = match get_filter(&path)? {
-                        Some((p, l)) => (Some(p), l),
-                        None => (None, None),
+            let sub = fid.oid % OBJ_SUBDIRS;
+            let dir = match dirs.entry((fid.seq, sub)) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let path = self.seq_dir(fid.seq).join(format!("d{sub}"));
+                    match Dir::open(&path) {
+                        Ok(d) => e.insert(Some(d)),
+                        Err(err) if err.kind() == std::io::ErrorKind::NotFound => e.insert(None),
+                        Err(err) => return Err(self.health.io_error(path.display(), err)),
+                    }
+                }
+            };
+            let Some(dir) = dir.as_ref() else {
+                missing = true;
+                out.push(ObjProbe::default());
+                continue;
+            };
+            let name = std::ffi::CString::new(fid.oid.to_string()).map_err(|_| Errno::EINVAL)?;
+            match dir.size(&name) {
+                Ok(size) => {
+                    let io =
+                        |e: std::io::Error| self.health.io_error(dir.path_of(&name).display(), e);
+                    // One listing tells which of the two it has: most probed objects
+                    // (stripes never written) have neither, and cost two calls, not four.
+                    let mut names = [0u8; XATTR_LIST_MAX];
+                    let listed = match dir.list_xattrs(&name, &mut names) {
+                        Ok(n) => Some(n),
+                        // Too many to list here: read both.
+                        Err(e) if e.raw_os_error() == Some(libc::ERANGE) => None,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            missing = true;
+                            out.push(ObjProbe::default());
+                            continue;
+                        }
+                        Err(e) => return Err(io(e)),
                     };
+                    let has = |attr: &str| {
+                        listed.is_none_or(|n| {
+                            names[..n].split(|b| *b == 0).any(|x| x == attr.as_bytes())
+                        })
+                    };
+                    let read =
+                        |attr: &std::ffi::CStr, buf: &mut [u8]| -> Result<Option<usize>, Errno> {
+                            match dir.get_xattr(&name, attr, buf) {
+                                Ok(n) => Ok(Some(n)),
+                                Err(e)
+                                    if matches!(
+                                        e.raw_os_error(),
+                                        Some(libc::ENODATA | libc::ERANGE | libc::ENOENT)
+                                    ) =>
+                                {
+                                    Ok(None)
+                                }
+                                Err(e) => Err(io(e)),
+                            }
+                        };
+                    let (mut ff, mut layout, mut owner) = (None, None, None);
+                    if has(FILTER_FID_XATTR) {
+                        let mut v = [0u8; FILTER_FID_MAX];
+                        if let Some(n) = read(FILTER_FID_XATTR_C, &mut v)?
+                            && let Some((p, l)) = parse_filter(&v[..n])
+                        {
+                            (ff, layout) = (Some(p), l);
+                        }
+                    }
+                    if has(OWNER_XATTR) {
+                        let mut v = [0u8; 8];
+                        if let Some(n) = read(OWNER_XATTR_C, &mut v)? {
+                            owner = parse_owner(&v[..n]);
+                        }
+                    }
                     out.push(ObjProbe {
-                        size: Some(m.len()),
+                        size: Some(size),
                         ff,
                         layout,
-                        owner: get_owner(&path)?,
+                        owner,
                     })
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     missing = true;
                     out.push(ObjProbe::default());
                 }
-                Err(e) => return Err(self.health.io_error(path.display(), e)),
+                Err(e) => return Err(self.health.io_error(dir.path_of(&name).display(), e)),
             }
         }
         if missing {
@@ -2266,20 +2338,22 @@ fn get_filter_fid(p: &Path) -> Result<Option<Fid>, Errno> {
 /// long, or not a FID) is none, as a missing one is.
 fn get_filter(p: &Path) -> Result<Option<(Fid, Option<OstLayout>)>, Errno> {
     let mut v = [0u8; FILTER_FID_MAX];
-    let n = match get_xattr(p, FILTER_FID_XATTR, &mut v) {
-        Ok(Some(n)) => n,
-        Ok(None) | Err(Errno::ERANGE) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let Some(parent) = v.get(..n.min(16)).and_then(Fid::from_bytes) else {
-        return Ok(None);
-    };
-    let layout = match n {
+    match get_xattr(p, FILTER_FID_XATTR, &mut v) {
+        Ok(Some(n)) => Ok(parse_filter(&v[..n])),
+        Ok(None) | Err(Errno::ERANGE) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A filter fid xattr's value, as [`get_filter`] reads it.
+fn parse_filter(v: &[u8]) -> Option<(Fid, Option<OstLayout>)> {
+    let parent = v.get(..v.len().min(16)).and_then(Fid::from_bytes)?;
+    let layout = match v.len() {
         16 => None,
         FILTER_FID_MAX => OstLayout::from_bytes(&v[16..]),
-        _ => return Ok(None),
+        _ => return None,
     };
-    Ok(Some((parent, layout)))
+    Some((parent, layout))
 }
 
 fn set_owner(p: &Path, uid: u32, gid: u32) -> Result<(), Errno> {
@@ -2291,14 +2365,16 @@ fn set_owner(p: &Path, uid: u32, gid: u32) -> Result<(), Errno> {
 
 fn get_owner(p: &Path) -> Result<Option<(u32, u32)>, Errno> {
     let mut v = [0u8; 8];
-    // Any other length is not one this store wrote: no owner it can vouch for.
-    Ok(get_xattr(p, OWNER_XATTR, &mut v)?
-        .filter(|n| *n == v.len())
-        .map(|_| {
-            let uid = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-            let gid = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
-            (uid, gid)
-        }))
+    Ok(get_xattr(p, OWNER_XATTR, &mut v)?.and_then(|n| parse_owner(&v[..n])))
+}
+
+/// An owner xattr's value; any other length is not one this store wrote: no owner it
+/// can vouch for.
+fn parse_owner(v: &[u8]) -> Option<(u32, u32)> {
+    let v: &[u8; 8] = v.try_into().ok()?;
+    let uid = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let gid = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
+    Some((uid, gid))
 }
 
 /// Checks that the backing file system keeps user xattrs (filter fids need them).
