@@ -18,7 +18,8 @@
 //! Dangling stripes wait for phase 2: an orphan whose filter fid names that very stripe
 //! is put back into it (Lustre's `-d`, always on), and only the stripes left are
 //! recreated. Phase 2 starts once every participant MDT finished phase 1, pages through
-//! every OST's objects that hold data ([`LfsckRequest::Objects`]), and takes those whose
+//! every OST's objects that hold data ([`LfsckRequest::Objects`]; each OST passes over the
+//! objects this run's probes found referenced, see [`crate::ost`]), and takes those whose
 //! filter fid names a file of this MDT (MDT0 also takes those whose filter fid names no
 //! MDT). An object the file it names does not reference is an orphan: re-attached to a
 //! dangling stripe of its file, or to the hole a rebuild left where it was lost; else (with `-o`), when its file is gone or has lost its
