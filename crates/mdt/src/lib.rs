@@ -673,6 +673,10 @@ impl Mdt {
             }
             if let Some(l) = &r.layout {
                 lod::check_layout(l, &self.lod.layout_ctx())?;
+                // A new file's objects: all of them this MDT's own.
+                self.lod
+                    .own_sequences()
+                    .check(&l.objects().copied().collect::<Vec<_>>())?;
             }
             file_layout = r.layout.clone();
             if let Some(l) = &file_layout {
@@ -1364,6 +1368,9 @@ impl Mdt {
         lod::check_layout(&want, &self.lod.layout_ctx())?;
         self.lod
             .note_used(&want.objects().copied().collect::<Vec<_>>());
+        // Only the objects it instantiated must be this MDT's own: the file's older ones
+        // may come from another MDT (a file migrated here).
+        let own = self.lod.own_sequences();
         let layout = self
             .store
             .write(move |tx| {
@@ -1372,6 +1379,7 @@ impl Mdt {
                     return Err(Errno::EINVAL);
                 };
                 let used = cl.adopt_instantiated(&want);
+                own.check(&used)?;
                 if !used.is_empty() {
                     cl.layout_gen += 1;
                     cur.lsom_valid = false;

@@ -271,6 +271,12 @@ impl Lod {
         }
     }
 
+    /// The sequence this MDT allocates from on each OST, for
+    /// [`OwnSequences::check`].
+    pub fn own_sequences(&self) -> OwnSequences {
+        OwnSequences(self.osps.read().iter().map(|o| o.seq()).collect())
+    }
+
     /// Returns objects of a create that failed to their pools.
     pub fn give_back(&self, objs: &[StripeObject]) {
         for o in objs {
@@ -283,6 +289,26 @@ impl Lod {
     /// The DoM size a new layout may use on this MDT.
     pub fn dom_limit(&self) -> u64 {
         self.params().dom_stripesize
+    }
+}
+
+/// The sequence this MDT allocates from on each OST, by OST index.
+pub struct OwnSequences(Vec<u64>);
+
+impl OwnSequences {
+    /// Checks that each of `objs` is an object this MDT hands out: on an OST it has, in
+    /// its own sequence there. A replay says which objects its first run gave; a client
+    /// must not make the MDT take another MDT's objects, or ones of a sequence nobody
+    /// allocated from. Holes a rebuild left (dummy objects) name none.
+    pub fn check(&self, objs: &[StripeObject]) -> Result<(), Errno> {
+        for o in objs.iter().filter(|o| !o.is_dummy()) {
+            let own = o.fid.oid > 0 && self.0.get(o.ost_idx as usize) == Some(&o.fid.seq);
+            if !own {
+                tracing::warn!(target: "lod", "refused a replayed layout: object {} on OST{:04x} is not one this MDT hands out", o.fid, o.ost_idx);
+                return Err(Errno::EINVAL);
+            }
+        }
+        Ok(())
     }
 }
 

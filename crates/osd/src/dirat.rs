@@ -47,6 +47,19 @@ fn ret(r: libc::c_long) -> io::Result<usize> {
     }
 }
 
+/// What an `*xattrat` call returned, or `None` when the kernel lacks it (never tried
+/// again then).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn xattrat(r: libc::c_long) -> Option<io::Result<usize>> {
+    match ret(r) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            NO_XATTRAT.store(true, Ordering::Relaxed);
+            None
+        }
+        r => Some(r),
+    }
+}
+
 impl Dir {
     pub fn open(path: &Path) -> io::Result<Dir> {
         let c = cstr(path.as_os_str().as_bytes())?;
@@ -97,11 +110,8 @@ impl Dir {
                     buf.len(),
                 )
             };
-            match ret(r) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                    NO_XATTRAT.store(true, Ordering::Relaxed)
-                }
-                r => return r,
+            if let Some(r) = xattrat(r) {
+                return r;
             }
         }
         let p = cstr(self.path_of(name).as_os_str().as_bytes())?;
@@ -134,11 +144,8 @@ impl Dir {
                     std::mem::size_of::<XattrArgs>(),
                 )
             };
-            match ret(r) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                    NO_XATTRAT.store(true, Ordering::Relaxed)
-                }
-                r => return r,
+            if let Some(r) = xattrat(r) {
+                return r;
             }
         }
         let p = cstr(self.path_of(name).as_os_str().as_bytes())?;

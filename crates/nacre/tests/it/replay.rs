@@ -716,6 +716,105 @@ async fn a_reopen_of_a_file_another_clients_replay_makes_waits_for_it() {
     cl.stop().await;
 }
 
+/// The server trusts a replay no more than a new request: a replayed create whose layout
+/// names an object this MDT never hands out (another sequence of the OST, as another
+/// MDT's objects are) is refused, the name is not made, and recovery ends as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_create_naming_objects_this_mdt_never_gave_is_refused() {
+    use nacre_rpc::conn::ConnConfig;
+    use nacre_rpc::msg::{ReplayOutcome, Reply, Request};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = common::cluster::start(tmp.path(), "rpforge", 1, 1).await;
+    let connect = |addr: String, key: nacre_rpc::Key| async move {
+        nacre_rpc::Conn::connect(
+            &addr,
+            &ConnConfig {
+                fsname: "rpforge".into(),
+                client: "by-hand".into(),
+                key,
+                max_in_flight: 8,
+                timeout: std::time::Duration::from_secs(30),
+            },
+        )
+        .await
+        .expect("connect")
+    };
+    let mdt_addr =
+        |cl: &nacre::local::LocalCluster| cl.mdts[0].as_ref().expect("MDT0").addr.to_string();
+    let a: u64 = 0xf0e;
+    let hello = Request::MdtConnect { client: a };
+    let key = cl.key.client_key();
+    let conn = connect(mdt_addr(&cl), key.clone()).await;
+    conn.call(&hello, Bytes::new()).await.expect("connect");
+    // A real file gives a FID and a layout of this MDT's; the forged replay moves its
+    // object to the next sequence of the same OST.
+    let m = common::cluster::mount(&cl).await;
+    let real = create(&m, Fid::ROOT, b"real", FILE).await.expect("real");
+    let mut layout = m
+        .getattr(real.attr.fid)
+        .await
+        .expect("getattr")
+        .layout
+        .expect("a layout");
+    let so = layout
+        .components
+        .iter_mut()
+        .flat_map(|c| c.objects.iter_mut())
+        .next()
+        .expect("an object");
+    so.fid.seq += 1;
+    m.disconnect().await;
+    let made = Fid::new(real.attr.fid.seq, real.attr.fid.oid + 1000, 0);
+    cl.stop_mdt(0).await;
+    cl.start_mdt(0).await.expect("restart");
+    let mdt = cl.mdts[0]
+        .as_ref()
+        .and_then(|s| s.mdt())
+        .expect("mdt")
+        .clone();
+    assert!(mdt.recovery.is_recovering());
+    let next = mdt.store().last_transno() + 1;
+    let ca = connect(mdt_addr(&cl), key).await;
+    ca.call(&hello, Bytes::new()).await.expect("a connects");
+    let replay = Request::Replay {
+        client: a,
+        transno: next,
+        req: Box::new(Request::Create {
+            parent: Fid::ROOT,
+            name: b"forged".to_vec(),
+            mode: FILE,
+            rdev: 0,
+            cred: cred(),
+            symlink: None,
+            layout: LayoutRequest::Inherit,
+            open: None,
+            exclusive: true,
+        }),
+        outcome: Some(ReplayOutcome {
+            fid: made,
+            layout: Some(layout),
+        }),
+    };
+    let r = ca.call(&replay, Bytes::new()).await;
+    assert_eq!(
+        r.as_ref().err().map(|e| e.errno()),
+        Some(Errno::EINVAL),
+        "{r:?}"
+    );
+    let (r, _) = ca
+        .call(&Request::ReplayDone { client: a }, Bytes::new())
+        .await
+        .expect("a's end of replay");
+    assert!(matches!(r, Reply::Recovered { .. }), "{r:?}");
+    assert!(!mdt.recovery.is_recovering());
+    drop(mdt);
+    let m = common::cluster::mount(&cl).await;
+    assert!(lookup(&m, Fid::ROOT, "forged").await.is_none());
+    assert!(lookup(&m, Fid::ROOT, "real").await.is_some());
+    m.disconnect().await;
+    cl.stop().await;
+}
+
 /// A file whose layout is two components, `[0, 1M)` and `[1M, end)`.
 async fn create_pfl(c: &Client, name: &[u8], end: u64) -> Fid {
     use nacre_core::layout::{Component, Layout};
