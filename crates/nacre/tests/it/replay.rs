@@ -592,24 +592,10 @@ async fn files_held_open_through_a_power_cut_are_reopened_in_the_replay() {
 /// client takes for its eviction. Sent by hand, in that order, over two connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reopen_of_a_file_another_clients_replay_makes_waits_for_it() {
-    use nacre_rpc::conn::ConnConfig;
     use nacre_rpc::msg::{OpenFlags, ReplayOutcome, Reply, Request};
     let tmp = tempfile::tempdir().expect("tmp");
     let mut cl = common::cluster::start(tmp.path(), "rpreopen", 1, 1).await;
-    let connect = |addr: String, key: nacre_rpc::Key| async move {
-        nacre_rpc::Conn::connect(
-            &addr,
-            &ConnConfig {
-                fsname: "rpreopen".into(),
-                client: "by-hand".into(),
-                key,
-                max_in_flight: 8,
-                timeout: std::time::Duration::from_secs(30),
-            },
-        )
-        .await
-        .expect("connect")
-    };
+    let connect = |addr: String, key: nacre_rpc::Key| by_hand(addr, "rpreopen", key);
     let mdt_addr =
         |cl: &nacre::local::LocalCluster| cl.mdts[0].as_ref().expect("MDT0").addr.to_string();
     let (a, b): (u64, u64) = (0xa11ce, 0xb0b);
@@ -721,24 +707,10 @@ async fn a_reopen_of_a_file_another_clients_replay_makes_waits_for_it() {
 /// MDT's objects are) is refused, the name is not made, and recovery ends as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_create_naming_objects_this_mdt_never_gave_is_refused() {
-    use nacre_rpc::conn::ConnConfig;
     use nacre_rpc::msg::{ReplayOutcome, Reply, Request};
     let tmp = tempfile::tempdir().expect("tmp");
     let mut cl = common::cluster::start(tmp.path(), "rpforge", 1, 1).await;
-    let connect = |addr: String, key: nacre_rpc::Key| async move {
-        nacre_rpc::Conn::connect(
-            &addr,
-            &ConnConfig {
-                fsname: "rpforge".into(),
-                client: "by-hand".into(),
-                key,
-                max_in_flight: 8,
-                timeout: std::time::Duration::from_secs(30),
-            },
-        )
-        .await
-        .expect("connect")
-    };
+    let connect = |addr: String, key: nacre_rpc::Key| by_hand(addr, "rpforge", key);
     let mdt_addr =
         |cl: &nacre::local::LocalCluster| cl.mdts[0].as_ref().expect("MDT0").addr.to_string();
     let a: u64 = 0xf0e;
@@ -813,6 +785,22 @@ async fn a_replayed_create_naming_objects_this_mdt_never_gave_is_refused() {
     assert!(lookup(&m, Fid::ROOT, "real").await.is_some());
     m.disconnect().await;
     cl.stop().await;
+}
+
+/// A connection of a client made by hand (its requests written out in the test).
+async fn by_hand(addr: String, fsname: &str, key: nacre_rpc::Key) -> nacre_rpc::Conn {
+    nacre_rpc::Conn::connect(
+        &addr,
+        &nacre_rpc::conn::ConnConfig {
+            fsname: fsname.into(),
+            client: "by-hand".into(),
+            key,
+            max_in_flight: 8,
+            timeout: std::time::Duration::from_secs(30),
+        },
+    )
+    .await
+    .expect("connect")
 }
 
 /// A file whose layout is two components, `[0, 1M)` and `[1M, end)`.
