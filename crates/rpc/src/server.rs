@@ -177,17 +177,34 @@ impl RefusalLog {
 }
 
 /// Serves until `shutdown` turns true.
-pub async fn serve<S: Service>(
+///
+/// Clients in this process reach the service directly while it serves: it is in the
+/// in-process registry ([`crate::lo`]) from this call on, before the returned future first
+/// runs. Its address is published (to the MGS) once this returns, and a client that
+/// learned it must find the service there at once; one that found only the TCP listener
+/// would bind its uuid to a TCP connection and then move it to the in-process link, and
+/// requests still on the TCP connection would be refused as naming another's client.
+pub fn serve<S: Service>(
+    listener: TcpListener,
+    cfg: Arc<ServerConfig>,
+    svc: Arc<S>,
+    shutdown: watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let lo = match listener.local_addr() {
+        Ok(addr) => crate::lo::register(addr, cfg.clone(), svc.clone()),
+        Err(_) => None,
+    };
+    serve_registered(listener, cfg, svc, shutdown, lo)
+}
+
+/// [`serve`]'s accept loop; the registration `_lo` ends with it.
+async fn serve_registered<S: Service>(
     listener: TcpListener,
     cfg: Arc<ServerConfig>,
     svc: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
+    _lo: Option<crate::lo::Registration>,
 ) {
-    // Clients in this process reach the service directly while it serves.
-    let _lo = match listener.local_addr() {
-        Ok(addr) => crate::lo::register(addr, cfg.clone(), svc.clone()),
-        Err(_) => None,
-    };
     let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
     let refusals = Arc::new(RefusalLog::new(REFUSAL_LOG_INTERVAL));
     let successions = Arc::new(Successions::default());
