@@ -41,7 +41,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -331,6 +331,12 @@ pub struct ObjStore {
     pfid_log: nacre_core::log_limit::LogLimit,
     /// Bad blocks (and unreadable tables) found by reads and changes.
     checksum_errors: AtomicU64,
+    /// Data-change times (mtime, ns since the epoch) of objects a crash may have torn:
+    /// `[lo, hi)`, none when `lo >= hi` ([`ObjStore::set_torn_window`]).
+    torn_lo: AtomicI64,
+    torn_hi: AtomicI64,
+    /// Blocks of such objects whose entries were taken from their data.
+    torn_retaken: AtomicU64,
     /// The target's name, for log lines.
     name: OnceLock<String>,
     /// Object subdirectories (`O/<seq>/d<n>`) whose own entry a sync has made durable:
@@ -457,6 +463,9 @@ impl ObjStore {
             pfid_refused: AtomicU64::new(0),
             pfid_log: nacre_core::log_limit::LogLimit::default(),
             checksum_errors: AtomicU64::new(0),
+            torn_lo: AtomicI64::new(0),
+            torn_hi: AtomicI64::new(0),
+            torn_retaken: AtomicU64::new(0),
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
             read_only,
@@ -514,6 +523,68 @@ impl ObjStore {
     /// Bad blocks and unreadable tables found by reads and changes (not by scrub).
     pub fn checksum_errors(&self) -> u64 {
         self.checksum_errors.load(Ordering::Relaxed)
+    }
+
+    /// Objects whose data last changed in `[lo, hi)` may have blocks a crash tore: their
+    /// data written after the store's last sync began (`lo`) and before this start (`hi`)
+    /// was never promised durable, and a power cut can keep a block's new bytes but not
+    /// its entry, or its entry but not its bytes (two writes no sync ordered). Such a
+    /// block that fails its entry is taken as it is, its entry rewritten from its data,
+    /// counted and logged, rather than failing every read of it forever. Outside the
+    /// window a mismatch is corruption, as always. An overwrite whose bytes reached the
+    /// disk while its mtime did not falls outside; on ext4 the OST's commits (a `syncfs`
+    /// every few seconds) leave that to a crash in the middle of one.
+    pub fn set_torn_window(&self, lo: std::time::SystemTime, hi: std::time::SystemTime) {
+        let ns = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        };
+        self.torn_lo.store(ns(lo), Ordering::Release);
+        self.torn_hi.store(ns(hi), Ordering::Release);
+    }
+
+    /// Blocks whose entries were taken from their data after a crash tore them.
+    pub fn torn_retaken(&self) -> u64 {
+        self.torn_retaken.load(Ordering::Relaxed)
+    }
+
+    /// Whether `f`'s data last changed within the torn window.
+    fn maybe_torn(&self, f: &File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let (lo, hi) = (
+            self.torn_lo.load(Ordering::Acquire),
+            self.torn_hi.load(Ordering::Acquire),
+        );
+        if lo >= hi {
+            return false;
+        }
+        let Ok(m) = f.metadata() else {
+            return false;
+        };
+        let t = m
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(m.mtime_nsec());
+        (lo..hi).contains(&t)
+    }
+
+    /// Takes the bad blocks of an object the crash may have tore as they are: their
+    /// entries from their data. The caller holds the blocks. False when the object is not
+    /// in the torn window (the blocks are corrupt) or an entry could not be written.
+    fn retake_torn(&self, fid: &Fid, f: &File, bad: &[BadBlock]) -> bool {
+        if bad.is_empty() || !self.maybe_torn(f) {
+            return false;
+        }
+        for b in bad {
+            if let Err(e) = self.put_entries(fid, f, b.offset >> BLOCK_SHIFT, &[b.computed], None) {
+                tracing::warn!(target: "osd", "{}: object {fid}: block at offset {} written just before the crash: its entry cannot be rewritten: {e}", self.name(), b.offset);
+                return false;
+            }
+        }
+        self.torn_retaken
+            .fetch_add(bad.len() as u64, Ordering::Relaxed);
+        tracing::warn!(target: "osd", "{}: object {fid}: {} block(s) written after the last commit before the crash did not match their checksums (writes the crash tore, never synced): their checksums now follow their data", self.name(), bad.len());
+        true
     }
 
     fn seq_dir(&self, seq: u64) -> PathBuf {
@@ -1243,6 +1314,9 @@ impl ObjStore {
             .ranges
             .lock(*fid, offset >> BLOCK_SHIFT, end.div_ceil(BLOCK as u64));
         let (out, bad) = self.load_checked(fid, &f, offset, len, want_sums)?;
+        if self.retake_torn(fid, &f, &bad) {
+            return Ok(out);
+        }
         match bad.first() {
             None => Ok(out),
             Some(b) => {
@@ -1295,6 +1369,10 @@ impl ObjStore {
                 )
             });
             match self.load_checked(fid, &f, offset, len, false) {
+                // Holding the blocks, a crash's torn ones are taken as they are.
+                Ok((out, bad)) if locked && self.retake_torn(fid, &f, &bad) => {
+                    Ok((out.buf.len() as u64, Vec::new()))
+                }
                 Ok((out, bad)) => Ok((out.buf.len() as u64, bad)),
                 Err(ObjError::Corrupt { what, .. }) => {
                     check.bad_table = Some(what.to_string());
@@ -1848,15 +1926,13 @@ impl ObjStore {
         if !matches!(table, Entries::Missing) {
             let stored = self.get_entries(table, b, 1)?[0];
             let computed = entry_of(&data);
-            if computed != stored {
-                return Err(self.corrupt(
-                    fid,
-                    Corruption::Block(BadBlock {
-                        offset: at,
-                        stored,
-                        computed,
-                    }),
-                ));
+            let bad = BadBlock {
+                offset: at,
+                stored,
+                computed,
+            };
+            if computed != stored && !self.retake_torn(fid, f, &[bad]) {
+                return Err(self.corrupt(fid, Corruption::Block(bad)));
             }
         }
         data.resize(BLOCK, 0);
@@ -2934,6 +3010,57 @@ mod tests {
             }
         }
         assert_eq!(s.checksum_errors(), 2 * sizes.len() as u64);
+    }
+
+    /// After a crash, a block of an object whose data changed after the last commit's
+    /// sync began may not match its entry (the crash kept one of two unsynced writes):
+    /// it reads as the disk has it, and its entry follows its data, for reads, scrub's
+    /// check and a partial write alike. An older object's mismatch stays corruption, and
+    /// with no window (a clean start) so does every mismatch.
+    #[test]
+    fn a_block_a_crash_tore_reads_as_it_is_and_older_mismatches_stay_corrupt() {
+        use std::time::{Duration, SystemTime, UNIX_EPOCH};
+        let d = tempfile::tempdir().expect("tmp");
+        let s = cksum_store(d.path());
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        let (old, torn, big) = (
+            Fid::new(seq, 1, 0),
+            Fid::new(seq, 2, 0),
+            Fid::new(seq, 3, 0),
+        );
+        let data = bytes(3 * BLOCK + 10, 1);
+        s.write(&old, &parent, 0, &data).expect("write");
+        std::thread::sleep(Duration::from_millis(20));
+        let synced_from = SystemTime::now();
+        s.write(&torn, &parent, 0, &data).expect("write");
+        // Past the inline entries: a checksum file.
+        let big_data = bytes((cksum::INLINE_BLOCKS as usize + 3) * BLOCK, 2);
+        s.write(&big, &parent, 0, &big_data).expect("write");
+        assert!(s.sidecar_path(&big).exists());
+        // Bytes that changed without their entries (the flip keeps the mtime).
+        for o in [&old, &torn, &big] {
+            crate::inject::flip_bit(&s.object_path(o), BLOCK as u64 + 7, 3).expect("flip");
+        }
+        s.set_torn_window(synced_from, SystemTime::now() + Duration::from_secs(1));
+        assert_eq!(corrupt_at(s.read(&old, 0, data.len())), BLOCK as u64);
+        let mut want = data.clone();
+        want[BLOCK + 7] ^= 1 << 3;
+        assert!(s.read(&torn, 0, data.len()).expect("torn") == want);
+        assert_eq!(s.torn_retaken(), 1);
+        assert!(s.read(&torn, 0, data.len()).expect("again") == want);
+        assert_eq!(s.torn_retaken(), 1, "taken once");
+        let c = s.verify_range(&big, 0, big_data.len()).expect("verify");
+        assert_eq!((c.bad_count, s.torn_retaken()), (0, 2));
+        crate::inject::flip_bit(&s.object_path(&torn), 2 * BLOCK as u64 + 5, 1).expect("flip");
+        s.write(&torn, &parent, 2 * BLOCK as u64 + 100, b"x")
+            .expect("a partial write of a torn block");
+        assert_eq!(s.torn_retaken(), 3);
+        // No window: corruption again.
+        s.set_torn_window(UNIX_EPOCH, UNIX_EPOCH);
+        crate::inject::flip_bit(&s.object_path(&torn), 7, 0).expect("flip");
+        assert_eq!(corrupt_at(s.read(&torn, 0, 10)), 0);
     }
 
     #[test]

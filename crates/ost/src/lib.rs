@@ -100,6 +100,8 @@ impl Ost {
     /// recovery when a client may have changes to replay.
     pub fn new(index: u32, store: ObjStore) -> std::io::Result<Ost> {
         let (txn, recorded) = recovery::Transactions::load(store.target_dir())?;
+        // What changed after the last commit's sync began may be torn by a crash.
+        store.set_torn_window(txn.synced_from(), std::time::SystemTime::now());
         let recovery = Recovery::new(recorded, txn.last_committed());
         if recovery.is_recovering() {
             tracing::info!(target: "ost", "OST{index:04x}: in recovery, waiting for its clients");
@@ -163,6 +165,12 @@ impl Ost {
             p(
                 "bulk_checksum_errors",
                 self.bulk_checksum_errors().to_string(),
+                false,
+            ),
+            // Blocks a crash tore before a commit covered them, taken as they were.
+            p(
+                "checksum_torn_retaken",
+                self.store.torn_retaken().to_string(),
                 false,
             ),
             // 1: a write naming another file than the object's filter fid is refused.

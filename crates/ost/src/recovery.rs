@@ -30,7 +30,15 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Before a commit's sync, how far back its start is put: a write whose data reaches the
+/// store as the sync begins may be outside it, and its object's mtime (set as the write
+/// starts) is earlier than the sync by its own duration at most.
+pub const TORN_MARGIN: Duration = Duration::from_secs(1);
+/// For a `LAST_COMMITTED` written before it kept its sync's start: how long before the
+/// file's own mtime the sync may have begun.
+const OLD_COMMIT_SYNC_MAX: Duration = Duration::from_secs(60);
 
 /// How often the OST commits on its own by default (ldiskfs's journal commit interval,
 /// its `commit=` mount option); `obdfilter.*.commit_interval`.
@@ -40,7 +48,8 @@ pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
 pub const COMMIT_INTERVAL_MAX_SECS: u64 = 3600;
 /// The directory of the OST's recovery records, in its target directory.
 pub const LAST_RCVD_DIR: &str = "last_rcvd";
-/// The file holding `last_committed` (8 bytes, little-endian), in [`LAST_RCVD_DIR`].
+/// The file holding `last_committed` (8 bytes, little-endian), then when that commit's
+/// sync began (nanoseconds since the epoch, 8 bytes little-endian), in [`LAST_RCVD_DIR`].
 const LAST_COMMITTED: &str = "LAST_COMMITTED";
 
 /// One client's tracked changes since the last commit that covered all of them.
@@ -60,6 +69,8 @@ pub struct Transactions {
     /// The next transno to hand out.
     next: AtomicU64,
     last_committed: AtomicU64,
+    /// See [`Transactions::synced_from`].
+    synced_from: SystemTime,
     /// One commit at a time.
     committing: tokio::sync::Mutex<()>,
     /// Seconds between the OST's own commits.
@@ -89,17 +100,25 @@ impl Transactions {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let last_committed = match std::fs::read(dir.join(LAST_COMMITTED)) {
+        let (last_committed, synced_from) = match std::fs::read(dir.join(LAST_COMMITTED)) {
             Ok(b) => {
-                let b: [u8; 8] = b.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
+                let n: [u8; 8] = b.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
                     std::io::Error::new(
                         ErrorKind::InvalidData,
                         format!("{}: not 8 bytes", dir.join(LAST_COMMITTED).display()),
                     )
                 })?;
-                u64::from_le_bytes(b)
+                let from = match b.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+                    Some(t) => UNIX_EPOCH + Duration::from_nanos(u64::from_le_bytes(t)),
+                    // Written before it kept the time: its own mtime, less a long sync.
+                    None => std::fs::metadata(dir.join(LAST_COMMITTED))?
+                        .modified()?
+                        .checked_sub(OLD_COMMIT_SYNC_MAX)
+                        .unwrap_or(UNIX_EPOCH),
+                };
+                (u64::from_le_bytes(n), from)
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => 0,
+            Err(e) if e.kind() == ErrorKind::NotFound => (0, UNIX_EPOCH),
             Err(e) => return Err(e),
         };
         let mut recorded = BTreeSet::new();
@@ -128,12 +147,19 @@ impl Transactions {
                 dir,
                 next: AtomicU64::new(last_committed + 1),
                 last_committed: AtomicU64::new(last_committed),
+                synced_from,
                 committing: tokio::sync::Mutex::new(()),
                 interval_secs: AtomicU64::new(COMMIT_INTERVAL.as_secs()),
                 clients: Mutex::new(clients),
             },
             recorded,
         ))
+    }
+
+    /// When the sync of the last commit before this start began (less [`TORN_MARGIN`]):
+    /// data changed later may be torn by the crash, if there was one.
+    pub fn synced_from(&self) -> SystemTime {
+        self.synced_from
     }
 
     pub fn last_committed(&self) -> u64 {
@@ -228,6 +254,13 @@ impl Transactions {
     fn commit_blocking(&self, store: &ObjStore) -> Result<u64, Errno> {
         let upto = self.last_transno();
         if upto > self.last_committed() {
+            // Data changed before this (less a margin for writes under way) is in the
+            // sync: after a crash, only later changes may be torn.
+            let from = SystemTime::now()
+                .checked_sub(TORN_MARGIN)
+                .unwrap_or(UNIX_EPOCH)
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
             store.sync_all()?;
             let path = self.dir.join(LAST_COMMITTED);
             let f = nacre_osd::private_file()
@@ -236,7 +269,10 @@ impl Transactions {
                 .truncate(false)
                 .open(&path)
                 .map_err(Errno::from)?;
-            f.write_all_at(&upto.to_le_bytes(), 0)
+            let mut rec = [0u8; 16];
+            rec[..8].copy_from_slice(&upto.to_le_bytes());
+            rec[8..].copy_from_slice(&from.to_le_bytes());
+            f.write_all_at(&rec, 0)
                 .and_then(|()| f.sync_all())
                 .map_err(Errno::from)?;
             // The file's name, the first time.
@@ -324,5 +360,37 @@ mod tests {
         assert_eq!(t2.last_committed(), 3);
         t2.start(5);
         assert_eq!(t2.done(5, true), 4, "numbers go on past last_committed");
+    }
+
+    /// A commit keeps when its sync began (less the margin), for the torn window of the
+    /// next start; a file from before it kept that reads with its own mtime instead, and
+    /// no file at all means everything before the start may be torn.
+    #[tokio::test]
+    async fn a_commit_keeps_when_its_sync_began() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = store(d.path());
+        let (t, _) = Transactions::load(d.path()).expect("load");
+        assert_eq!(t.synced_from(), UNIX_EPOCH);
+        let t = Arc::new(t);
+        t.start(7);
+        t.done(7, true);
+        let before = SystemTime::now();
+        t.commit(&s).await.expect("commit");
+        let after = SystemTime::now();
+        let (t2, _) = Transactions::load(d.path()).expect("reload");
+        let from = t2.synced_from();
+        assert!(
+            from >= before - TORN_MARGIN && from <= after - TORN_MARGIN,
+            "{from:?} not within the commit less its margin"
+        );
+        let path = d.path().join(LAST_RCVD_DIR).join(LAST_COMMITTED);
+        std::fs::write(&path, 1u64.to_le_bytes()).expect("old format");
+        let mtime = std::fs::metadata(&path)
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        let (t3, _) = Transactions::load(d.path()).expect("reload");
+        assert_eq!(t3.last_committed(), 1);
+        assert_eq!(t3.synced_from(), mtime - OLD_COMMIT_SYNC_MAX);
     }
 }
