@@ -66,9 +66,10 @@ const LLOG_BATCH: usize = 1024;
 /// How long the unlink log gathers records after a kick before a pass: a pass per unlink
 /// costs a destroy RPC and a commit each, and `rm -r` removes thousands a second.
 const LLOG_GATHER: Duration = Duration::from_millis(20);
-/// How long a pass of the unlink log waits for the journal to commit its records on its
-/// own (a sync or a checkpoint) before it forces a sync: objects go only once the change
-/// that dropped them from a layout is durable, and their space comes back within moments.
+/// How long a pass of the unlink log with no backlog waits for the journal to commit its
+/// records on its own (a sync or a checkpoint) before it forces a sync: objects go only
+/// once the change that dropped them from a layout is durable, and their space comes back
+/// within moments.
 const LLOG_COMMIT_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
@@ -533,14 +534,20 @@ impl Mdt {
         self.llog_kick.notify_one();
     }
 
-    /// Returns once every unlink-log record read so far is on stable storage: at the
-    /// journal's next commit, or at a sync forced after [`LLOG_COMMIT_WAIT`].
-    async fn llog_committed(&self) -> Result<(), Errno> {
+    /// Returns once every unlink-log record read so far is on stable storage. A pass
+    /// with a backlog (a full batch, as under `rm -r`) forces a sync at once, one per
+    /// [`LLOG_BATCH`] records, so destroys keep up with removes; a smaller one waits for
+    /// the journal's own commit up to [`LLOG_COMMIT_WAIT`], then forces it.
+    async fn llog_committed(&self, backlog: bool) -> Result<(), Errno> {
         // Every record a view showed was written at or before this transaction.
         let seen = self.store.last_transno();
-        if tokio::time::timeout(LLOG_COMMIT_WAIT, self.store.committed_through(seen))
-            .await
-            .is_ok()
+        if self.store.last_committed() >= seen {
+            return Ok(());
+        }
+        if !backlog
+            && tokio::time::timeout(LLOG_COMMIT_WAIT, self.store.committed_through(seen))
+                .await
+                .is_ok()
         {
             return Ok(());
         }
@@ -570,7 +577,7 @@ impl Mdt {
                 // As Lustre's OSP sends only committed llog records: a power cut could
                 // take back the unlink, the swap or the truncate that wrote a record, and
                 // the file would come back without its objects.
-                if let Err(e) = self.llog_committed().await {
+                if let Err(e) = self.llog_committed(recs.len() == LLOG_BATCH).await {
                     tracing::warn!(target: "mdt", "MDT{:04x}: destroys deferred, the journal did not sync: {e}", self.index);
                     break;
                 }

@@ -270,7 +270,7 @@ impl Ost {
         }
         // A clean stop leaves nothing for clients to replay.
         if !self.recovery.is_recovering()
-            && let Err(e) = self.txn.commit(&self.store).await
+            && let Err(e) = self.txn.commit_at_stop(&self.store).await
         {
             tracing::warn!(target: "ost", "OST{:04x}: cannot commit at stop: {e}", self.index);
         }

@@ -243,25 +243,39 @@ impl Transactions {
     /// Commits everything answered so far: the store synced, then `last_committed`
     /// moved and kept. Returns it. Records of clients it covers wholly are removed.
     pub async fn commit(self: &Arc<Self>, store: &Arc<ObjStore>) -> Result<u64, Errno> {
+        self.commit_as(store, false).await
+    }
+
+    /// The commit of a clean stop: made even with nothing new to commit, and it puts its
+    /// sync's time after the sync, with no margin (nothing changes after it), so the next
+    /// start takes no object as torn.
+    pub async fn commit_at_stop(self: &Arc<Self>, store: &Arc<ObjStore>) -> Result<u64, Errno> {
+        self.commit_as(store, true).await
+    }
+
+    async fn commit_as(self: &Arc<Self>, store: &Arc<ObjStore>, stop: bool) -> Result<u64, Errno> {
         let _one = self.committing.lock().await;
         let me = self.clone();
         let store = store.clone();
-        tokio::task::spawn_blocking(move || me.commit_blocking(&store))
+        tokio::task::spawn_blocking(move || me.commit_blocking(&store, stop))
             .await
             .map_err(|_| Errno::EIO)?
     }
 
-    fn commit_blocking(&self, store: &ObjStore) -> Result<u64, Errno> {
-        let upto = self.last_transno();
-        if upto > self.last_committed() {
+    fn commit_blocking(&self, store: &ObjStore, stop: bool) -> Result<u64, Errno> {
+        let upto = self.last_transno().max(self.last_committed());
+        if upto > self.last_committed() || stop {
+            let ns = |t: SystemTime| {
+                t.duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            };
             // Data changed before this (less a margin for writes under way) is in the
             // sync: after a crash, only later changes may be torn.
-            let from = SystemTime::now()
+            let before = ns(SystemTime::now()
                 .checked_sub(TORN_MARGIN)
-                .unwrap_or(UNIX_EPOCH)
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+                .unwrap_or(UNIX_EPOCH));
             store.sync_all()?;
+            let from = if stop { ns(SystemTime::now()) } else { before };
             let path = self.dir.join(LAST_COMMITTED);
             let f = nacre_osd::private_file()
                 .write(true)
@@ -363,8 +377,9 @@ mod tests {
     }
 
     /// A commit keeps when its sync began (less the margin), for the torn window of the
-    /// next start; a file from before it kept that reads with its own mtime instead, and
-    /// no file at all means everything before the start may be torn.
+    /// next start, and a clean stop when it ended; a file from before it kept that reads
+    /// with its own mtime instead, and no file at all means everything before the start
+    /// may be torn.
     #[tokio::test]
     async fn a_commit_keeps_when_its_sync_began() {
         let d = tempfile::tempdir().expect("tmp");
@@ -383,6 +398,13 @@ mod tests {
             from >= before - TORN_MARGIN && from <= after - TORN_MARGIN,
             "{from:?} not within the commit less its margin"
         );
+        // A clean stop, with nothing new: its time, with no margin, so nothing written
+        // before it counts as torn at the next start.
+        let stopping = SystemTime::now();
+        assert_eq!(t.commit_at_stop(&s).await.expect("stop"), 1);
+        let (t2, _) = Transactions::load(d.path()).expect("reload");
+        assert!(t2.synced_from() >= stopping, "a clean stop keeps a margin");
+        assert_eq!(t2.last_committed(), 1);
         let path = d.path().join(LAST_RCVD_DIR).join(LAST_COMMITTED);
         std::fs::write(&path, 1u64.to_le_bytes()).expect("old format");
         let mtime = std::fs::metadata(&path)
