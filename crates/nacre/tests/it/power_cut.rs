@@ -110,6 +110,13 @@ impl Rig {
         }
     }
 
+    /// [`Rig::new`] with every target serving.
+    fn started() -> Rig {
+        let mut r = Rig::new();
+        r.cl.start_all();
+        r
+    }
+
     /// The power of `target`'s disk goes, then comes back and `target` restarts.
     ///
     /// The other targets are frozen at the moment of the cut and their directories
@@ -185,18 +192,9 @@ fn wait_stopped(pid: i32) {
 
 /// Copies a directory tree with its owners, modes and extended attributes.
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    let o = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .output()
-        .expect("cp");
-    assert!(
-        o.status.success(),
-        "cp -a {} {}: {}",
-        from.display(),
-        to.display(),
-        String::from_utf8_lossy(&o.stderr)
+    common::sh(
+        &format!("cp -a '{}' '{}'", from.display(), to.display()),
+        std::path::Path::new("/"),
     );
 }
 
@@ -664,11 +662,7 @@ async fn suite(target: &str) {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| {
-        let mut r = Rig::new();
-        r.cl.start_all();
-        r
-    });
+    let mut rig = tokio::task::block_in_place(Rig::started);
     if each() {
         for op in ops() {
             cut_after(&mut rig, &[op], target, subsets(), &format!("{op:?}")).await;
@@ -738,11 +732,7 @@ async fn power_cut_of_the_ost_after_a_truncate() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| {
-        let mut r = Rig::new();
-        r.cl.start_all();
-        r
-    });
+    let mut rig = tokio::task::block_in_place(Rig::started);
     cut_after(&mut rig, &[Op::Truncate], "ost0", subsets(), "truncate").await;
     tokio::task::block_in_place(|| rig.cl.stop_all());
 }
@@ -756,11 +746,7 @@ async fn power_cut_of_the_ost_after_its_objects_were_destroyed() {
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| {
-        let mut r = Rig::new();
-        r.cl.start_all();
-        r
-    });
+    let mut rig = tokio::task::block_in_place(Rig::started);
     let c = rig.cl.mount("pcut-destroy").await;
     let info = create(&c, c.root(), b"gone", FILE).await.expect("create");
     let fid = info.attr.fid;
@@ -808,11 +794,7 @@ async fn power_cut_of_the_mdt_after_an_unsynced_unlink_gives_the_file_back_whole
     if !require_power_cut() {
         return;
     }
-    let mut rig = tokio::task::block_in_place(|| {
-        let mut r = Rig::new();
-        r.cl.start_all();
-        r
-    });
+    let mut rig = tokio::task::block_in_place(Rig::started);
     let c = rig.cl.mount("pcut-unlink").await;
     // No checkpoint of its own makes the unlink durable during the test.
     let name = format!("osd-nacre.{}-MDT0000.checkpoint_interval", rig.cl.fsname);
