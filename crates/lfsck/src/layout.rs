@@ -260,7 +260,7 @@ fn read_window(
         };
         count += 1;
         last = last.max(nr);
-        let ino = match Inode::decode(&val) {
+        let ino = match Inode::decode(&val, v.crash_gen()) {
             Ok(i) => i,
             Err(_) => {
                 failed += 1;

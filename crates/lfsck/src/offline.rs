@@ -156,7 +156,7 @@ pub fn check(views: &mut [ReadView]) -> Result<CheckReport, Errno> {
             start = last.clone();
             start.push(0);
             for (k, v) in rows {
-                let mut ino = Inode::decode(&v)?;
+                let mut ino = Inode::decode(&v, views[me].crash_gen())?;
                 ino.ino = records::parse_inode_key(&k).ok_or(Errno::EIO)?;
                 if ino.attr.is_dir() {
                     rep.dirs += 1;

@@ -138,13 +138,14 @@ pub fn check_layout(
     // Every stripe of every file, by OST.
     let mut by_ost: BTreeMap<u32, Vec<Ref>> = BTreeMap::new();
     for v in views.iter_mut() {
+        let crash_gen = v.crash_gen();
         v.for_each(
             Table::Inodes,
             &records::inode_key(0),
             &records::inode_key(u64::MAX),
             |_, val| {
                 let mut refs = Vec::new();
-                stripes_of(&Inode::decode(val)?, &mut refs);
+                stripes_of(&Inode::decode(val, crash_gen)?, &mut refs);
                 for r in refs {
                     by_ost.entry(r.so.ost_idx).or_default().push(r);
                 }

@@ -177,7 +177,7 @@ async fn inodes_pass(
             let Some(ino) = records::parse_inode_key(k).filter(|_| k.len() == 8) else {
                 continue;
             };
-            let fid = match records::Inode::decode(v) {
+            let fid = match records::Inode::decode(v, view.crash_gen()) {
                 Ok(i) => i.fid(),
                 Err(e) => {
                     tracing::warn!(target: "lfsck", "{}: OI scrub: inode {ino} cannot be decoded: {e}", eng.dev);

@@ -35,6 +35,7 @@ pub mod owner;
 pub mod perm;
 pub mod records;
 pub mod recovery;
+pub mod resettle;
 pub mod squash;
 
 use bytes::Bytes;
@@ -117,6 +118,8 @@ pub struct Mdt {
     opens: OpenTable,
     pub callbacks: callback::Callbacks,
     llog_kick: Notify,
+    /// Files whose exact size is unknown though nobody writes them ([`resettle`]).
+    resettle: resettle::Resettle,
     /// A chown wrote an owner record ([`owner`]).
     owner_kick: Notify,
     shutdown: watch::Sender<bool>,
@@ -216,6 +219,7 @@ impl Mdt {
             opens: OpenTable::new(),
             callbacks: callback::Callbacks::default(),
             llog_kick: Notify::new(),
+            resettle: resettle::Resettle::default(),
             owner_kick: Notify::new(),
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
@@ -239,6 +243,7 @@ impl Mdt {
             .map_err(|e| setup(format!("cannot start DNE: {e}")))?;
         tokio::spawn(cfg.health.clone().monitor(sd_rx.clone()));
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
+        tokio::spawn(mdt.clone().resettle_loop(sd_rx.clone()));
         tokio::spawn(mdt.clone().owner_loop(sd_rx.clone()));
         // Scrub reports name files by path, which this MDT (or another) resolves.
         let me = Arc::downgrade(&mdt);
@@ -474,6 +479,15 @@ impl Mdt {
         let fid = ino.fid();
         let mut attr = ino.attr;
         let trusted = self.opens.size_trusted(&fid, ino.lsom_valid);
+        if !trusted
+            && !ino.lsom_valid
+            && ino.layout.as_ref().is_some_and(|l| l.has_ost_objects())
+            && self.opens.writers(&fid) == 0
+            && self.opens.dirty_gen(&fid).is_none()
+        {
+            // Glimpsed now; settled in the background so the next stat needs no glimpse.
+            self.resettle.push(fid);
+        }
         let size_authoritative = match &ino.layout {
             None => true,
             Some(l) => {

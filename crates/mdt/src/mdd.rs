@@ -96,7 +96,7 @@ pub fn oi_lookup<R: KvRead>(tx: &mut R, fid: &Fid) -> Result<Option<u64>, Errno>
 pub fn inode_at<R: KvRead>(tx: &mut R, ino: u64) -> Result<Option<Inode>, Errno> {
     match tx.get(Table::Inodes, &records::inode_key(ino))? {
         Some(v) => {
-            let mut i = Inode::decode(&v)?;
+            let mut i = Inode::decode(&v, tx.crash_gen())?;
             i.ino = ino;
             Ok(Some(i))
         }
@@ -154,12 +154,20 @@ fn alloc_ino(tx: &mut Tx) -> Result<u64, Errno> {
 /// Returns its inode number.
 pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     if ino.ino != 0 {
-        tx.put(Table::Inodes, &records::inode_key(ino.ino), &ino.encode()?)?;
+        tx.put(
+            Table::Inodes,
+            &records::inode_key(ino.ino),
+            &ino.encode(tx.crash_gen())?,
+        )?;
         return Ok(ino.ino);
     }
     match oi_lookup(tx, &ino.fid())? {
         Some(id) => {
-            tx.put(Table::Inodes, &records::inode_key(id), &ino.encode()?)?;
+            tx.put(
+                Table::Inodes,
+                &records::inode_key(id),
+                &ino.encode(tx.crash_gen())?,
+            )?;
             Ok(id)
         }
         None => put_new_inode(tx, ino),
@@ -171,7 +179,11 @@ pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
 pub fn put_new_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     let id = alloc_ino(tx)?;
     tx.put(Table::Oi, &ino.fid().to_bytes(), &records::oi_value(id))?;
-    tx.put(Table::Inodes, &records::inode_key(id), &ino.encode()?)?;
+    tx.put(
+        Table::Inodes,
+        &records::inode_key(id),
+        &ino.encode(tx.crash_gen())?,
+    )?;
     Ok(id)
 }
 
@@ -219,7 +231,7 @@ pub async fn upgrade_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
             .write(move |tx| {
                 let mut n = 0;
                 for (k, v) in rows {
-                    let ino = Inode::decode(&v)?;
+                    let ino = Inode::decode(&v, tx.crash_gen())?;
                     tx.delete(Table::Inodes, &k)?;
                     if oi_lookup(tx, &ino.fid())?.is_none() {
                         put_inode(tx, &ino)?;
@@ -266,7 +278,7 @@ pub async fn rebuild_lost_oi(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
                     let Some(ino) = records::parse_inode_key(&k).filter(|_| k.len() == 8) else {
                         continue;
                     };
-                    let fid = Inode::decode(&v)?.fid();
+                    let fid = Inode::decode(&v, tx.crash_gen())?.fid();
                     if oi_lookup(tx, &fid)?.is_none() {
                         tx.put(Table::Oi, &fid.to_bytes(), &records::oi_value(ino))?;
                         n += 1;
@@ -421,14 +433,14 @@ pub async fn upgrade_records(store: &nacre_osd::MdStore) -> Result<u64, Errno> {
             .write(move |tx| {
                 let mut n = 0;
                 for (k, v) in rows {
-                    if let Decoded::V1(old) = Decoded::decode(&v)? {
+                    if let Decoded::V1(old) = Decoded::decode(&v, tx.crash_gen())? {
                         let (mut ino, links) = old.split();
                         for (p, name) in links {
                             add_link(tx, &mut ino, &p, &name)?;
                         }
                         // Under the key it had (a FID before the object index, which
                         // upgrade_oi converts next; else its inode number).
-                        tx.put(Table::Inodes, &k, &ino.encode()?)?;
+                        tx.put(Table::Inodes, &k, &ino.encode(tx.crash_gen())?)?;
                         n += 1;
                     }
                 }
@@ -1653,7 +1665,7 @@ mod tests {
             .get(Table::Inodes, &records::inode_key(V1_INO))
             .expect("get")
             .expect("inode");
-        assert!(matches!(Decoded::decode(&raw), Ok(Decoded::Current(_))));
+        assert!(matches!(Decoded::decode(&raw, 0), Ok(Decoded::Current(_))));
         let mut v = store.read().expect("view");
         let ino = get_inode(&mut v, &fid).expect("inode");
         assert_eq!(links_of(&mut v, &ino, 10), Ok(links));
@@ -1718,7 +1730,11 @@ mod tests {
         store
             .write(move |tx| {
                 for i in [&root, &f] {
-                    tx.put(Table::Inodes, &i.fid().to_bytes(), &i.encode()?)?;
+                    tx.put(
+                        Table::Inodes,
+                        &i.fid().to_bytes(),
+                        &i.encode(tx.crash_gen())?,
+                    )?;
                 }
                 tx.put(
                     Table::Dirents,

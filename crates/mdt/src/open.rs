@@ -226,6 +226,21 @@ impl OpenTable {
         g.clean.remove(fid);
     }
 
+    /// Marks `fid` dirty for a settle of its own when its size is neither exact
+    /// (`lsom_valid`, or clean in memory) nor on its way to be (no writer, not dirty);
+    /// returns the settle's generation.
+    pub fn begin_resettle(&self, fid: Fid, lsom_valid: bool) -> Option<u64> {
+        let mut g = self.inner.lock();
+        let writers = g.counts.get(&fid).map_or(0, |c| c.writers);
+        if lsom_valid || writers > 0 || g.dirty.contains_key(&fid) || g.clean.contains(&fid) {
+            return None;
+        }
+        g.last_gen += 1;
+        let generation = g.last_gen;
+        g.dirty.insert(fid, generation);
+        Some(generation)
+    }
+
     /// Whether the stored size may be trusted: no writer open, nothing unsettled.
     pub fn size_trusted(&self, fid: &Fid, lsom_valid: bool) -> bool {
         let g = self.inner.lock();

@@ -334,6 +334,9 @@ mod tests {
 
     struct NoAcl;
     impl KvRead for NoAcl {
+        fn crash_gen(&self) -> u64 {
+            0
+        }
         fn get(&mut self, _: Table, _: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
             Ok(None)
         }

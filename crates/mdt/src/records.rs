@@ -41,6 +41,8 @@ pub struct Inode {
     pub link: Option<(Fid, Vec<u8>)>,
     pub symlink: Option<Vec<u8>>,
     /// `attr.size` is exact (the last writer reported it at close); see Lazy Size-on-MDT.
+    /// Stored with the store's crash generation and read back as false in any other (see
+    /// [`Inode::decode`]).
     pub lsom_valid: bool,
     /// The local inode number this record was read from (0: not stored yet). Not part of
     /// the record: it is the record's key.
@@ -90,6 +92,8 @@ impl InodeV1 {
 enum InodeRecord {
     V1(InodeV1),
     V2(Inode),
+    /// V2 and the store's crash generation when it was written.
+    V3(Inode, u64),
 }
 
 /// A stored inode record, either format.
@@ -100,10 +104,22 @@ pub enum Decoded {
 }
 
 impl Decoded {
-    pub fn decode(b: &[u8]) -> Result<Decoded, Errno> {
+    /// The record in `b`, read in crash generation `crash_gen` (see [`Inode::decode`]).
+    pub fn decode(b: &[u8], crash_gen: u64) -> Result<Decoded, Errno> {
+        // Records older than V3 were written in generation 0.
         match postcard::from_bytes::<InodeRecord>(b) {
-            Ok(InodeRecord::V2(i)) => Ok(Decoded::Current(i)),
-            Ok(InodeRecord::V1(i)) => Ok(Decoded::V1(i)),
+            Ok(InodeRecord::V3(mut i, written)) => {
+                i.lsom_valid &= written == crash_gen;
+                Ok(Decoded::Current(i))
+            }
+            Ok(InodeRecord::V2(mut i)) => {
+                i.lsom_valid &= crash_gen == 0;
+                Ok(Decoded::Current(i))
+            }
+            Ok(InodeRecord::V1(mut i)) => {
+                i.lsom_valid &= crash_gen == 0;
+                Ok(Decoded::V1(i))
+            }
             Err(e) => {
                 tracing::error!(target: "mdt", "corrupt inode record: {e}");
                 Err(Errno::EIO)
@@ -113,10 +129,11 @@ impl Decoded {
 }
 
 impl Inode {
-    /// The stored record. Failing to encode one is a defect; it fails the transaction
-    /// (EIO, logged) rather than store an empty record.
-    pub fn encode(&self) -> Result<Vec<u8>, Errno> {
-        postcard::to_allocvec(&InodeRecordRef::V2(self)).map_err(|e| {
+    /// The stored record, written in the store's crash generation `crash_gen`
+    /// ([`nacre_osd::KvRead::crash_gen`]). Failing to encode one is a defect; it fails the
+    /// transaction (EIO, logged) rather than store an empty record.
+    pub fn encode(&self, crash_gen: u64) -> Result<Vec<u8>, Errno> {
+        postcard::to_allocvec(&InodeRecordRef::V3(self, crash_gen)).map_err(|e| {
             tracing::error!(target: "mdt", "cannot encode the inode record of {}: {e}", self.fid());
             Errno::EIO
         })
@@ -124,8 +141,13 @@ impl Inode {
 
     /// Decodes an inode record. A V1 record reads with its first link only: the MDT
     /// converts every V1 record, links included, before it serves (see the module comment).
-    pub fn decode(b: &[u8]) -> Result<Inode, Errno> {
-        match Decoded::decode(b)? {
+    ///
+    /// An exact size (`lsom_valid`) holds only in the crash generation it was written in:
+    /// a store that lost its unsynced tail may have lost the open that made a size
+    /// inexact, while the writes that followed it reached the OSTs. After such a restart
+    /// sizes are glimpsed until the file's next settle records them again.
+    pub fn decode(b: &[u8], crash_gen: u64) -> Result<Inode, Errno> {
+        match Decoded::decode(b, crash_gen)? {
             Decoded::Current(i) => Ok(i),
             Decoded::V1(i) => Ok(i.split().0),
         }
@@ -142,10 +164,12 @@ impl Inode {
 
 #[derive(Serialize)]
 enum InodeRecordRef<'a> {
-    // Only tests write V1 records; the variant keeps V2's tag.
+    // Only tests write V1 and V2 records; the variants keep V3's tag.
     #[allow(dead_code)]
     V1(&'a InodeV1),
+    #[allow(dead_code)]
     V2(&'a Inode),
+    V3(&'a Inode, u64),
 }
 
 /// Hash of a name inside its directory: key order and readdir cookie. Never 0, 1 or 2,
@@ -369,7 +393,7 @@ mod tests {
             lsom_valid: true,
         };
         let b = v1.encode();
-        let Ok(Decoded::V1(back)) = Decoded::decode(&b) else {
+        let Ok(Decoded::V1(back)) = Decoded::decode(&b, 0) else {
             panic!("not read as V1");
         };
         let (ino, got) = back.split();
@@ -377,11 +401,47 @@ mod tests {
         assert_eq!(got, links[1..]);
         assert_eq!(ino.attr, attr);
         assert_eq!(ino.symlink.as_deref(), Some(&b"t"[..]));
-        assert_eq!(Inode::decode(&b), Ok(ino.clone()));
+        assert_eq!(Inode::decode(&b, 0), Ok(ino.clone()));
         assert!(matches!(
-            Decoded::decode(&ino.encode().expect("encode")),
+            Decoded::decode(&ino.encode(0).expect("encode"), 0),
             Ok(Decoded::Current(_))
         ));
+    }
+
+    #[test]
+    fn an_exact_size_holds_only_in_the_crash_generation_it_was_written_in() {
+        let i = Inode {
+            attr: Attr {
+                fid: Fid::ROOT,
+                mode: libc::S_IFREG | 0o644,
+                nlink: 1,
+                size: 4096,
+                ..Attr::default()
+            },
+            layout: Some(Layout::plain(1, 1 << 20, -1)),
+            lmv: None,
+            default_layout: None,
+            default_lmv: None,
+            link: None,
+            symlink: None,
+            lsom_valid: true,
+            ino: 0,
+        };
+        let b = i.encode(3).expect("encode");
+        assert_eq!(Inode::decode(&b, 3), Ok(i.clone()));
+        let later = Inode::decode(&b, 4).expect("decode");
+        assert!(!later.lsom_valid, "a size from before a crash is trusted");
+        assert_eq!(later.attr, i.attr);
+        // A record rewritten after the crash without a new settle stays inexact.
+        assert!(
+            !Inode::decode(&later.encode(4).expect("encode"), 4)
+                .expect("decode")
+                .lsom_valid
+        );
+        // Records written before generations existed belong to generation 0.
+        let v2 = postcard::to_allocvec(&InodeRecordRef::V2(&i)).expect("encode");
+        assert!(Inode::decode(&v2, 0).expect("decode").lsom_valid);
+        assert!(!Inode::decode(&v2, 1).expect("decode").lsom_valid);
     }
 
     #[test]
@@ -402,14 +462,17 @@ mod tests {
             lsom_valid: true,
             ino: 0,
         };
-        assert_eq!(Inode::decode(&i.encode().expect("encode")), Ok(i.clone()));
+        assert_eq!(
+            Inode::decode(&i.encode(0).expect("encode"), 0),
+            Ok(i.clone())
+        );
         // The inode number is the record's key, not part of it.
         let numbered = Inode {
             ino: 7,
             ..i.clone()
         };
-        assert_eq!(numbered.encode().ok(), i.encode().ok());
-        assert_eq!(Inode::decode(&[9, 9, 9]), Err(Errno::EIO));
+        assert_eq!(numbered.encode(0).ok(), i.encode(0).ok());
+        assert_eq!(Inode::decode(&[9, 9, 9], 0), Err(Errno::EIO));
         for k in [FileKind::Regular, FileKind::Socket, FileKind::Directory] {
             for ino in [0, 42] {
                 let v = dirent_value(&Fid::ROOT, k, ino);

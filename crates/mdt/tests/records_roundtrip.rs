@@ -101,15 +101,15 @@ fn kind() -> impl Strategy<Value = FileKind> {
 
 proptest! {
     #[test]
-    fn inode_records_round_trip(i in inode()) {
-        prop_assert_eq!(Inode::decode(&i.encode().expect("encode")), Ok(i));
+    fn inode_records_round_trip(i in inode(), crash_gen in any::<u64>()) {
+        prop_assert_eq!(Inode::decode(&i.encode(crash_gen).expect("encode"), crash_gen), Ok(i));
     }
 
     #[test]
     fn cut_inode_records_are_eio(i in inode(), cut in any::<prop::sample::Index>()) {
-        let b = i.encode().expect("encode");
+        let b = i.encode(0).expect("encode");
         let n = cut.index(b.len());
-        prop_assert!(Inode::decode(&b[..n]).is_err());
+        prop_assert!(Inode::decode(&b[..n], 0).is_err());
     }
 
     #[test]

@@ -161,7 +161,7 @@ fn main() {
         Mutation::Put {
             table: 1,
             key: b"key".to_vec(),
-            val: inode().encode().expect("encode"),
+            val: inode().encode(0).expect("encode"),
         },
         Mutation::Del {
             table: 2,
@@ -185,8 +185,8 @@ fn main() {
     seeds.push((
         "mdt_inode",
         vec![
-            inode().encode().expect("encode"),
-            dir.encode().expect("encode"),
+            inode().encode(0).expect("encode"),
+            dir.encode(0).expect("encode"),
         ],
     ));
     let mut key = dirent_key(&Fid::ROOT, b"file");

@@ -145,6 +145,11 @@ impl Table {
 }
 
 pub(crate) const CHECKPOINT_KEY: &[u8] = b"journal.checkpoint_transno";
+/// Present while the store is stopped cleanly: written durably by the last checkpoint of
+/// [`MdStore::close`], removed durably when the store opens.
+pub(crate) const CLEAN_STOP_KEY: &[u8] = b"store.clean_stop";
+/// The store's crash generation ([`MdStore::crash_gen`]), little-endian.
+pub(crate) const CRASH_GEN_KEY: &[u8] = b"store.crash_gen";
 /// The redb file and the journal, in the store's directory.
 pub(crate) const DB_FILE: &str = "mdt.redb";
 pub(crate) const JOURNAL_FILE: &str = "journal";
@@ -272,6 +277,8 @@ struct Shared {
     /// Data kept outside the store that its transactions vouch for (an MDT's DoM
     /// objects): made durable before any commit moves `last_committed` past them.
     before_commit: std::sync::OnceLock<BeforeCommit>,
+    /// See [`MdStore::crash_gen`]; fixed while the store is open.
+    crash_gen: u64,
 }
 
 /// Makes durable what a commit's transactions vouch for outside the store; see
@@ -461,6 +468,13 @@ fn checkpoint_thread(shared: std::sync::Weak<Shared>, sig: Arc<CheckpointSignal>
                 exec.commit_batch(&s, &mut batch);
             }
             exec.checkpoint(&s);
+            // Everything is in redb, durably: the next open may trust what it finds.
+            if exec.journal.is_empty()
+                && !s.health.is_failed()
+                && let Err(e) = mark_clean_stop(&s.db)
+            {
+                tracing::warn!(target: "osd", "cannot record the clean stop: {e}");
+            }
             return;
         }
         let every = s.checkpoint_every();
@@ -495,12 +509,18 @@ pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Reads shared by transactions and read views, so lookups are written once.
 pub trait KvRead {
+    /// The store's crash generation ([`MdStore::crash_gen`]).
+    fn crash_gen(&self) -> u64;
     fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno>;
     fn range(&mut self, t: Table, start: &[u8], end: &[u8], limit: usize)
     -> Result<KvPairs, Errno>;
 }
 
 impl KvRead for Tx<'_, '_> {
+    fn crash_gen(&self) -> u64 {
+        Tx::crash_gen(self)
+    }
+
     fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
         Tx::get(self, t, key)
     }
@@ -517,6 +537,10 @@ impl KvRead for Tx<'_, '_> {
 }
 
 impl KvRead for ReadView {
+    fn crash_gen(&self) -> u64 {
+        ReadView::crash_gen(self)
+    }
+
     fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
         ReadView::get(self, t, key)
     }
@@ -537,9 +561,15 @@ pub struct Tx<'a, 't> {
     tables: &'a mut [redb::Table<'t, &'static [u8], &'static [u8]>],
     muts: &'a mut Vec<Mutation>,
     undo: Vec<(Table, Vec<u8>, Option<Vec<u8>>)>,
+    crash_gen: u64,
 }
 
 impl Tx<'_, '_> {
+    /// The store's crash generation ([`MdStore::crash_gen`]).
+    pub fn crash_gen(&self) -> u64 {
+        self.crash_gen
+    }
+
     pub fn get(&mut self, t: Table, key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
         let tab = &self.tables[t as usize];
         match tab.get(key) {
@@ -660,14 +690,20 @@ pub const SCAN_PAGE: usize = 4096;
 /// A consistent snapshot for reads.
 pub struct ReadView {
     txn: redb::ReadTransaction,
+    crash_gen: u64,
 }
 
 /// A table as a read view sees it.
 type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 impl ReadView {
-    pub(crate) fn new(txn: redb::ReadTransaction) -> ReadView {
-        ReadView { txn }
+    pub(crate) fn new(txn: redb::ReadTransaction, crash_gen: u64) -> ReadView {
+        ReadView { txn, crash_gen }
+    }
+
+    /// The store's crash generation ([`MdStore::crash_gen`]).
+    pub fn crash_gen(&self) -> u64 {
+        self.crash_gen
     }
 
     /// Table `t`, or `None` where it was never written (a new store, read before its first
@@ -777,6 +813,7 @@ impl MdStore {
             path: journal_path.display().to_string(),
             reason,
         })?;
+        let crash_gen = note_start(&db).map_err(open_err)?;
         for p in [dir, &db_path, &journal_path] {
             health.watch(p).map_err(|e| open_err(e.to_string()))?;
         }
@@ -804,6 +841,7 @@ impl MdStore {
             thread: Mutex::new(None),
             deferred: Mutex::new(Vec::new()),
             before_commit: std::sync::OnceLock::new(),
+            crash_gen,
         });
         let weak = Arc::downgrade(&shared);
         let handle = std::thread::Builder::new()
@@ -967,7 +1005,7 @@ impl MdStore {
         self.shared
             .db
             .begin_read()
-            .map(|txn| ReadView { txn })
+            .map(|txn| ReadView::new(txn, self.shared.crash_gen))
             .map_err(|e| {
                 tracing::error!(target: "osd", "begin read: {e}");
                 Errno::EIO
@@ -1007,6 +1045,15 @@ impl MdStore {
 
     pub fn health(&self) -> &Arc<Health> {
         &self.shared.health
+    }
+
+    /// How many times this store opened after a stop that was not clean (a crash, a
+    /// killed server, a power cut): a change it had answered may have been lost, while
+    /// what it told other targets to do may not. Values the MDT keeps about data held
+    /// elsewhere (an exact file size, Lazy Size-on-MDT) are stamped with the generation
+    /// they were recorded in and trusted only in it.
+    pub fn crash_gen(&self) -> u64 {
+        self.shared.crash_gen
     }
 
     /// Commits what is queued, checkpoints and stops; later writes fail with ESHUTDOWN.
@@ -1114,6 +1161,63 @@ pub(crate) fn apply_records(db: &Database, records: Vec<Record>) -> Result<u64, 
     Ok(last)
 }
 
+/// Records this open: bumps the crash generation when the last stop was not clean (no
+/// [`CLEAN_STOP_KEY`]; a store never checkpointed holds nothing to distrust), and removes
+/// the clean-stop mark, durably, before anything runs. Returns the crash generation.
+fn note_start(db: &Database) -> Result<u64, String> {
+    let mut wtxn = db.begin_write().map_err(|e| e.to_string())?;
+    let _ = wtxn.set_durability(redb::Durability::Immediate);
+    let crash_gen = {
+        let mut meta = wtxn
+            .open_table(Table::Meta.def())
+            .map_err(|e| e.to_string())?;
+        let (stored, clean) = read_crash_gen(&meta)?;
+        let used = read_checkpoint(&meta)? > 0;
+        let crash_gen = if used && !clean {
+            tracing::info!(target: "osd", "store: the last stop was not clean; crash generation {}", stored + 1);
+            stored + 1
+        } else {
+            stored
+        };
+        meta.insert(CRASH_GEN_KEY, crash_gen.to_le_bytes().as_slice())
+            .map_err(|e| e.to_string())?;
+        meta.remove(CLEAN_STOP_KEY).map_err(|e| e.to_string())?;
+        crash_gen
+    };
+    wtxn.commit().map_err(|e| e.to_string())?;
+    Ok(crash_gen)
+}
+
+/// Marks the store stopped cleanly, durably (see [`note_start`]).
+fn mark_clean_stop(db: &Database) -> Result<(), String> {
+    let mut wtxn = db.begin_write().map_err(|e| e.to_string())?;
+    let _ = wtxn.set_durability(redb::Durability::Immediate);
+    {
+        let mut meta = wtxn
+            .open_table(Table::Meta.def())
+            .map_err(|e| e.to_string())?;
+        meta.insert(CLEAN_STOP_KEY, [1u8].as_slice())
+            .map_err(|e| e.to_string())?;
+    }
+    wtxn.commit().map_err(|e| e.to_string())
+}
+
+/// The stored crash generation (0 if never set) and whether the store is marked as
+/// stopped cleanly.
+pub(crate) fn read_crash_gen(
+    meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<(u64, bool), String> {
+    let stored = match meta.get(CRASH_GEN_KEY).map_err(|e| e.to_string())? {
+        Some(v) => v.value().try_into().map(u64::from_le_bytes).unwrap_or(0),
+        None => 0,
+    };
+    let clean = meta
+        .get(CLEAN_STOP_KEY)
+        .map_err(|e| e.to_string())?
+        .is_some();
+    Ok((stored, clean))
+}
+
 /// The transaction number the store was last checkpointed at (0 if never).
 pub(crate) fn read_checkpoint(
     meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
@@ -1174,6 +1278,7 @@ impl Executor {
                     tables: &mut tables,
                     muts: &mut muts,
                     undo: Vec::new(),
+                    crash_gen: s.crash_gen,
                 };
                 let res = f(&mut tx);
                 if res.is_err() {
@@ -1198,6 +1303,7 @@ impl Executor {
                     tables: &mut tables,
                     muts: &mut muts,
                     undo: Vec::new(),
+                    crash_gen: s.crash_gen,
                 };
                 let put = deferred.iter().try_for_each(|(t, k, v)| tx.put(*t, k, v));
                 if let Err(e) = put {
@@ -1513,6 +1619,62 @@ mod tests {
         );
         let batches = s.stats().batches.load(Ordering::Relaxed);
         assert!(batches < 200, "200 writers never shared a batch");
+        s.close().await;
+    }
+
+    /// A stop without the clean-stop mark that `close` leaves (a crash) bumps the crash
+    /// generation at the next open; a clean stop does not, nor does a new store's first
+    /// open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unclean_stop_bumps_the_crash_generation() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = open(d.path());
+        assert_eq!(s.crash_gen(), 0);
+        s.write(|tx| tx.put(Table::Inodes, b"a", b"1"))
+            .await
+            .expect("put");
+        s.close().await;
+        drop(s);
+        let s = open(d.path());
+        assert_eq!(s.crash_gen(), 0, "a clean stop counted as a crash");
+        s.write(|tx| tx.put(Table::Inodes, b"b", b"2"))
+            .await
+            .expect("put");
+        s.close().await;
+        drop(s);
+        // What a crash leaves: no clean-stop mark.
+        {
+            let db = Database::open(d.path().join(DB_FILE)).expect("redb");
+            let w = db.begin_write().expect("write");
+            w.open_table(Table::Meta.def())
+                .expect("meta")
+                .remove(CLEAN_STOP_KEY)
+                .expect("remove")
+                .expect("a clean stop left no mark");
+            w.commit().expect("commit");
+        }
+        let snap = crate::StoreSnapshot::open(d.path()).expect("snapshot");
+        assert_eq!(snap.read().expect("read").crash_gen(), 1);
+        drop(snap);
+        let s = open(d.path());
+        assert_eq!(s.crash_gen(), 1);
+        let mut v = s.read().expect("read");
+        assert_eq!(KvRead::crash_gen(&v), 1);
+        assert_eq!(
+            KvRead::get(&mut v, Table::Inodes, b"b").expect("get"),
+            Some(b"2".to_vec())
+        );
+        drop(v);
+        let seen = s.write(|tx| Ok(tx.crash_gen())).await.expect("tx");
+        assert_eq!(seen, 1);
+        s.close().await;
+        drop(s);
+        let s = open(d.path());
+        assert_eq!(
+            s.crash_gen(),
+            1,
+            "a clean stop after a crash counted as another"
+        );
         s.close().await;
     }
 

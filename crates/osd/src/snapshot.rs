@@ -10,6 +10,7 @@
 use crate::journal::{self, Record};
 use crate::mdstore::{
     DB_FILE, JOURNAL_FILE, ReadView, StoreError, Table, apply_records, read_checkpoint,
+    read_crash_gen,
 };
 use nacre_core::Errno;
 use parking_lot::Mutex;
@@ -30,6 +31,8 @@ pub const SNAPSHOT_MAX_CHANGED: u64 = 1 << 30;
 /// A read-only view of a stopped store; see the module documentation.
 pub struct StoreSnapshot {
     db: Db,
+    /// The crash generation the store's next open will have.
+    crash_gen: u64,
 }
 
 enum Db {
@@ -69,7 +72,12 @@ impl StoreSnapshot {
                     }
                 };
                 if records.iter().all(|(transno, _)| *transno <= checkpoint) {
-                    return Ok(StoreSnapshot { db: Db::Clean(db) });
+                    let txn = db.begin_read().map_err(|e| open_err(e.to_string()))?;
+                    let crash_gen = next_crash_gen(&txn).map_err(open_err)?;
+                    return Ok(StoreSnapshot {
+                        db: Db::Clean(db),
+                        crash_gen,
+                    });
                 }
             }
             // Not closed cleanly (a killed server): redb must repair it first.
@@ -82,8 +90,12 @@ impl StoreSnapshot {
             Err(e) => return Err(open_err(e.to_string())),
         }
         let db = replayed(&db_path, records).map_err(open_err)?;
+        let txn = db.begin_read().map_err(|e| open_err(e.to_string()))?;
+        let crash_gen = next_crash_gen(&txn).map_err(open_err)?;
+        drop(txn);
         Ok(StoreSnapshot {
             db: Db::Replayed(db),
+            crash_gen,
         })
     }
 
@@ -97,11 +109,24 @@ impl StoreSnapshot {
             Db::Clean(db) => db.begin_read(),
             Db::Replayed(db) => db.begin_read(),
         };
-        txn.map(ReadView::new).map_err(|e| {
+        txn.map(|t| ReadView::new(t, self.crash_gen)).map_err(|e| {
             tracing::error!(target: "osd", "begin read: {e}");
             Errno::EIO
         })
     }
+}
+
+/// The crash generation a store would open with: its stored one, one more if it was used
+/// and did not stop cleanly (see `MdStore::crash_gen`).
+fn next_crash_gen(txn: &redb::ReadTransaction) -> Result<u64, String> {
+    let meta = match txn.open_table(Table::Meta.def()) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(e.to_string()),
+    };
+    let (stored, clean) = read_crash_gen(&meta)?;
+    let used = read_checkpoint(&meta)? > 0;
+    Ok(if used && !clean { stored + 1 } else { stored })
 }
 
 /// The store in `db_path` repaired and with `records` replayed, changes held in memory.

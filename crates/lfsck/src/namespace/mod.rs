@@ -282,7 +282,7 @@ fn scan_round_sync(
             rows.into_iter()
                 .filter_map(|(k, val)| {
                     let nr = records::parse_inode_key(&k)?;
-                    Some((nr, Inode::decode(&val)))
+                    Some((nr, Inode::decode(&val, v.crash_gen())))
                 })
                 .collect()
         }

@@ -827,6 +827,59 @@ async fn power_cut_of_the_mdt_after_an_unsynced_unlink_gives_the_file_back_whole
     });
 }
 
+/// A file whose exact size the MDT had synced (created empty), then rewritten without a
+/// sync: the open that made the size inexact and the close that recorded the new one are
+/// both in the journal tail the MDT's power cut takes, while the OSTs keep the data. The
+/// size shown afterwards must be the data's, not the old exact one: a restart after an
+/// unclean stop trusts no exact size recorded before it and glimpses the OSTs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_cut_of_the_mdt_after_an_unsynced_rewrite_shows_the_size_the_osts_kept() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(Rig::started);
+    let c = rig.cl.mount("pcut-size").await;
+    let name = format!("osd-nacre.{}-MDT0000.checkpoint_interval", rig.cl.fsname);
+    common::power_cut::set_param_p_and_wait(&c, &name, "600").await;
+    let dir = mkdir_on(&c, Fid::ROOT, "d", 0).await;
+    let fid = create(&c, dir, b"f", FILE).await.expect("create").attr.fid;
+    c.sync_dir(dir).await.expect("fsyncdir");
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir /");
+    fsync_inode(&c, fid).await;
+    let size = c.getattr(fid).await.expect("getattr").attr.size;
+    assert_eq!(size, 0, "the new file's size");
+    let data = pattern(DATA, 5);
+    write_file(&c, fid, &data, false).await;
+    // The close's settle has time to record the new size, unsynced.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    c.unmount();
+    tokio::task::block_in_place(|| rig.cut("mdt0"));
+    let v = rig.cl.mount("pcut-size-verify").await;
+    common::cluster::quiesce_within(&v, std::time::Duration::from_secs(60)).await;
+    assert_prefix_of(&v, fid, &data, "rewritten file").await;
+    // The stat that glimpsed also queued the file to be settled again: soon its size is
+    // exact on the MDT once more, and it is the data's.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = v.getattr(fid).await.expect("getattr");
+        if st.size_authoritative {
+            assert_eq!(st.attr.size, DATA as u64, "the settled size");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the size was never settled again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    v.unmount();
+    tokio::task::block_in_place(|| {
+        rig.cl.stop_all();
+        let rep = rig.cl.check();
+        assert!(rep.is_clean(), "{}", rep.summary());
+    });
+}
+
 /// A rename across MDTs alone before the cut, of the MDT that removes the old name (a
 /// participant) and then of the one that adds the new name (the coordinator): both
 /// names or none would be a half-done distributed operation.
