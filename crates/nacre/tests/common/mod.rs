@@ -40,6 +40,11 @@ pub fn run_dir() -> PathBuf {
     })
 }
 
+/// Makes `dir` the registry the `nacre` commands of this test thread use.
+pub fn use_run_dir(dir: PathBuf) {
+    RUN_DIR.with(|r| *r.borrow_mut() = Some(dir));
+}
+
 /// One op's count in a Lustre-style stats file (`lctl get_param -n PARAM`); 0 when the
 /// op has not been seen.
 #[allow(dead_code)]
@@ -107,7 +112,7 @@ impl UpFs {
 
     fn start(tmp: tempfile::TempDir, dir: PathBuf, extra: &[&str]) -> UpFs {
         let mnt = tmp.path().join("mnt");
-        RUN_DIR.with(|r| *r.borrow_mut() = Some(tmp.path().join("run")));
+        use_run_dir(tmp.path().join("run"));
         let port = free_port().to_string();
         let mut args = vec![
             "up",

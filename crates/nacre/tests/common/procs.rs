@@ -20,6 +20,9 @@ pub struct ServeCluster {
     pub dirs: HashMap<String, PathBuf>,
     /// Logs of the servers.
     pub logs: PathBuf,
+    /// The servers' registry, which `lctl` reads: this cluster's own, so a command
+    /// finds no other test's servers (tests run in parallel threads).
+    run_dir: PathBuf,
     procs: HashMap<String, Child>,
 }
 
@@ -68,11 +71,14 @@ impl ServeCluster {
         }
         let logs = mgs.parent().expect("mgs parent").join("logs");
         std::fs::create_dir_all(&logs).expect("logs dir");
+        let run_dir = mgs.parent().expect("mgs parent").join("run");
+        super::use_run_dir(run_dir.clone());
         ServeCluster {
             fsname: fsname.to_string(),
             mgsnode,
             dirs,
             logs,
+            run_dir,
             procs: HashMap::new(),
         }
     }
@@ -114,7 +120,7 @@ impl ServeCluster {
         let mut child = cmd
             .env_remove("NACRE_FAIL_POINT")
             // `lctl` of this test finds the servers' parameters.
-            .env("NACRE_RUN_DIR", super::run_dir())
+            .env("NACRE_RUN_DIR", &self.run_dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
