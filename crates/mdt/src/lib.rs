@@ -480,10 +480,8 @@ impl Mdt {
         let mut attr = ino.attr;
         let trusted = self.opens.size_trusted(&fid, ino.lsom_valid);
         if !trusted
-            && !ino.lsom_valid
             && ino.layout.as_ref().is_some_and(|l| l.has_ost_objects())
-            && self.opens.writers(&fid) == 0
-            && self.opens.dirty_gen(&fid).is_none()
+            && self.opens.needs_resettle(&fid, ino.lsom_valid)
         {
             // Glimpsed now; settled in the background so the next stat needs no glimpse.
             self.resettle.push(fid);

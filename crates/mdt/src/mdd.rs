@@ -154,24 +154,22 @@ fn alloc_ino(tx: &mut Tx) -> Result<u64, Errno> {
 /// Returns its inode number.
 pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     if ino.ino != 0 {
-        tx.put(
-            Table::Inodes,
-            &records::inode_key(ino.ino),
-            &ino.encode(tx.crash_gen())?,
-        )?;
+        put_record(tx, ino.ino, ino)?;
         return Ok(ino.ino);
     }
     match oi_lookup(tx, &ino.fid())? {
         Some(id) => {
-            tx.put(
-                Table::Inodes,
-                &records::inode_key(id),
-                &ino.encode(tx.crash_gen())?,
-            )?;
+            put_record(tx, id, ino)?;
             Ok(id)
         }
         None => put_new_inode(tx, ino),
     }
+}
+
+/// Writes `ino`'s record under local inode number `id`, in the store's crash generation.
+fn put_record(tx: &mut Tx, id: u64, ino: &Inode) -> Result<(), Errno> {
+    let rec = ino.encode(tx.crash_gen())?;
+    tx.put(Table::Inodes, &records::inode_key(id), &rec)
 }
 
 /// Writes an inode whose FID is new (just allocated): a local inode number and an object
@@ -179,11 +177,7 @@ pub fn put_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
 pub fn put_new_inode(tx: &mut Tx, ino: &Inode) -> Result<u64, Errno> {
     let id = alloc_ino(tx)?;
     tx.put(Table::Oi, &ino.fid().to_bytes(), &records::oi_value(id))?;
-    tx.put(
-        Table::Inodes,
-        &records::inode_key(id),
-        &ino.encode(tx.crash_gen())?,
-    )?;
+    put_record(tx, id, ino)?;
     Ok(id)
 }
 

@@ -226,13 +226,22 @@ impl OpenTable {
         g.clean.remove(fid);
     }
 
-    /// Marks `fid` dirty for a settle of its own when its size is neither exact
-    /// (`lsom_valid`, or clean in memory) nor on its way to be (no writer, not dirty);
+    /// Whether `fid`'s size is neither exact (`lsom_valid`, or clean in memory) nor on its
+    /// way to be (a writer open, or dirty and waiting for the last close's settle).
+    pub fn needs_resettle(&self, fid: &Fid, lsom_valid: bool) -> bool {
+        Self::unsettled(&self.inner.lock(), fid, lsom_valid)
+    }
+
+    fn unsettled(g: &Inner, fid: &Fid, lsom_valid: bool) -> bool {
+        let writers = g.counts.get(fid).map_or(0, |c| c.writers);
+        !lsom_valid && writers == 0 && !g.dirty.contains_key(fid) && !g.clean.contains(fid)
+    }
+
+    /// Marks `fid` dirty for a settle of its own when it [needs one](Self::needs_resettle);
     /// returns the settle's generation.
     pub fn begin_resettle(&self, fid: Fid, lsom_valid: bool) -> Option<u64> {
         let mut g = self.inner.lock();
-        let writers = g.counts.get(&fid).map_or(0, |c| c.writers);
-        if lsom_valid || writers > 0 || g.dirty.contains_key(&fid) || g.clean.contains(&fid) {
+        if !Self::unsettled(&g, &fid, lsom_valid) {
             return None;
         }
         g.last_gen += 1;

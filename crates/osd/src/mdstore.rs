@@ -1171,14 +1171,10 @@ fn note_start(db: &Database) -> Result<u64, String> {
         let mut meta = wtxn
             .open_table(Table::Meta.def())
             .map_err(|e| e.to_string())?;
-        let (stored, clean) = read_crash_gen(&meta)?;
-        let used = read_checkpoint(&meta)? > 0;
-        let crash_gen = if used && !clean {
-            tracing::info!(target: "osd", "store: the last stop was not clean; crash generation {}", stored + 1);
-            stored + 1
-        } else {
-            stored
-        };
+        let (crash_gen, unclean) = next_crash_gen(&meta)?;
+        if unclean {
+            tracing::info!(target: "osd", "store: the last stop was not clean; crash generation {crash_gen}");
+        }
         meta.insert(CRASH_GEN_KEY, crash_gen.to_le_bytes().as_slice())
             .map_err(|e| e.to_string())?;
         meta.remove(CLEAN_STOP_KEY).map_err(|e| e.to_string())?;
@@ -1202,9 +1198,10 @@ fn mark_clean_stop(db: &Database) -> Result<(), String> {
     wtxn.commit().map_err(|e| e.to_string())
 }
 
-/// The stored crash generation (0 if never set) and whether the store is marked as
-/// stopped cleanly.
-pub(crate) fn read_crash_gen(
+/// The crash generation the store opens with, and whether its last stop was unclean: the
+/// stored one (0 if never set), one more when the store was used (checkpointed) and has no
+/// clean-stop mark.
+pub(crate) fn next_crash_gen(
     meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
 ) -> Result<(u64, bool), String> {
     let stored = match meta.get(CRASH_GEN_KEY).map_err(|e| e.to_string())? {
@@ -1215,7 +1212,8 @@ pub(crate) fn read_crash_gen(
         .get(CLEAN_STOP_KEY)
         .map_err(|e| e.to_string())?
         .is_some();
-    Ok((stored, clean))
+    let unclean = !clean && read_checkpoint(meta)? > 0;
+    Ok((stored + u64::from(unclean), unclean))
 }
 
 /// The transaction number the store was last checkpointed at (0 if never).

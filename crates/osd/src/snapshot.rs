@@ -9,8 +9,8 @@
 
 use crate::journal::{self, Record};
 use crate::mdstore::{
-    DB_FILE, JOURNAL_FILE, ReadView, StoreError, Table, apply_records, read_checkpoint,
-    read_crash_gen,
+    DB_FILE, JOURNAL_FILE, ReadView, StoreError, Table, apply_records, next_crash_gen,
+    read_checkpoint,
 };
 use nacre_core::Errno;
 use parking_lot::Mutex;
@@ -72,12 +72,7 @@ impl StoreSnapshot {
                     }
                 };
                 if records.iter().all(|(transno, _)| *transno <= checkpoint) {
-                    let txn = db.begin_read().map_err(|e| open_err(e.to_string()))?;
-                    let crash_gen = next_crash_gen(&txn).map_err(open_err)?;
-                    return Ok(StoreSnapshot {
-                        db: Db::Clean(db),
-                        crash_gen,
-                    });
+                    return StoreSnapshot::new(Db::Clean(db)).map_err(open_err);
                 }
             }
             // Not closed cleanly (a killed server): redb must repair it first.
@@ -90,13 +85,23 @@ impl StoreSnapshot {
             Err(e) => return Err(open_err(e.to_string())),
         }
         let db = replayed(&db_path, records).map_err(open_err)?;
-        let txn = db.begin_read().map_err(|e| open_err(e.to_string()))?;
-        let crash_gen = next_crash_gen(&txn).map_err(open_err)?;
+        StoreSnapshot::new(Db::Replayed(db)).map_err(open_err)
+    }
+
+    /// The snapshot of `db`, with the crash generation the store's next open will have.
+    fn new(db: Db) -> Result<StoreSnapshot, String> {
+        let txn = match &db {
+            Db::Clean(db) => db.begin_read(),
+            Db::Replayed(db) => db.begin_read(),
+        }
+        .map_err(|e| e.to_string())?;
+        let crash_gen = match txn.open_table(Table::Meta.def()) {
+            Ok(meta) => next_crash_gen(&meta)?.0,
+            Err(redb::TableError::TableDoesNotExist(_)) => 0,
+            Err(e) => return Err(e.to_string()),
+        };
         drop(txn);
-        Ok(StoreSnapshot {
-            db: Db::Replayed(db),
-            crash_gen,
-        })
+        Ok(StoreSnapshot { db, crash_gen })
     }
 
     /// Whether the store had to be repaired or replayed (in memory) to be read.
@@ -114,19 +119,6 @@ impl StoreSnapshot {
             Errno::EIO
         })
     }
-}
-
-/// The crash generation a store would open with: its stored one, one more if it was used
-/// and did not stop cleanly (see `MdStore::crash_gen`).
-fn next_crash_gen(txn: &redb::ReadTransaction) -> Result<u64, String> {
-    let meta = match txn.open_table(Table::Meta.def()) {
-        Ok(meta) => meta,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-        Err(e) => return Err(e.to_string()),
-    };
-    let (stored, clean) = read_crash_gen(&meta)?;
-    let used = read_checkpoint(&meta)? > 0;
-    Ok(if used && !clean { stored + 1 } else { stored })
 }
 
 /// The store in `db_path` repaired and with `records` replayed, changes held in memory.
