@@ -456,12 +456,13 @@ impl Mdt {
     }
 
     /// Runs `updates` as a distributed operation this MDT coordinates (LFSCK moves a
-    /// name to the stripe it hashes to this way).
+    /// name to the stripe it hashes to this way), again while it meets a name another
+    /// operation holds or a namespace changing under it, as clients' operations are.
     pub async fn run_distributed(
         self: &Arc<Self>,
         updates: Vec<nacre_rpc::msg::DneUpdate>,
     ) -> Result<(), Errno> {
-        self.dne_run(updates).await
+        dne::ops::retry_conflicts(|| self.dne_run(updates.clone())).await
     }
 
     /// The OST objects of removed files wait in the unlink log: destroy them now.

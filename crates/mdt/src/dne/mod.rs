@@ -69,7 +69,7 @@
 
 pub mod exec;
 pub mod log;
-mod ops;
+pub(crate) mod ops;
 pub(crate) use ops::CreateRoute;
 pub mod pool;
 pub mod proxy;

@@ -1186,7 +1186,7 @@ impl Mdt {
 /// Plans and runs a distributed operation again while it meets a namespace that changed
 /// since it looked ([`CONFLICT`]) or a name a pending operation holds ([`RESERVED`]),
 /// pausing a little longer each time; EBUSY if that lasts.
-async fn retry_conflicts<T, F, Fut>(mut attempt: F) -> Result<T, Errno>
+pub(crate) async fn retry_conflicts<T, F, Fut>(mut attempt: F) -> Result<T, Errno>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Errno>>,

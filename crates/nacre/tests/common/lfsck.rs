@@ -41,6 +41,7 @@ pub struct Kept {
 
 impl Fs {
     pub async fn new(mdts: u32, osts: u32) -> Fs {
+        super::log_to_test_output();
         let tmp = tempfile::tempdir().expect("tmp");
         let cl = start(tmp.path(), "lfsck", mdts, osts).await;
         let c = mount(&cl).await;

@@ -45,6 +45,20 @@ pub fn use_run_dir(dir: PathBuf) {
     RUN_DIR.with(|r| *r.borrow_mut() = Some(dir));
 }
 
+/// Sends the warnings of the servers and clients this test process runs to the test's
+/// captured output, so a failing test shows what they said (a passing one shows nothing).
+/// `NACRE_TEST_LOG` sets another filter (`lfsck=debug`, say).
+pub fn log_to_test_output() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = std::env::var("NACRE_TEST_LOG").unwrap_or_else(|_| "warn".into());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    });
+}
+
 /// One op's count in a Lustre-style stats file (`lctl get_param -n PARAM`); 0 when the
 /// op has not been seen.
 #[allow(dead_code)]

@@ -7,7 +7,7 @@ use crate::common;
 use common::lfsck::{Fs, counts, layout_repaired, repaired, repaired_all};
 use nacre_core::{Fid, FileKind};
 use nacre_lfsck::inject;
-use nacre_lustreapi::lfsck::{LPF_CREATE_MDTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN};
+use nacre_lustreapi::lfsck::{LPF_CREATE_MDTOBJ, LPF_DRYRUN, LPF_OST_ORPHAN, NamespaceStatus};
 use nacre_rpc::msg::{Cred, DirLayoutRequest};
 
 const N: usize = 5;
@@ -314,12 +314,29 @@ async fn directories_with_a_wrong_parent_in_their_linkea_are_unmatched_pairs() {
 
 /// The dry run, the repair and the second run on every MDT (`-A`).
 async fn roundtrip_all(fs: &Fs, flags: u16, want: &[(&'static str, u64)]) {
+    // Each MDT's status and counters, for the failure message.
+    let each = |all: &[NamespaceStatus]| -> Vec<String> {
+        all.iter()
+            .enumerate()
+            .map(|(i, ns)| format!("MDT{i:04x} {:?} {:?}", ns.status, repaired(ns)))
+            .collect()
+    };
     let dry = fs.lfsck_all(LPF_DRYRUN | flags).await;
-    assert_eq!(repaired_all(&dry), counts(want), "dry run");
+    assert_eq!(
+        repaired_all(&dry),
+        counts(want),
+        "dry run: {:?}",
+        each(&dry)
+    );
     let fix = fs.lfsck_all(flags).await;
-    assert_eq!(repaired_all(&fix), counts(want), "repair");
+    assert_eq!(repaired_all(&fix), counts(want), "repair: {:?}", each(&fix));
     let again = fs.lfsck_all(flags).await;
-    assert_eq!(repaired_all(&again), counts(&[]), "second run");
+    assert_eq!(
+        repaired_all(&again),
+        counts(&[]),
+        "second run: {:?}",
+        each(&again)
+    );
 }
 
 async fn striped(fs: &Fs, name: &str, files: usize) -> (Fid, nacre_core::lmv::Lmv) {
