@@ -25,7 +25,7 @@ use crate::io::{Chunk, plan};
 use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use nacre_core::cksum::BLOCK;
+use nacre_core::cksum::{BLOCK, TornBlocks};
 use nacre_core::ec::{RaidSet, data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
 use nacre_core::layout::{Component, LCME_FL_INIT};
 use nacre_core::log_limit::held_note;
@@ -183,15 +183,22 @@ impl Client {
         let p = plan(&data, off, len, self.tunables.max_rpc_bytes());
         if !p.dom.is_empty() {
             // The rules keep Data-on-MDT out of EC files; nothing to reconstruct from.
-            return self.read_copy(fid, &data, off, len).await;
+            return self.read_copy(fid, &data, off, len, TornBlocks::Take).await;
         }
         // The file's size, asked once and only if a range comes back short.
         let size = tokio::sync::OnceCell::new();
         let changes = self.local_changes.of(&fid);
+        // With parity in sync, a block an OST's crash tore is rebuilt from it (and
+        // rewritten) like any bad block; without, it is read as the OST kept it.
+        let torn = if in_sync {
+            TornBlocks::Report
+        } else {
+            TornBlocks::Take
+        };
         let calls = p.chunks.iter().map(|c| {
             let (data, size) = (&data, &size);
             async move {
-                let read = self.ec_shared_read(fid, c, changes).await;
+                let read = self.ec_shared_read(fid, c, changes, torn).await;
                 let r = match read {
                     Ok(b) if (b.len() as u64) < c.len && in_sync => {
                         let size = *size
@@ -201,8 +208,17 @@ impl Client {
                     }
                     Ok(b) => Ok(b),
                     Err(e) => {
-                        self.ec_degraded(fid, layout, data, off, c, e, in_sync)
+                        let corrupt = matches!(e, ChunkReadError::Corrupt { .. });
+                        match self
+                            .ec_degraded(fid, layout, data, off, c, e.clone(), in_sync)
                             .await
+                        {
+                            // Nothing to rebuild from: perhaps only a crash tore it.
+                            Err(_) if corrupt && torn == TornBlocks::Report => {
+                                self.read_as_kept(fid, c, e).await
+                            }
+                            r => r,
+                        }
                     }
                 };
                 (c.buf_off, r)
@@ -274,7 +290,7 @@ impl Client {
 
     /// Reads one object range, checked end to end; unlike a plain read, a missing object
     /// is an error (ENOENT), since an object lost with its OST's directory is not a hole.
-    async fn ec_read_chunk(&self, c: &Chunk) -> Result<Bytes, ChunkReadError> {
+    async fn ec_read_chunk(&self, c: &Chunk, torn: TornBlocks) -> Result<Bytes, ChunkReadError> {
         let imp = self.osc(c.obj.ost_idx)?;
         self.rpc_stats.record(c.obj.ost_idx, false, c.len);
         let kind = self.tunables.checksums();
@@ -283,6 +299,7 @@ impl Client {
             offset: c.obj_off,
             len: c.len as u32,
             cksum: kind,
+            torn,
         };
         self.fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
             .await
@@ -290,18 +307,25 @@ impl Client {
 
     /// Chunk `c` of file `fid` at change count `changes`, read once for every read that
     /// wants it at about the same time (see [`crate::ec_shards`]).
-    async fn ec_shared_read(&self, fid: Fid, c: &Chunk, changes: u64) -> ec_shards::Read {
+    async fn ec_shared_read(
+        &self,
+        fid: Fid,
+        c: &Chunk,
+        changes: u64,
+        torn: TornBlocks,
+    ) -> ec_shards::Read {
         let key = ec_shards::Key {
             file: fid,
             obj: c.obj.fid,
             off: c.obj_off,
             len: c.len,
             changes,
+            torn,
         };
         let slot = self.ec_shards.slot(key);
         let read = slot
             .get_or_init(|| async {
-                self.unless_failing(c.obj.ost_idx, self.ec_read_chunk(c))
+                self.unless_failing(c.obj.ost_idx, self.ec_read_chunk(c, torn))
                     .await
                     .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN)))
             })
@@ -338,9 +362,13 @@ impl Client {
                 layout: None,
             };
             let b = match shared {
-                Some((fid, changes)) => self.ec_shared_read(fid, &c, changes).await,
+                // Rebuilding a range (parity in sync): a torn shard is no input.
+                Some((fid, changes)) => {
+                    self.ec_shared_read(fid, &c, changes, TornBlocks::Report)
+                        .await
+                }
                 None => self
-                    .unless_failing(obj.ost_idx, self.ec_read_chunk(&c))
+                    .unless_failing(obj.ost_idx, self.ec_read_chunk(&c, TornBlocks::Take))
                     .await
                     .unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))),
             }?;
@@ -422,6 +450,7 @@ impl Client {
                 off: start,
                 len: n,
                 changes,
+                torn: TornBlocks::Report,
             },
             data_stripes: set.data.len() as u32,
         };
@@ -519,6 +548,7 @@ impl Client {
                 off: start,
                 len: n,
                 changes,
+                torn: TornBlocks::Report,
             };
             self.ec_shards.put(key, Ok(shard.slice(..shard_end)));
             if let Some(slot) = stripes.get_mut(i) {

@@ -16,6 +16,7 @@
 
 use crate::cksum::ChunkReadError;
 use bytes::Bytes;
+use nacre_core::cksum::TornBlocks;
 use nacre_core::{Errno, Fid};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -43,6 +44,9 @@ pub struct Key {
     pub off: u64,
     pub len: u64,
     pub changes: u64,
+    /// What its OST was asked to do with a block its crash tore: a read that reports
+    /// such blocks and one that takes them are not the same read.
+    pub torn: TornBlocks,
 }
 
 /// A row of a RAID set: the range `first` of its first data object and the same range
@@ -153,6 +157,7 @@ mod tests {
             off,
             len,
             changes,
+            torn: TornBlocks::Report,
         }
     }
 

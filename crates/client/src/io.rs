@@ -19,7 +19,7 @@ use crate::tunables::MirrorWriteMode;
 use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use nacre_core::cksum::{ChecksumType, bulk_sums, piece_count, verify_bulk};
+use nacre_core::cksum::{ChecksumType, TornBlocks, bulk_sums, piece_count, verify_bulk};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetKind, TargetName};
 use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
@@ -771,7 +771,8 @@ impl Client {
         if layout.is_mirrored() {
             return self.read_mirrored(fid, layout, off, len).await;
         }
-        self.read_copy(fid, layout, off, len).await
+        self.read_copy(fid, layout, off, len, TornBlocks::Take)
+            .await
     }
 
     /// Whether an OST of mirror `m` of `layout` stopped answering.
@@ -840,12 +841,17 @@ impl Client {
         let calls = p.chunks.iter().map(|c| {
             let (primary, size) = (&primary, &size);
             async move {
-                // With no other copy to read, the request waits out the recovery.
+                // With no other copy to read, the request waits out the recovery and takes
+                // a block the OST's crash tore as it was kept; with one, such a block is
+                // read from the other copy and rewritten.
                 let read = if others.is_empty() {
-                    Some(self.read_chunk_checked(c).await)
+                    Some(self.read_chunk_checked(c, TornBlocks::Take).await)
                 } else {
-                    self.unless_failing(c.obj.ost_idx, self.read_chunk_checked(c))
-                        .await
+                    self.unless_failing(
+                        c.obj.ost_idx,
+                        self.read_chunk_checked(c, TornBlocks::Report),
+                    )
+                    .await
                 };
                 let r = match read.unwrap_or(Err(ChunkReadError::Failed(Errno::ENOTCONN))) {
                     Ok(data) if (data.len() as u64) < c.len && !others.is_empty() => {
@@ -920,7 +926,10 @@ impl Client {
         for &m in others {
             let copy = layout.mirror(m);
             let read = self
-                .unless_copy_failing(&copy, self.read_copy(fid, &copy, from, to - from))
+                .unless_copy_failing(
+                    &copy,
+                    self.read_copy(fid, &copy, from, to - from, TornBlocks::Take),
+                )
                 .await;
             match read {
                 Some(Ok((rest, found))) if found > 0 => {
@@ -966,36 +975,74 @@ impl Client {
         let lead = c.obj_off % block;
         let span = (c.obj_off + c.len).div_ceil(block) * block - (c.obj_off - lead);
         let file_off = off + c.buf_off - lead;
-        for &m in others {
-            let (good, found) = match self.read_copy(fid, &layout.mirror(m), file_off, span).await {
-                Ok(r) => r,
-                Err(e2) => {
-                    if let Some(held) = self.degraded_log.allow() {
-                        tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}{}", nacre_core::log_limit::held_note(held));
-                    }
-                    continue;
-                }
-            };
-            let good = good.slice(..found as usize);
-            if corrupt {
-                match self
-                    .repair_chunk(fid, primary, c, file_off, good.clone())
-                    .await
-                {
-                    Ok(()) => {
-                        self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
-                        tracing::warn!(target: "client", "file {fid}: mirror {first}: object {} on OST{:04x} rewritten from mirror {m}", c.obj.fid, c.obj.ost_idx);
-                    }
-                    Err(e3) => {
-                        tracing::error!(target: "client", "file {fid}: mirror {first}: repair of object {} failed: {e3}", c.obj.fid)
-                    }
-                }
+        // First only copies that are good; then, none being, copies a crash tore as their
+        // OSTs kept them (this one's first: it needs no repair), among those that failed
+        // their checksums (EIO) rather than did not answer.
+        let mut candidates = others.to_vec();
+        for torn in [TornBlocks::Report, TornBlocks::Take] {
+            if torn == TornBlocks::Take
+                && corrupt
+                && let Ok(b) = self.read_as_kept(fid, c, e.clone()).await
+            {
+                return Ok(b);
             }
-            let start = (lead as usize).min(good.len());
-            let end = (lead + c.len).min(good.len() as u64) as usize;
-            return Ok(good.slice(start..end));
+            let mut bad = Vec::new();
+            for &m in &candidates {
+                let copy = layout.mirror(m);
+                let read = self.read_copy(fid, &copy, file_off, span, torn);
+                let (good, found) = match read.await {
+                    Ok(r) => r,
+                    Err(e2) => {
+                        if let Some(held) = self.degraded_log.allow() {
+                            tracing::warn!(target: "client", "file {fid}: mirror {m} failed too: {e2}{}", nacre_core::log_limit::held_note(held));
+                        }
+                        if e2 == Errno::EIO {
+                            bad.push(m);
+                        }
+                        continue;
+                    }
+                };
+                let good = good.slice(..found as usize);
+                if corrupt {
+                    match self
+                        .repair_chunk(fid, primary, c, file_off, good.clone())
+                        .await
+                    {
+                        Ok(()) => {
+                            self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
+                            tracing::warn!(target: "client", "file {fid}: mirror {first}: object {} on OST{:04x} rewritten from mirror {m}", c.obj.fid, c.obj.ost_idx);
+                        }
+                        Err(e3) => {
+                            tracing::error!(target: "client", "file {fid}: mirror {first}: repair of object {} failed: {e3}", c.obj.fid)
+                        }
+                    }
+                }
+                let start = (lead as usize).min(good.len());
+                let end = (lead + c.len).min(good.len() as u64) as usize;
+                return Ok(good.slice(start..end));
+            }
+            candidates = bad;
         }
         Err(self.no_good_copy(fid, e))
+    }
+
+    /// Chunk `c` of file `fid`, whose read failed with `e` (its checksum) while no other
+    /// copy could stand in, read again taking a block its OST's last crash tore as the
+    /// disk kept it: a write never synced may come back old, new or in between, but not
+    /// unreadable. Still failing, the block is corrupt: EIO.
+    pub(crate) async fn read_as_kept(
+        &self,
+        fid: Fid,
+        c: &Chunk,
+        e: ChunkReadError,
+    ) -> Result<Bytes, Errno> {
+        match self.read_chunk_checked(c, TornBlocks::Take).await {
+            Ok(b) => {
+                tracing::warn!(target: "client", "file {fid}: object {} on OST{:04x} at {}: no good copy elsewhere; read as its OST kept it after a crash", c.obj.fid, c.obj.ost_idx, c.obj_off);
+                Ok(b)
+            }
+            Err(_) => Err(self.no_good_copy(fid, e)),
+        }
     }
 
     /// Rewrites a bad copy's range (`good`, at file offset `file_off`, from a block
@@ -1047,13 +1094,15 @@ impl Client {
             .await
     }
 
-    /// Reads one copy: through a layout without mirrors (or one mirror).
+    /// Reads one copy: through a layout without mirrors (or one mirror); `torn` says what
+    /// its OSTs do with a block a crash tore.
     pub(crate) async fn read_copy(
         &self,
         fid: Fid,
         layout: &Layout,
         off: u64,
         len: u64,
+        torn: TornBlocks,
     ) -> Result<(Bytes, u64), Errno> {
         let p = plan(layout, off, len, self.max_rpc());
         let kind = self.tunables.checksums();
@@ -1081,14 +1130,14 @@ impl Client {
             });
         if p.chunks.len() == 1 && p.holes.is_empty() && p.dom.is_empty() {
             let c = p.chunks[0];
-            let data = self.read_chunk(fid, &c).await?;
+            let data = self.read_chunk(fid, &c, torn).await?;
             let n = data.len() as u64;
             return Ok((data, n));
         }
         let calls = p
             .chunks
             .iter()
-            .map(|c| async move { (c.buf_off, self.read_chunk(fid, c).await) });
+            .map(|c| async move { (c.buf_off, self.read_chunk(fid, c, torn).await) });
         let (dom, ost) = futures::join!(join_all(dom_calls), join_all(calls));
         if dom.len() == 1 && ost.is_empty() && p.holes.is_empty() {
             // A read inside the DoM component: no copy.
@@ -1121,16 +1170,26 @@ impl Client {
     }
 
     /// One object range of file `fid`; its only copy failing its checksum is EIO.
-    pub(crate) async fn read_chunk(&self, fid: Fid, c: &Chunk) -> Result<Bytes, Errno> {
-        self.read_chunk_checked(c)
+    pub(crate) async fn read_chunk(
+        &self,
+        fid: Fid,
+        c: &Chunk,
+        torn: TornBlocks,
+    ) -> Result<Bytes, Errno> {
+        self.read_chunk_checked(c, torn)
             .await
             .map_err(|e| self.no_good_copy(fid, e))
     }
 
     /// Reads one object range, checked end to end. [`ChunkReadError::Corrupt`] means the
     /// OST's copy failed its stored checksum: the place for a redundant layout to read
-    /// another copy and rewrite this one.
-    pub async fn read_chunk_checked(&self, c: &Chunk) -> Result<Bytes, ChunkReadError> {
+    /// another copy and rewrite this one (asking with [`TornBlocks::Report`], so a block
+    /// the OST's crash tore is one of those too).
+    pub async fn read_chunk_checked(
+        &self,
+        c: &Chunk,
+        torn: TornBlocks,
+    ) -> Result<Bytes, ChunkReadError> {
         if c.obj.is_dummy() {
             if let Some(held) = self.missing_log.allow() {
                 tracing::error!(target: "client", "stripe {} was lost (a hole in the layout): EIO{}", c.stripe, nacre_core::log_limit::held_note(held));
@@ -1145,6 +1204,7 @@ impl Client {
             offset: c.obj_off,
             len: c.len as u32,
             cksum: kind,
+            torn,
         };
         match self
             .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)

@@ -11,6 +11,7 @@
 
 use crate::Client;
 use bytes::Bytes;
+use nacre_core::cksum::TornBlocks;
 use nacre_core::{Component, Errno, Fid, Layout};
 use nacre_rpc::msg::{InodeInfo, MirrorOp, Request};
 use serde::{Deserialize, Serialize};
@@ -332,10 +333,9 @@ impl Client {
                 crc = crc32c::crc32c_append(crc, &data);
                 held += found;
             } else {
-                let reads = p
-                    .chunks
-                    .iter()
-                    .map(|c| async move { (c.buf_off, self.read_chunk(fid, c).await) });
+                let reads = p.chunks.iter().map(|c| async move {
+                    (c.buf_off, self.read_chunk(fid, c, TornBlocks::Take).await)
+                });
                 let mut buf = vec![0u8; n as usize];
                 for (at, r) in futures::future::join_all(reads).await {
                     let b = r?;

@@ -151,6 +151,22 @@ pub fn entry_of(data: &[u8]) -> u32 {
     block_entry(crc32c::crc32c(data), data.len())
 }
 
+/// What a read does with a block that fails its checksum in an object the last crash may
+/// have torn (its data changed after the last commit before the crash began its sync: the
+/// OST's torn window). Outside that window a bad block is corruption either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TornBlocks {
+    /// Taken as the disk kept it, its entry rewritten from its data: for a reader with no
+    /// other copy, to whom a write never synced may come back old, new or in between, but
+    /// must not stay unreadable.
+    #[default]
+    Take,
+    /// Reported bad (a checksum error), as corruption is: for a reader with another
+    /// copy (a mirror, parity), which reads that and rewrites this block, and asks again
+    /// with `Take` only when no copy is good.
+    Report,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

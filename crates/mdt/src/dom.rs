@@ -21,7 +21,7 @@
 use crate::Mdt;
 use crate::mdd;
 use bytes::Bytes;
-use nacre_core::cksum::ChecksumType;
+use nacre_core::cksum::{ChecksumType, TornBlocks};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
@@ -304,8 +304,8 @@ impl Mdt {
             return Ok(empty_read(cksum));
         }
         let len = u64::from(len).min(end - offset) as usize;
-        self.dom_blocking(
-            move |s| match s.read_checked(&obj, offset, len, cksum.is_some()) {
+        self.dom_blocking(move |s| {
+            match s.read_checked(&obj, offset, len, cksum.is_some(), TornBlocks::Take) {
                 Ok(out) => {
                     let (start, n) = (out.start, out.len);
                     let reply = match cksum {
@@ -319,8 +319,8 @@ impl Mdt {
                 }
                 Err(nacre_osd::ObjError::Errno(Errno::ENOENT)) => Ok(empty_read(cksum)),
                 Err(e) => Err(e.into()),
-            },
-        )
+            }
+        })
         .await
     }
 
@@ -394,7 +394,7 @@ impl Mdt {
                 if size == 0 || size > DOM_READ_ON_OPEN {
                     return Ok((Bytes::new(), None));
                 }
-                match s.read_checked(&obj, 0, size as usize, true) {
+                match s.read_checked(&obj, 0, size as usize, true, TornBlocks::Take) {
                     Ok(out) => {
                         let sums = out.sums.clone().map(|sums| BulkCksum {
                             kind: ChecksumType::Crc32c,

@@ -62,6 +62,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         offset: 0,
         len: 1 << 20,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     };
     let (_, got) = tokio::time::timeout(BOUND, ost.call(&r, Bytes::new()))
         .await

@@ -34,7 +34,9 @@ use crate::cksum::{self, SIDECAR_SUFFIX, Table};
 use crate::dirat::Dir;
 use crate::health::Health;
 use crate::rangelock::RangeLocks;
-use nacre_core::cksum::{BLOCK, BLOCK_SHIFT, ZERO_BLOCK_CRC, block_entry, entry_of, pieces};
+use nacre_core::cksum::{
+    BLOCK, BLOCK_SHIFT, TornBlocks, ZERO_BLOCK_CRC, block_entry, entry_of, pieces,
+};
 use nacre_core::{Errno, Fid, OstLayout};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
@@ -337,6 +339,8 @@ pub struct ObjStore {
     torn_hi: AtomicI64,
     /// Blocks of such objects whose entries were taken from their data.
     torn_retaken: AtomicU64,
+    /// Blocks of such objects reported bad to a reader with another copy.
+    torn_reported: AtomicU64,
     /// The target's name, for log lines.
     name: OnceLock<String>,
     /// Object subdirectories (`O/<seq>/d<n>`) whose own entry a sync has made durable:
@@ -466,6 +470,7 @@ impl ObjStore {
             torn_lo: AtomicI64::new(0),
             torn_hi: AtomicI64::new(0),
             torn_retaken: AtomicU64::new(0),
+            torn_reported: AtomicU64::new(0),
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
             read_only,
@@ -546,6 +551,12 @@ impl ObjStore {
     /// Blocks whose entries were taken from their data after a crash tore them.
     pub fn torn_retaken(&self) -> u64 {
         self.torn_retaken.load(Ordering::Relaxed)
+    }
+
+    /// Blocks a crash may have torn that reads reported as bad instead of taking them
+    /// ([`TornBlocks::Report`]: the reader had another copy to repair them from).
+    pub fn torn_reported(&self) -> u64 {
+        self.torn_reported.load(Ordering::Relaxed)
     }
 
     /// Whether `f`'s data last changed within the torn window.
@@ -1288,18 +1299,22 @@ impl ObjStore {
     /// Reads up to `len` bytes at `offset` (short at end of object; holes read as zeros),
     /// checked against the stored checksums.
     pub fn read(&self, fid: &Fid, offset: u64, len: usize) -> Result<Vec<u8>, ObjError> {
-        Ok(self.read_checked(fid, offset, len, false)?.into_vec())
+        Ok(self
+            .read_checked(fid, offset, len, false, TornBlocks::Take)?
+            .into_vec())
     }
 
     /// Reads up to `len` bytes at `offset`, every block checked; with `want_sums`, also
     /// the checksums of the pieces read, for the reply (a whole block's is the one
-    /// computed to check it).
+    /// computed to check it). `torn` says what becomes of a bad block the last crash may
+    /// have torn.
     pub fn read_checked(
         &self,
         fid: &Fid,
         offset: u64,
         len: usize,
         want_sums: bool,
+        torn: TornBlocks,
     ) -> Result<ReadOut, ObjError> {
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
             return Ok(ReadOut::default());
@@ -1314,8 +1329,20 @@ impl ObjStore {
             .ranges
             .lock(*fid, offset >> BLOCK_SHIFT, end.div_ceil(BLOCK as u64));
         let (out, bad) = self.load_checked(fid, &f, offset, len, want_sums)?;
-        if self.retake_torn(fid, &f, &bad) {
-            return Ok(out);
+        match torn {
+            TornBlocks::Take if self.retake_torn(fid, &f, &bad) => return Ok(out),
+            TornBlocks::Report if !bad.is_empty() && self.maybe_torn(&f) => {
+                // Not corruption (yet): the reader repairs it from its other copy, or asks
+                // again to take it when it has none that is good.
+                self.torn_reported
+                    .fetch_add(bad.len() as u64, Ordering::Relaxed);
+                tracing::warn!(target: "osd", "{}: object {fid}: {} block(s) written after the last commit before the crash fail their checksums (torn by the crash?): reported to a reader with another copy", self.name(), bad.len());
+                return Err(ObjError::Corrupt {
+                    obj: *fid,
+                    what: Corruption::Block(bad[0]),
+                });
+            }
+            _ => {}
         }
         match bad.first() {
             None => Ok(out),
@@ -3045,6 +3072,13 @@ mod tests {
         }
         s.set_torn_window(synced_from, SystemTime::now() + Duration::from_secs(1));
         assert_eq!(corrupt_at(s.read(&old, 0, data.len())), BLOCK as u64);
+        // A reader with another copy has it reported instead, not counted as corruption
+        // and not taken.
+        let errors = s.checksum_errors();
+        let report = s.read_checked(&torn, 0, data.len(), false, TornBlocks::Report);
+        assert_eq!(corrupt_at(report.map(|_| ())), BLOCK as u64);
+        assert_eq!((s.torn_reported(), s.torn_retaken()), (1, 0));
+        assert_eq!(s.checksum_errors(), errors);
         let mut want = data.clone();
         want[BLOCK + 7] ^= 1 << 3;
         assert!(s.read(&torn, 0, data.len()).expect("torn") == want);

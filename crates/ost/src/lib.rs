@@ -173,6 +173,12 @@ impl Ost {
                 self.store.torn_retaken().to_string(),
                 false,
             ),
+            // Such blocks reported bad to a reader with another copy, which repairs them.
+            p(
+                "checksum_torn_reported",
+                self.store.torn_reported().to_string(),
+                false,
+            ),
             // 1: a write naming another file than the object's filter fid is refused.
             p(
                 "lfsck_verify_pfid",
@@ -693,11 +699,12 @@ impl Ost {
                 offset,
                 len,
                 cksum,
+                torn,
             } => {
                 check_read(len)?;
                 let out = self
                     .blocking(move |s| {
-                        Ok(s.read_checked(&obj, offset, len as usize, cksum.is_some())?)
+                        Ok(s.read_checked(&obj, offset, len as usize, cksum.is_some(), torn)?)
                     })
                     .await?;
                 Ok(read_reply(out, cksum))

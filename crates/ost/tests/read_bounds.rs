@@ -50,6 +50,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         offset: 0,
         len: 1 << 20,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     };
     let (_, got) = tokio::time::timeout(BOUND, c.call(&r, Bytes::new()))
         .await
@@ -95,6 +96,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         offset: 0,
         len: u32::MAX,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     };
     let pending = {
         let a = attacker.clone();
@@ -120,6 +122,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         offset: 0,
         len: MAX_READ + 1,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     };
     let r = tokio::time::timeout(BOUND, attacker.call(&over, Bytes::new()))
         .await

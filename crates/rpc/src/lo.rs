@@ -806,6 +806,7 @@ mod tests {
             offset: 0,
             len: 2500,
             cksum: None,
+            torn: nacre_core::cksum::TornBlocks::Take,
         };
         let t = std::time::Instant::now();
         imp.call(&slow, Bytes::new())

@@ -340,6 +340,9 @@ pub enum Request {
         offset: u64,
         len: u32,
         cksum: Option<nacre_core::cksum::ChecksumType>,
+        /// A block the OST's last crash may have torn: taken as kept, or reported bad to
+        /// a reader that has another copy to repair it from.
+        torn: nacre_core::cksum::TornBlocks,
     },
     /// Sizes and blocks of objects (Lustre's glimpse).
     OstGetattr {

@@ -737,6 +737,7 @@ mod tests {
             offset: 0,
             len: 1,
             cksum: None,
+            torn: nacre_core::cksum::TornBlocks::Take,
         };
         let c = cfg(key.clone());
         let old = Conn::connect_import(&addr, &c, 42).await.expect("connect");
@@ -830,6 +831,7 @@ mod tests {
                     offset: 0,
                     len: 4 << 20,
                     cksum: None,
+                    torn: nacre_core::cksum::TornBlocks::Take,
                 },
                 Bytes::new(),
             )
@@ -852,6 +854,7 @@ mod tests {
                         offset: 0,
                         len: 1,
                         cksum: None,
+                        torn: nacre_core::cksum::TornBlocks::Take,
                     },
                     Bytes::new(),
                 )
@@ -899,6 +902,7 @@ mod tests {
                         offset: 0,
                         len: 16 << 20,
                         cksum: None,
+                        torn: nacre_core::cksum::TornBlocks::Take,
                     };
                     conn.call(&req, Bytes::new()).await.map(|(_, b)| b.len())
                 })
@@ -926,6 +930,7 @@ mod tests {
                     offset: 0,
                     len: 1,
                     cksum: None,
+                    torn: nacre_core::cksum::TornBlocks::Take,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -947,6 +952,7 @@ mod tests {
                     offset: 0,
                     len: 1,
                     cksum: None,
+                    torn: nacre_core::cksum::TornBlocks::Take,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -996,6 +1002,7 @@ mod tests {
                         offset: 0,
                         len: 1,
                         cksum: None,
+                        torn: nacre_core::cksum::TornBlocks::Take,
                     },
                     Bytes::new(),
                 )
@@ -1092,6 +1099,7 @@ mod tests {
             offset: 0,
             len: 20 << 20,
             cksum: None,
+            torn: nacre_core::cksum::TornBlocks::Take,
         };
         let mut body = msg::encode(&read).expect("encode");
         body.resize(15 << 20, 0);

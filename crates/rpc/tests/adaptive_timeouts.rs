@@ -44,6 +44,7 @@ fn slow(ms: u32) -> Request {
         offset: 0,
         len: ms,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     }
 }
 

@@ -97,6 +97,28 @@ pub fn ost(cluster: &LocalCluster, i: usize) -> &Arc<nacre_ost::Ost> {
 
 /// Files of several shapes (one stripe, four 64 KiB stripes, sizes from a byte to a few
 /// MiB) in directory `name` of the root: name, FID and contents.
+/// Makes every object the first `osts` OSTs hold one their last crash may have torn, as
+/// an OST start does for the objects written after its last commit's sync began (here
+/// the window is the hour before and after now, so it also covers a flip made later).
+pub fn open_torn_windows(cluster: &LocalCluster, osts: usize) {
+    let now = std::time::SystemTime::now();
+    let hour = std::time::Duration::from_secs(3600);
+    for i in 0..osts {
+        ost(cluster, i)
+            .store()
+            .set_torn_window(now - hour, now + hour);
+    }
+}
+
+/// Blocks of the first `osts` OSTs reported torn to a reader with another copy, and
+/// taken as kept.
+pub fn torn_counts(cluster: &LocalCluster, osts: usize) -> (u64, u64) {
+    (0..osts).fold((0, 0), |(r, t), i| {
+        let s = ost(cluster, i).store();
+        (r + s.torn_reported(), t + s.torn_retaken())
+    })
+}
+
 pub async fn populate(
     c: &Arc<Client>,
     name: &str,

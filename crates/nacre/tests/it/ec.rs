@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::cluster::{FILE, mount, pattern, start};
-use common::integrity::{ost, read_file, write_file};
+use common::integrity::{open_torn_windows, ost, read_file, torn_counts, write_file};
 use common::*;
 use nacre_client::Client;
 use nacre_core::ec::with_parity;
@@ -160,6 +160,41 @@ async fn a_4_2_file_reads_back_after_an_ost_directory_is_deleted() {
         got == data,
         "contents differ after the OST's directory went"
     );
+    cluster.stop().await;
+}
+
+/// A data block an OST's crash tore (written after its last commit) is rebuilt from
+/// parity in sync and rewritten, not taken as the disk kept it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_block_a_crash_tore_is_rebuilt_from_parity() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "ectorn", 1, 6).await;
+    let c = mount(&cluster).await;
+    let data = pattern(1_000_000, 21);
+    let fid = write_file(&c, c.root(), "f", Some(ec42()), &data)
+        .await
+        .expect("write");
+    let (dobj, _, l) = objects(&c, fid).await;
+    assert!(nacre_core::ec::parity_in_sync(&l, 0, EOF), "{l:?}");
+    open_torn_windows(&cluster, 6);
+    let path = object_path(dir.path(), &dobj[1]).expect("an object with data");
+    nacre_osd::inject::flip_bit(&path, 1000, 2).expect("flip");
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got == data, "contents differ");
+    let (reported, retaken) = torn_counts(&cluster, 6);
+    assert!(reported >= 1, "the torn block was not reported");
+    assert_eq!(
+        retaken, 0,
+        "a torn block parity could rebuild was taken as kept"
+    );
+    let repaired: u64 = (0..6)
+        .map(|i| c.cksum_stats.get(TargetName::ost(i)).repaired)
+        .sum();
+    assert!(repaired >= 1, "the torn block was not rewritten");
+    // The object itself holds the right bytes again: its OST reads it without a report.
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got == data);
+    assert_eq!(torn_counts(&cluster, 6), (reported, 0), "still torn");
     cluster.stop().await;
 }
 
@@ -578,6 +613,7 @@ async fn a_write_handle_that_wrote_nothing_leaves_parity_in_sync_uncoded() {
         offset: 0,
         len: 0,
         cksum: None,
+        torn: nacre_core::cksum::TornBlocks::Take,
     }
     .opcode();
     let reads = || -> u64 {

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::cluster::{mount, pattern, start};
-use common::integrity::{ost, read_file, write_file};
+use common::integrity::{open_torn_windows, ost, read_file, torn_counts, write_file};
 use common::*;
 use nacre_core::layout::{Component, EOF, pflr_id};
 use nacre_core::{Fid, Layout, StripeObject};
@@ -100,6 +100,77 @@ async fn a_bad_copy_is_read_from_the_other_mirror_and_rewritten() {
         .map(|i| ost(&cluster, i).store().checksum_errors())
         .sum();
     assert_eq!(before, after, "a bad block is still read");
+    cluster.stop().await;
+}
+
+/// After an OST's crash, a block of an object written after its last commit may fail its
+/// checksum only because the crash tore it. With another mirror, that block is read from
+/// the mirror and rewritten (not taken as the disk kept it, which may be neither the old
+/// bytes nor the new); with every copy torn there, it reads as the first copy kept it
+/// rather than EIO, and so does the only copy left when the other's OST is stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_a_crash_tore_is_rewritten_from_the_other_mirror() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "flrtorn", 1, 4).await;
+    let c = mount(&cluster).await;
+    let data = pattern(300_000, 5);
+    let fid = write_file(&c, c.root(), "m", Some(two_mirrors(2)), &data)
+        .await
+        .expect("write");
+    let l = c
+        .getattr(fid)
+        .await
+        .expect("getattr")
+        .layout
+        .expect("layout");
+    let m1 = mirror_objects(&c, fid, 1).await;
+    let m2 = mirror_objects(&c, fid, 2).await;
+    open_torn_windows(&cluster, 4);
+    // Mirror 1 (read first) torn in its first object.
+    nacre_osd::inject::flip_bit(&object_path(dir.path(), &m1[0]), 70_000, 3).expect("flip");
+    let got = read_file(&c, fid, data.len() as u64).await.expect("read");
+    assert!(got[..] == data[..], "contents differ");
+    let (reported, retaken) = torn_counts(&cluster, 4);
+    assert!(reported >= 1, "the torn block was not reported");
+    assert_eq!(
+        retaken, 0,
+        "a torn block with a good copy elsewhere was taken as kept"
+    );
+    // Mirror 1 alone reads the right bytes: rewritten from mirror 2 (taken as kept, it
+    // would read with the flipped bit).
+    let (got, n) = c
+        .read_objects(fid, &l.mirror(1), 0, data.len() as u64)
+        .await
+        .expect("mirror 1 alone");
+    assert_eq!(n, data.len() as u64);
+    assert!(got[..] == data[..], "mirror 1 was not rewritten");
+    // The same block torn in both mirrors: no good copy, so it reads as mirror 1 kept
+    // it, flipped bit and all, and is not an error.
+    nacre_osd::inject::flip_bit(&object_path(dir.path(), &m1[0]), 70_000, 3).expect("flip");
+    nacre_osd::inject::flip_bit(&object_path(dir.path(), &m2[0]), 70_000, 5).expect("flip");
+    let got = read_file(&c, fid, data.len() as u64)
+        .await
+        .expect("a block torn in every copy reads as kept");
+    // Object offset 70,000 of stripe 0 (64 KiB stripes, two of them) is file offset
+    // 2 * 64 KiB + (70,000 - 64 KiB).
+    let at = 2 * 65536 + (70_000 - 65536);
+    let differ: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
+    assert_eq!(differ, vec![at], "only the torn byte differs");
+    assert_eq!(got[at], data[at] ^ (1 << 3), "as mirror 1 kept it");
+    let (_, retaken) = torn_counts(&cluster, 4);
+    assert!(retaken >= 1, "the block was not taken as kept");
+    // Mirror 1's OST stopped, mirror 2's block still torn: read as mirror 2 kept it.
+    cluster.stop_ost(m1[0].ost_idx).await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        read_file(&c, fid, data.len() as u64),
+    )
+    .await
+    .expect("no wait for the stopped OST")
+    .expect("the only copy left, torn, reads as kept");
+    let differ: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
+    assert_eq!(differ, vec![at], "only the torn byte differs");
+    assert_eq!(got[at], data[at] ^ (1 << 5), "as mirror 2 kept it");
     cluster.stop().await;
 }
 
