@@ -368,6 +368,11 @@ impl Client {
         self.mdcs.read().clone()
     }
 
+    /// The link to the MGS (`mgc.*` parameters).
+    pub fn mgc(&self) -> &Mgc {
+        &self.mgc
+    }
+
     /// `lctl set_param -P`: records a parameter on the MGS for every node.
     pub async fn set_param_persistent(&self, name: &str, value: Option<&str>) -> Result<(), Errno> {
         self.mgc.set_param(name, value).await.map_err(|e| e.errno())

@@ -186,6 +186,12 @@ impl ParamSource for ClientParams {
                 writable: false,
             });
         }
+        let mgc = self.client.mgc();
+        v.push(ParamValue {
+            name: format!("mgc.{}.timeouts", mgc.device_name()),
+            value: mgc.at().render(&at),
+            writable: false,
+        });
         v.push(ParamValue {
             name: format!("llite.{fs}-{}.stats", self.sb),
             value: self

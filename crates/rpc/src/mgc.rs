@@ -4,6 +4,7 @@
 //! (a target that restarted on a new port, a new OST, a `set_param -P`) reaches the node at
 //! once, published on a `watch` channel. Targets also use it to register their address.
 
+use crate::at::{ImportAt, MGS_REQUEST_PORTAL};
 use crate::conn::{Conn, ConnConfig};
 use crate::error::RpcError;
 use crate::msg::{FsConfig, Reply, Request};
@@ -19,6 +20,8 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Mgc {
     addr: String,
     cfg: ConnConfig,
+    /// Its estimates of the MGS (`mgc.*.timeouts`), kept across reconnects.
+    at: std::sync::Arc<ImportAt>,
     conn: tokio::sync::Mutex<Conn>,
     config: watch::Receiver<FsConfig>,
     stop: watch::Sender<bool>,
@@ -27,7 +30,8 @@ pub struct Mgc {
 impl Mgc {
     /// Connects, fetches the configuration and starts following it.
     pub async fn connect(addr: &str, cfg: ConnConfig) -> Result<std::sync::Arc<Mgc>, RpcError> {
-        let conn = Conn::connect(addr, &cfg).await?;
+        let at = std::sync::Arc::new(ImportAt::new(MGS_REQUEST_PORTAL));
+        let conn = Conn::connect_tracked(addr, &cfg, 0, at.clone()).await?;
         let first = match conn
             .call(
                 &Request::MgsGetConfig { newer_than: None },
@@ -48,6 +52,7 @@ impl Mgc {
         let mgc = std::sync::Arc::new(Mgc {
             addr: addr.to_string(),
             cfg,
+            at,
             conn: tokio::sync::Mutex::new(conn),
             config: rx,
             stop,
@@ -60,11 +65,32 @@ impl Mgc {
         self.config.clone()
     }
 
+    /// Its estimates of the MGS's network latency and service time.
+    pub fn at(&self) -> &ImportAt {
+        &self.at
+    }
+
+    /// Lustre's name of this MGC device: `MGC` and the MGS's NID (`MGC192.168.1.1@tcp`).
+    pub fn device_name(&self) -> String {
+        let host = self
+            .addr
+            .rsplit_once(':')
+            .map_or(self.addr.as_str(), |(h, _)| h);
+        format!(
+            "MGC{}@tcp",
+            host.trim_start_matches('[').trim_end_matches(']')
+        )
+    }
+
+    fn connect_again(&self) -> impl std::future::Future<Output = Result<Conn, RpcError>> + '_ {
+        Conn::connect_tracked(&self.addr, &self.cfg, 0, self.at.clone())
+    }
+
     async fn call(&self, req: &Request) -> Result<Reply, RpcError> {
         let conn = self.conn.lock().await.clone();
         match conn.call(req, Default::default()).await {
             Err(e) if e.is_transport() => {
-                let c = Conn::connect(&self.addr, &self.cfg).await?;
+                let c = self.connect_again().await?;
                 *self.conn.lock().await = c.clone();
                 c.call(req, Default::default()).await.map(|(r, _)| r)
             }
@@ -123,7 +149,7 @@ async fn follow(
                 tracing::debug!(target: "mgc", "MGS: {e}");
                 tokio::time::sleep(RECONNECT_PAUSE).await;
                 let Some(m) = mgc.upgrade() else { return };
-                if let Ok(c) = Conn::connect(&m.addr, &m.cfg).await {
+                if let Ok(c) = m.connect_again().await {
                     *m.conn.lock().await = c;
                 }
             }

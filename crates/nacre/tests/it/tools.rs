@@ -155,6 +155,11 @@ fn lfs_and_lctl_on_a_mount() {
     assert!(mdc.contains("\nnetwork    : cur "), "{mdc}");
     // The estimate is at least at_min.
     assert!(mdc.contains("\nportal 12  : cur  12  worst "), "{mdc}");
+    // The MGC's, under Lustre's device name (MGC and the MGS's NID, dots and all).
+    let names = ok(&["lctl", "list_param", "mgc.*.timeouts"]);
+    assert_eq!(names.trim(), "mgc.MGC127.0.0.1@tcp.timeouts", "{names}");
+    let mgc = ok(&["lctl", "get_param", "-n", "mgc.MGC127.0.0.1@tcp.timeouts"]);
+    assert!(mgc.contains("\nportal 26  : cur  12  worst "), "{mgc}");
     let osc = ok(&["lctl", "get_param", "-n", "osc.*.timeouts"]);
     assert_eq!(osc.matches("portal 6   : cur ").count(), 3, "{osc}");
     let svc = ok(&[
