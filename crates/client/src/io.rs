@@ -1004,18 +1004,8 @@ impl Client {
                 };
                 let good = good.slice(..found as usize);
                 if corrupt {
-                    match self
-                        .repair_chunk(fid, primary, c, file_off, good.clone())
-                        .await
-                    {
-                        Ok(()) => {
-                            self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
-                            tracing::warn!(target: "client", "file {fid}: mirror {first}: object {} on OST{:04x} rewritten from mirror {m}", c.obj.fid, c.obj.ost_idx);
-                        }
-                        Err(e3) => {
-                            tracing::error!(target: "client", "file {fid}: mirror {first}: repair of object {} failed: {e3}", c.obj.fid)
-                        }
-                    }
+                    self.repair_from_mirror(fid, primary, (first, m), c, file_off, &good)
+                        .await;
                 }
                 let start = (lead as usize).min(good.len());
                 let end = (lead + c.len).min(good.len() as u64) as usize;
@@ -1024,6 +1014,31 @@ impl Client {
             candidates = bad;
         }
         Err(self.no_good_copy(fid, e))
+    }
+
+    /// Rewrites chunk `c` of mirror `from.0` (its layout `primary`), which failed its
+    /// checksum, with `good`, read at file offset `file_off` from mirror `from.1`.
+    async fn repair_from_mirror(
+        &self,
+        fid: Fid,
+        primary: &Layout,
+        (first, m): (u32, u32),
+        c: &Chunk,
+        file_off: u64,
+        good: &Bytes,
+    ) {
+        match self
+            .repair_chunk(fid, primary, c, file_off, good.clone())
+            .await
+        {
+            Ok(()) => {
+                self.cksum_stats.repaired(TargetName::ost(c.obj.ost_idx));
+                tracing::warn!(target: "client", "file {fid}: mirror {first}: object {} on OST{:04x} rewritten from mirror {m}", c.obj.fid, c.obj.ost_idx);
+            }
+            Err(e) => {
+                tracing::error!(target: "client", "file {fid}: mirror {first}: repair of object {} failed: {e}", c.obj.fid)
+            }
+        }
     }
 
     /// Chunk `c` of file `fid`, whose read failed with `e` (its checksum) while no other

@@ -154,9 +154,13 @@ async fn a_block_a_crash_tore_is_rewritten_from_the_other_mirror() {
     // Object offset 70,000 of stripe 0 (64 KiB stripes, two of them) is file offset
     // 2 * 64 KiB + (70,000 - 64 KiB).
     let at = 2 * 65536 + (70_000 - 65536);
-    let differ: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
-    assert_eq!(differ, vec![at], "only the torn byte differs");
-    assert_eq!(got[at], data[at] ^ (1 << 3), "as mirror 1 kept it");
+    // Exactly byte `at` differs from the data written, by bit `bit`.
+    let only_flipped = |got: &[u8], bit: u8, who: &str| {
+        let differ: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
+        assert_eq!(differ, vec![at], "only the torn byte differs ({who})");
+        assert_eq!(got[at], data[at] ^ (1 << bit), "as {who} kept it");
+    };
+    only_flipped(&got, 3, "mirror 1");
     let (_, retaken) = torn_counts(&cluster, 4);
     assert!(retaken >= 1, "the block was not taken as kept");
     // Mirror 1's OST stopped, mirror 2's block still torn: read as mirror 2 kept it.
@@ -168,9 +172,7 @@ async fn a_block_a_crash_tore_is_rewritten_from_the_other_mirror() {
     .await
     .expect("no wait for the stopped OST")
     .expect("the only copy left, torn, reads as kept");
-    let differ: Vec<usize> = (0..data.len()).filter(|&i| got[i] != data[i]).collect();
-    assert_eq!(differ, vec![at], "only the torn byte differs");
-    assert_eq!(got[at], data[at] ^ (1 << 5), "as mirror 2 kept it");
+    only_flipped(&got, 5, "mirror 2");
     cluster.stop().await;
 }
 
