@@ -17,6 +17,11 @@
 //! before the DoM objects are synced ([`DomCommit`]). So what the client dropped as
 //! committed is on disk, and what it keeps it replays, in transno order with the
 //! namespace changes around it.
+//!
+//! After a crash, a DoM block changed since the last such commit began can fail its
+//! checksum only because the crash tore it (its bytes on disk and not its checksum, or the
+//! reverse): it is taken as the disk kept it, counted in `mdt.*.dom_checksum_torn_retaken`,
+//! as an OST takes its own ([`DomCommit::install`]). Older blocks that fail are corrupt.
 
 use crate::Mdt;
 use crate::mdd;
@@ -57,8 +62,19 @@ pub struct DomCommit {
 }
 
 impl DomCommit {
-    /// Hooks a new one into `store`'s commits.
+    /// Hooks a new one into `store`'s commits, and opens `dom`'s torn window: what DoM
+    /// data changed after the last commit's sync of it began (less
+    /// [`nacre_osd::objstore::TORN_MARGIN`]) was never promised, so a crash may have torn
+    /// it (its bytes on disk and not its checksums, or the reverse); such a block is taken
+    /// as it was kept rather than failing every read. A store with no such commit on
+    /// record gets no window.
     pub fn install(store: &MdStore, dom: &Arc<ObjStore>) -> Result<Arc<DomCommit>, Errno> {
+        if let Some(began) = store.before_commit_began()? {
+            let from = began
+                .checked_sub(nacre_osd::objstore::TORN_MARGIN)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            dom.set_torn_window(from, std::time::SystemTime::now());
+        }
         let me = Arc::new(DomCommit::default());
         let (hook, dom) = (me.clone(), dom.clone());
         store.set_before_commit(Box::new(move || {
@@ -188,6 +204,11 @@ impl Mdt {
             p(
                 "dom_checksum_errors",
                 self.dom_store().checksum_errors().to_string(),
+                false,
+            ),
+            p(
+                "dom_checksum_torn_retaken",
+                self.dom_store().torn_retaken().to_string(),
                 false,
             ),
             p(

@@ -66,7 +66,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Semaphore, oneshot};
 
 /// The tables of an MDT. Keys and values are bytes; the MDT defines their encoding.
@@ -150,6 +150,10 @@ pub(crate) const CHECKPOINT_KEY: &[u8] = b"journal.checkpoint_transno";
 pub(crate) const CLEAN_STOP_KEY: &[u8] = b"store.clean_stop";
 /// The store's crash generation ([`MdStore::crash_gen`]), little-endian.
 pub(crate) const CRASH_GEN_KEY: &[u8] = b"store.crash_gen";
+/// When the before-commit work ([`MdStore::set_before_commit`]) of the last commit began,
+/// nanoseconds since the epoch, little-endian: what that work makes durable (an MDT's DoM
+/// data) and changed later was never promised to a crash ([`MdStore::before_commit_began`]).
+pub(crate) const BEFORE_COMMIT_KEY: &[u8] = b"store.before_commit_began";
 /// The redb file and the journal, in the store's directory.
 pub(crate) const DB_FILE: &str = "mdt.redb";
 pub(crate) const JOURNAL_FILE: &str = "journal";
@@ -345,10 +349,14 @@ impl Shared {
         Duration::from_millis(self.checkpoint_every_ms.load(Ordering::Acquire))
     }
 
-    fn run_before_commit(&self) -> Result<(), Errno> {
+    /// Runs the before-commit work, if any: when it began.
+    fn run_before_commit(&self) -> Result<Option<SystemTime>, Errno> {
         match self.before_commit.get() {
-            Some(f) => f(),
-            None => Ok(()),
+            Some(f) => {
+                let began = SystemTime::now();
+                f().map(|()| Some(began))
+            }
+            None => Ok(None),
         }
     }
 
@@ -996,6 +1004,17 @@ impl MdStore {
         self.shared.before_commit.set(f).map_err(|_| Errno::EEXIST)
     }
 
+    /// When the before-commit work of the last commit on record began: data that work
+    /// makes durable and that changed later may be torn by a crash. None when no commit
+    /// with such work was recorded (a store without it, or older than the record).
+    pub fn before_commit_began(&self) -> Result<Option<SystemTime>, Errno> {
+        let v = self.read()?;
+        Ok(v.get(Table::Meta, BEFORE_COMMIT_KEY)?.and_then(|b| {
+            let ns = u64::from_le_bytes(b.as_slice().try_into().ok()?);
+            Some(UNIX_EPOCH + Duration::from_nanos(ns))
+        }))
+    }
+
     /// Makes every reply so far durable against power loss.
     pub async fn sync(&self) -> Result<(), Errno> {
         self.write_sync(|_| Ok(())).await
@@ -1254,6 +1273,7 @@ impl Executor {
         let mut muts = Vec::new();
         let mut answers = Vec::with_capacity(batch.len());
         let mut need_sync = s.sync_journal.load(Ordering::Acquire);
+        let mut work = Ok(());
         {
             let mut tables = Vec::with_capacity(TABLE_COUNT);
             for t in ALL_TABLES {
@@ -1309,12 +1329,33 @@ impl Executor {
                     tracing::warn!(target: "osd", "{} deferred puts not made: {e}", deferred.len());
                 }
             }
+            // A synced batch's work outside the store (DoM data) runs before the batch is
+            // journaled: every change it covers happened before its transaction ran. Its
+            // start goes in the batch, so what a crash leaves says when the work behind the
+            // last synced batch began.
+            if need_sync {
+                work = s.run_before_commit().and_then(|began| {
+                    let Some(t) = began else { return Ok(()) };
+                    let mut tx = Tx {
+                        tables: &mut tables,
+                        muts: &mut muts,
+                        undo: Vec::new(),
+                        crash_gen: s.crash_gen,
+                    };
+                    tx.put(Table::Meta, BEFORE_COMMIT_KEY, &time_bytes(t))
+                });
+            }
         }
         let refuse = |answers: Vec<(oneshot::Sender<Numbered>, Answer, u64)>, errno: Errno| {
             for (reply, _, _) in answers {
                 let _ = reply.send(Err(errno));
             }
         };
+        if let Err(errno) = work {
+            // Nothing journaled: nobody is told these changes happened.
+            let _ = wtxn.abort();
+            return refuse(answers, errno);
+        }
         let mark = self.journal.len();
         let last = answers.iter().map(|a| a.2).max().unwrap_or(0);
         if !muts.is_empty() {
@@ -1335,14 +1376,11 @@ impl Executor {
         if need_sync {
             s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
             // Durable only in a journal that is still the target's: a removed one syncs too.
-            let synced = match s.run_before_commit().and_then(|()| {
-                self.journal
-                    .sync()
-                    .map_err(|e| s.health.io_error("the journal", e))
-            }) {
-                Ok(()) => s.health.verify(),
-                Err(e) => Err(e),
-            };
+            let synced = self
+                .journal
+                .sync()
+                .map_err(|e| s.health.io_error("the journal", e))
+                .and_then(|()| s.health.verify());
             if let Err(errno) = synced {
                 // Nobody is told these changes happened: a restart must not replay them.
                 let _ = self.journal.truncate(mark);
@@ -1382,7 +1420,7 @@ impl Executor {
             return;
         }
         let res = (|| -> Result<(), String> {
-            s.run_before_commit().map_err(|e| e.to_string())?;
+            let began = s.run_before_commit().map_err(|e| e.to_string())?;
             let mut wtxn = s.db.begin_write().map_err(|e| e.to_string())?;
             let _ = wtxn.set_durability(redb::Durability::Immediate);
             wtxn.set_quick_repair(true);
@@ -1392,6 +1430,10 @@ impl Executor {
                     .map_err(|e| e.to_string())?;
                 meta.insert(CHECKPOINT_KEY, self.transno.to_le_bytes().as_slice())
                     .map_err(|e| e.to_string())?;
+                if let Some(t) = began {
+                    meta.insert(BEFORE_COMMIT_KEY, time_bytes(t).as_slice())
+                        .map_err(|e| e.to_string())?;
+                }
             }
             wtxn.commit().map_err(|e| e.to_string())?;
             self.journal.reset().map_err(|e| e.to_string())
@@ -1405,6 +1447,14 @@ impl Executor {
         }
         self.last_checkpoint = Instant::now();
     }
+}
+
+/// A time as [`BEFORE_COMMIT_KEY`] keeps it.
+fn time_bytes(t: SystemTime) -> [u8; 8] {
+    let ns = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    ns.to_le_bytes()
 }
 
 /// Where a store keeps its files.
@@ -1483,6 +1533,39 @@ mod tests {
         s.set_checkpoint_interval(Duration::from_secs(7))
             .expect("set");
         assert_eq!(s.checkpoint_interval(), Duration::from_secs(7));
+    }
+
+    /// When the last commit's before-commit work began is on record for the next start:
+    /// a journal sync's in its own batch, a checkpoint's durably; a store without such
+    /// work records none.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_start_of_the_last_before_commit_work_is_kept() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = Health::open("test-MDT0000", d.path()).expect("health");
+        let cfg = MdStoreConfig {
+            checkpoint_interval: Duration::from_secs(3600),
+            ..MdStoreConfig::default()
+        };
+        let s = MdStore::open(d.path(), cfg.clone(), health.clone()).expect("open");
+        s.sync().await.expect("sync");
+        s.write(|tx| tx.put(Table::Meta, b"a", b"1"))
+            .await
+            .expect("write");
+        assert_eq!(s.before_commit_began(), Ok(None), "no work, no record");
+        s.set_before_commit(Box::new(|| Ok(()))).expect("hook");
+        let before = SystemTime::now();
+        s.sync().await.expect("sync");
+        let synced = s.before_commit_began().expect("read").expect("recorded");
+        assert!(before <= synced && synced <= SystemTime::now());
+        s.close().await;
+        drop(s);
+        let s = MdStore::open(d.path(), cfg, health).expect("reopen");
+        let closed = s.before_commit_began().expect("read").expect("kept");
+        assert!(
+            closed >= synced,
+            "the closing checkpoint's work is the last"
+        );
+        s.close().await;
     }
 
     /// A leader with more batches hands them to a blocking-pool task. When that task

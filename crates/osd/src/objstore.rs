@@ -49,6 +49,11 @@ use std::time::{Duration, Instant};
 
 /// Subdirectories per sequence (ldiskfs uses 32).
 pub const OBJ_SUBDIRS: u32 = 32;
+/// How far before the start of the last sync a torn window opens
+/// ([`ObjStore::set_torn_window`]): a write whose data reaches the store as the sync
+/// begins may be outside it, and its object's mtime (set as the write starts) is earlier
+/// than the sync by its own duration at most.
+pub const TORN_MARGIN: Duration = Duration::from_secs(1);
 /// Open object files kept cached; beyond this the least recently used are closed.
 pub const DEFAULT_FD_CACHE: usize = 1024;
 const FILTER_FID_XATTR: &str = "user.nacre.fid";

@@ -32,10 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Before a commit's sync, how far back its start is put: a write whose data reaches the
-/// store as the sync begins may be outside it, and its object's mtime (set as the write
-/// starts) is earlier than the sync by its own duration at most.
-pub const TORN_MARGIN: Duration = Duration::from_secs(1);
+/// Before a commit's sync, how far back its start is put (the object store's rule).
+pub use nacre_osd::objstore::TORN_MARGIN;
 /// For a `LAST_COMMITTED` written before it kept its sync's start: how long before the
 /// file's own mtime the sync may have begun.
 const OLD_COMMIT_SYNC_MAX: Duration = Duration::from_secs(60);

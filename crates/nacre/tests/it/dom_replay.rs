@@ -15,12 +15,14 @@ use common::cluster::{FILE, pattern, rw};
 use common::power_cut::{
     ReplayRig, assert_contents, content, require_power_cut, set_param_p_and_wait, write_at,
 };
+use common::procs::ServeCluster;
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
 use nacre_core::layout::EOF;
-use nacre_core::{Component, Fid, Layout};
+use nacre_core::{Component, Errno, Fid, Layout};
 use nacre_rpc::msg::{Cred, LayoutRequest};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The DoM component's end: every write below stays on the MDT.
 const DOM: u64 = 1 << 20;
@@ -168,4 +170,84 @@ async fn untracked_dom_writes_are_lost_to_a_power_cut_of_the_mdt() {
     c.unmount();
     other.unmount();
     tokio::task::block_in_place(|| rig.cl.stop_all());
+}
+
+/// A DoM block the MDT's crash tore (changed after the last commit that synced DoM data
+/// began: its bytes reached the disk and its checksum did not, or the reverse) reads as the
+/// disk kept it after the restart, counted in `mdt.*.dom_checksum_torn_retaken`, rather
+/// than failing every read; a block synced by an earlier commit that fails its checksum
+/// is corruption, EIO, as before. The crash is a `kill -9` of the MDT's `nacre serve`
+/// process, the tear a bit flipped in each object's data with its checksum left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dom_block_the_mdts_crash_tore_reads_as_kept_and_older_damage_is_eio() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = tokio::task::block_in_place(|| {
+        let mut cl = ServeCluster::format(
+            "domtorn",
+            &tmp.path().join("mgs"),
+            &[tmp.path().join("mdt0")],
+            &[tmp.path().join("ost0")],
+        );
+        cl.start_all();
+        cl
+    });
+    let c = cl.mount("dom-torn-a").await;
+    let mdt = format!("{}-MDT0000", cl.fsname);
+    set_param_p_and_wait(&c, &format!("osd-nacre.{mdt}.checkpoint_interval"), "600").await;
+    // The crash must not be undone by a replay of the late write.
+    c.tunables
+        .set("mdc", "replay_tracking", 0)
+        .expect("replay_tracking=0");
+    let (old_len, late_len) = (64 << 10, 96 << 10);
+    let old = dom_file(&c, "old").await;
+    write_at(&c, old, 0, &pattern(old_len, 1), true).await;
+    // Past the margin: the next commit's sync of DoM data begins well after "old" changed.
+    tokio::time::sleep(nacre_osd::objstore::TORN_MARGIN + Duration::from_millis(500)).await;
+    let late = dom_file(&c, "late").await;
+    // Written and answered, not synced; the handle stays open (a last close syncs).
+    let (h, _) = c.open(late, rw(), &Cred::root()).await.expect("open");
+    c.write(&h, 0, Bytes::from(pattern(late_len, 2)))
+        .await
+        .expect("write");
+    c.flush(&h).await.expect("flush");
+    tokio::task::block_in_place(|| cl.kill("mdt0"));
+    let objects = nacre_osd::inject::objects_with_data(&tmp.path().join("mdt0").join("dom"))
+        .expect("DoM objects");
+    let path_of = |len: usize| {
+        let found: Vec<_> = objects.iter().filter(|o| o.2 == len as u64).collect();
+        assert_eq!(found.len(), 1, "DoM objects of {len} bytes: {objects:?}");
+        found[0].1.clone()
+    };
+    const AT: u64 = 5000;
+    for len in [old_len, late_len] {
+        nacre_osd::inject::flip_bit(&path_of(len), AT, 3).expect("flip");
+    }
+    tokio::task::block_in_place(|| cl.start("mdt0"));
+    let other = cl.mount("dom-torn-b").await;
+    let mut want = pattern(late_len, 2);
+    want[AT as usize] ^= 1 << 3;
+    let got = content(&other, late)
+        .await
+        .expect("a block the crash tore reads as kept");
+    assert!(
+        got == want,
+        "the torn DoM file does not read as the disk kept it"
+    );
+    assert_eq!(
+        content(&other, old).await.err(),
+        Some(Errno::EIO),
+        "damage to DoM data an earlier commit synced was not caught"
+    );
+    let counter = |name: &str| -> u64 {
+        let v = tokio::task::block_in_place(|| common::param(&format!("mdt.{mdt}.{name}")));
+        v.parse().unwrap_or_else(|_| panic!("{name}: {v}"))
+    };
+    assert_eq!(counter("dom_checksum_torn_retaken"), 1);
+    assert!(counter("dom_checksum_errors") >= 1);
+    // Taken means rewritten: the torn block reads again without being taken again.
+    assert!(content(&other, late).await.expect("read again") == want);
+    assert_eq!(counter("dom_checksum_torn_retaken"), 1);
+    c.unmount();
+    other.unmount();
+    tokio::task::block_in_place(|| cl.stop_all());
 }
