@@ -246,13 +246,19 @@ impl Mdt {
     }
 
     /// Gives `fid` the layout of `volatile` if `fid` is unchanged since generation `gen_`.
+    /// With `replay`, the replay of a swap answered before a crash: the copy it ended was
+    /// checked for writers then, and what this MDT knew of it in memory died with it. The
+    /// volatile file is there (the copy's `fsync` committed it) unless the crash took it
+    /// back too, and the generation check still applies: replays run in transno order
+    /// from the state the crash left, as the swap first ran.
     pub(crate) async fn swap_layouts(
         &self,
         fid: Fid,
         volatile: Fid,
         gen_: u32,
+        replay: bool,
     ) -> Result<Reply, Errno> {
-        if !self.opens_table().end_migration(&fid) {
+        if !replay && !self.opens_table().end_migration(&fid) {
             // Someone opened the file for writing during the copy: their writes would be lost.
             return Err(Errno::EBUSY);
         }

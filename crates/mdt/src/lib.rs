@@ -1391,11 +1391,29 @@ impl Mdt {
                 Ok(Reply::Written(n))
             }
             (Request::LayoutIntent { fid, .. }, Some(o)) => self.replay_layout_intent(fid, o).await,
+            (r @ Request::SwapLayouts { .. }, _) => self.swap_request(r, true).await,
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
                 .await
                 .map(|(r, _)| r),
         }
+    }
+
+    /// `SwapLayouts`, checked against the caller's rights on both files; with `replay`,
+    /// the replay of one answered before a crash ([`Mdt::swap_layouts`]).
+    async fn swap_request(&self, req: Request, replay: bool) -> Result<Reply, Errno> {
+        let Request::SwapLayouts {
+            fid,
+            volatile,
+            layout_gen,
+            cred,
+        } = req
+        else {
+            return Err(Errno::EPROTO);
+        };
+        self.may(&fid, &cred, perm::MAY_WRITE)?;
+        self.may(&volatile, &cred, perm::MAY_WRITE)?;
+        self.swap_layouts(fid, volatile, layout_gen, replay).await
     }
 
     /// A replayed layout intent: the components its first run instantiated get the objects
@@ -1616,16 +1634,7 @@ impl Mdt {
                 self.may(&fid, &cred, perm::MAY_WRITE)?;
                 self.create_volatile(&ctx, fid, layout).await
             }
-            Request::SwapLayouts {
-                fid,
-                volatile,
-                layout_gen,
-                cred,
-            } => {
-                self.may(&fid, &cred, perm::MAY_WRITE)?;
-                self.may(&volatile, &cred, perm::MAY_WRITE)?;
-                self.swap_layouts(fid, volatile, layout_gen).await
-            }
+            r @ Request::SwapLayouts { .. } => self.swap_request(r, false).await,
             Request::Mirror { fid, op, cred } => {
                 match &op {
                     MirrorOp::Extend { .. } | MirrorOp::Split { .. } => {

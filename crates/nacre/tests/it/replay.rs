@@ -987,3 +987,166 @@ async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
     c.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// The stale flags of each mirror of `fid`'s layout, by mirror id.
+async fn stale_mirrors(c: &Client, fid: Fid) -> Vec<(u32, bool)> {
+    let l = c
+        .getattr(fid)
+        .await
+        .expect("getattr")
+        .layout
+        .expect("a layout");
+    l.mirror_ids()
+        .into_iter()
+        .map(|m| (m, l.mirror(m).components.iter().any(|k| k.is_stale())))
+        .collect()
+}
+
+/// A file of two mirrors (`lfs setstripe -N2`), written whole to both (the default,
+/// immediate mode) and synced with its name: its mirrors in sync and committed.
+async fn mirrored_file(c: &Arc<Client>, name: &[u8], data: &[u8]) -> Fid {
+    use nacre_core::layout::{Component, EOF, Layout, pflr_id};
+    let comps = (1..=2)
+        .map(|m| {
+            let mut k = Component::raid0(0, EOF, 1, 65536, -1);
+            k.id = pflr_id(m, 0);
+            k
+        })
+        .collect();
+    let two_mirrors = Layout {
+        components: comps,
+        ..Layout::composite(Vec::new())
+    };
+    let fid = c
+        .create(
+            Fid::ROOT,
+            name,
+            FILE,
+            0,
+            &cred(),
+            None,
+            LayoutRequest::Explicit(two_mirrors),
+            None,
+            true,
+        )
+        .await
+        .expect("create")
+        .0
+        .attr
+        .fid;
+    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.release(&h).await.expect("close");
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    assert_eq!(
+        stale_mirrors(c, fid).await,
+        vec![(1, false), (2, false)],
+        "the mirrors are not in sync"
+    );
+    fid
+}
+
+/// Writes `data` at 0 of `fid` through a handle of its own, unsynced, and closes.
+async fn write_unsynced(c: &Arc<Client>, fid: Fid, data: &[u8]) {
+    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    c.release(&h).await.expect("close");
+}
+
+/// Layout changes that later writes depend on are replayed: a mirrored file's write
+/// intent (Lustre's delayed mode: the data goes to one mirror and the MDT marks the other
+/// stale over the range), a mirror split off (`lfs mirror split`) before a write to the
+/// mirror left, and a layout swap (`lfs migrate`) before a write to the new objects. The
+/// MDT's power cut takes them back while the OST keeps the data; without the replays the
+/// mirror the write missed would be called in sync while it holds the old bytes (a read
+/// could return either), and the migrated file would go back to its old objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_changes_writes_depend_on_are_replayed() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpmirror", "mdt0"));
+    let c = rig.cl.mount("replay-mirror").await;
+    let old = pattern(200_000, 1);
+    let intent = mirrored_file(&c, b"write-intent", &old).await;
+    let split = mirrored_file(&c, b"split", &old).await;
+    let new = pattern(200_000, 2);
+    // A plain file, synced, migrated to another stripe size, then written. (The
+    // migration's copy syncs, so it goes first: the changes after it stay uncommitted.)
+    let migrated = create(&c, Fid::ROOT, b"migrated", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (h, _) = c.open(migrated, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::from(old.clone()))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.release(&h).await.expect("close");
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    const MIGRATED_STRIPE: u32 = 128 << 10;
+    let to = nacre_core::Layout::plain(1, MIGRATED_STRIPE, -1);
+    c.migrate(migrated, to, &cred()).await.expect("migrate");
+    write_unsynced(&c, migrated, &new).await;
+    let stripe = |c: Arc<Client>| async move {
+        c.getattr(migrated)
+            .await
+            .expect("getattr")
+            .layout
+            .expect("layout")
+            .components[0]
+            .stripe_size
+    };
+    assert_eq!(stripe(c.clone()).await, MIGRATED_STRIPE, "not migrated");
+    c.mirror_split(split, 2, None).await.expect("split");
+    write_unsynced(&c, split, &new).await;
+    c.tunables
+        .set_str("llite", "mirror_write_mode", "delayed")
+        .expect("delayed mode");
+    write_unsynced(&c, intent, &new).await;
+    let before = (
+        stale_mirrors(&c, intent).await,
+        stale_mirrors(&c, split).await,
+    );
+    assert_eq!(
+        before.0.iter().filter(|(_, stale)| *stale).count(),
+        1,
+        "a delayed-mode write left no mirror stale: {before:?}"
+    );
+    assert_eq!(before.1, vec![(1, false)], "the split left other mirrors");
+    tokio::task::block_in_place(|| rig.cut());
+    assert_eq!(
+        stale_mirrors(&c, intent).await,
+        before.0,
+        "the write intent was lost: a mirror holding the old bytes is in sync"
+    );
+    assert_eq!(
+        stale_mirrors(&c, split).await,
+        before.1,
+        "the split was lost: the mirror split off, which the write missed, is back in sync"
+    );
+    assert_eq!(
+        stripe(c.clone()).await,
+        MIGRATED_STRIPE,
+        "the swap was lost: the migrated file is back on its old objects"
+    );
+    for (fid, name) in [
+        (intent, "write-intent"),
+        (split, "split"),
+        (migrated, "migrated"),
+    ] {
+        let got = common::integrity::read_file(&c, fid, new.len() as u64)
+            .await
+            .expect("read after the cut");
+        assert!(got == new, "{name} does not read as written");
+    }
+    tokio::task::block_in_place(|| rig.assert_recovered(1, 3));
+    c.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
