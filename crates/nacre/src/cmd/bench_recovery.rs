@@ -13,7 +13,10 @@
 //! mount against a local directory (ext4 here: the file system the targets themselves are
 //! on), files per second side by side. On nacre each fsync makes the file's OST objects
 //! and its MDT's journal durable, sharing a synced journal write with the callers beside
-//! it.
+//! it. The same workload runs twice on nacre: in a directory of the default layout (one
+//! OST object per file, row `files`) and in one whose default is Lustre's Data-on-MDT
+//! layout for small files (`lfs setstripe -E 1M -L mdt -E -1`, row `dom`), where a
+//! file's bytes and its name are made durable by its MDT alone.
 
 use super::bench_checksums::write_then_read;
 use super::bench_cost::{self, Cell, CostArgs, MDTEST_PHASES};
@@ -23,6 +26,9 @@ use nacre_bench::env::RunEnv;
 use nacre_bench::ior::IorConfig;
 use nacre_bench::mix::{self, MixJob, MixOptions, Popularity, Rw};
 use nacre_bench::rank::World;
+use nacre_core::Fid;
+use nacre_core::layout::{Component, EOF, Layout};
+use nacre_rpc::msg::Cred;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +36,8 @@ use std::sync::Arc;
 const TRACKING_GOAL: f64 = 0.95;
 /// The goal for fsync per file: at least half the local file system's rate.
 const FSYNC_GOAL: f64 = 0.5;
+/// The end of the DoM component of the `dom` case's layout (`-E 1M -L mdt`).
+const DOM_END: u64 = 1 << 20;
 /// ext4's (and ext2/3's) `f_type`.
 const EXT4_SUPER_MAGIC: i64 = 0xEF53;
 
@@ -96,6 +104,36 @@ fn fsync_job(files: u64, size: u64, tasks: usize) -> MixJob {
         threads: tasks,
         direct: false,
         fsync: 1,
+    }
+}
+
+/// Makes `dir`, a directory in the mount's root, with Lustre's Data-on-MDT layout for
+/// small files as its default (`lfs setstripe -E 1M -L mdt -E -1`), and checks it took.
+fn dom_dir(fs: &BenchFs, dir: &Path) -> Result<()> {
+    std::fs::create_dir(dir).with_context(|| format!("mkdir {}", dir.display()))?;
+    let name = match dir.file_name() {
+        Some(n) if dir.parent() == Some(fs.mnt.as_path()) => n,
+        _ => bail!("{} is not in the mount's root", dir.display()),
+    };
+    let layout = Layout::composite(vec![
+        Component::dom(DOM_END),
+        Component::raid0(DOM_END, EOF, 1, 1 << 20, -1),
+    ]);
+    let cred = Cred::root();
+    let set = fs.rt.block_on(async {
+        let d = fs
+            .client
+            .lookup(Fid::ROOT, name.as_encoded_bytes(), &cred)
+            .await?;
+        fs.client
+            .set_default_layout(d.attr.fid, Some(layout), &cred)
+            .await?;
+        fs.client.get_default_layout(d.attr.fid).await
+    });
+    match set {
+        Ok(Some(l)) if l.dom().is_some() => Ok(()),
+        Ok(_) => bail!("{}: the DoM default layout did not take", dir.display()),
+        Err(e) => bail!("lfs setstripe -E 1M -L mdt -E -1 {}: {e}", dir.display()),
     }
 }
 
@@ -187,26 +225,36 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
                 std::fs::remove_dir_all(&d).with_context(|| format!("rm -r {}", d.display()))?;
             }
             if a.sync_files > 0 {
-                // "on" is nacre, "off" the local file system; they alternate too.
+                // "on" is nacre, "off" the local file system; they alternate too. The
+                // local rate stands against both of nacre's layouts.
                 set_tracking(&fs, true)?;
+                let seed = u64::from(rep) + 1;
                 for on in bench_cost::order(rep) {
-                    let dir = if on {
-                        fs.mnt.join(format!("sync-{rep}"))
+                    let rates = if on {
+                        let plain =
+                            fsync_rate(&env, &fs.mnt.join(format!("sync-{rep}")), &job, seed)?;
+                        let dir = fs.mnt.join(format!("sync-dom-{rep}"));
+                        dom_dir(&fs, &dir)?;
+                        let dom = fsync_rate(&env, &dir, &job, seed)?;
+                        eprintln!(
+                            "run {rep}: fsync per file on nacre: {plain:.1} files/s, with DoM {dom:.1}"
+                        );
+                        [plain, dom]
                     } else {
-                        local.join(format!("sync-{rep}"))
+                        let rate =
+                            fsync_rate(&env, &local.join(format!("sync-{rep}")), &job, seed)?;
+                        eprintln!("run {rep}: fsync per file on local: {rate:.1} files/s");
+                        [rate, rate]
                     };
-                    let rate = fsync_rate(&env, &dir, &job, u64::from(rep) + 1)?;
-                    eprintln!(
-                        "run {rep}: fsync per file on {}: {rate:.1} files/s",
-                        if on { "nacre" } else { "local" }
-                    );
-                    cells.push(Cell {
-                        case: "fsync".into(),
-                        on,
-                        op: "files".into(),
-                        rep,
-                        rate,
-                    });
+                    for (op, rate) in ["files", "dom"].into_iter().zip(rates) {
+                        cells.push(Cell {
+                            case: "fsync".into(),
+                            on,
+                            op: op.into(),
+                            rep,
+                            rate,
+                        });
+                    }
                 }
             }
         }
@@ -252,7 +300,8 @@ fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type:
     println!();
     println!(
         "fsync per file ({} files of {}, one write and an fsync each, {} threads): nacre \
-         (\"on\") against local {} ({kind}) (\"off\")",
+         (\"on\"; files: one OST object each; dom: -E 1M -L mdt -E -1) against local {} \
+         ({kind}) (\"off\")",
         a.sync_files,
         a.sync_size,
         a.cost.tasks,
@@ -261,7 +310,7 @@ fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type:
     bench_cost::print_table(
         cells,
         &["fsync".into()],
-        &["files"],
+        &["files", "dom"],
         "files/s",
         Some(FSYNC_GOAL),
     );

@@ -106,14 +106,16 @@ fn recovery_costs_are_measured() {
         ("ior", "write"),
         ("ior", "read"),
         ("fsync", "files"),
+        ("fsync", "dom"),
     ] {
         let r = row(&stdout, case, op);
         positive(r[0], &format!("{case} {op} on"));
         positive(r[1], &format!("{case} {op} off"));
         positive(r[2], &format!("{case} {op} ratio"));
     }
-    // mdtest 3 + IOR 2, tracking on and off; the fsync workload on nacre and locally.
-    assert_eq!(c.len(), 12, "{c:?}");
+    // mdtest 3 + IOR 2, tracking on and off; the fsync workload on nacre (plain and
+    // DoM) and locally (standing against both).
+    assert_eq!(c.len(), 14, "{c:?}");
     // The local side of the fsync comparison ran beside the targets, and is gone.
     assert!(!tmp.path().join("w").join("local").exists());
 }
