@@ -27,7 +27,7 @@ use nacre_bench::ior::IorConfig;
 use nacre_bench::mix::{self, MixJob, MixOptions, Popularity, Rw};
 use nacre_bench::rank::World;
 use nacre_core::Fid;
-use nacre_core::layout::{Component, EOF, Layout};
+use nacre_lustreapi::setstripe::{SetstripeAction, parse_setstripe};
 use nacre_rpc::msg::Cred;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,8 +36,8 @@ use std::sync::Arc;
 const TRACKING_GOAL: f64 = 0.95;
 /// The goal for fsync per file: at least half the local file system's rate.
 const FSYNC_GOAL: f64 = 0.5;
-/// The end of the DoM component of the `dom` case's layout (`-E 1M -L mdt`).
-const DOM_END: u64 = 1 << 20;
+/// The `dom` case's default layout, as `lfs setstripe` options.
+const DOM_SETSTRIPE: &[&str] = &["-E", "1M", "-L", "mdt", "-E", "-1"];
 /// ext4's (and ext2/3's) `f_type`.
 const EXT4_SUPER_MAGIC: i64 = 0xEF53;
 
@@ -108,17 +108,24 @@ fn fsync_job(files: u64, size: u64, tasks: usize) -> MixJob {
 }
 
 /// Makes `dir`, a directory in the mount's root, with Lustre's Data-on-MDT layout for
-/// small files as its default (`lfs setstripe -E 1M -L mdt -E -1`), and checks it took.
+/// small files as its default (`lfs setstripe` [`DOM_SETSTRIPE`], parsed as `lfs` parses
+/// it), and checks it took.
 fn dom_dir(fs: &BenchFs, dir: &Path) -> Result<()> {
+    let setstripe = DOM_SETSTRIPE.join(" ");
+    let mut args = DOM_SETSTRIPE.to_vec();
+    let path = dir.to_string_lossy();
+    args.push(&path);
+    let SetstripeAction::SetLayout(layout) = parse_setstripe(&args)
+        .map_err(|e| anyhow::anyhow!("lfs setstripe {setstripe}: {e}"))?
+        .action
+    else {
+        bail!("lfs setstripe {setstripe}: not a layout");
+    };
     std::fs::create_dir(dir).with_context(|| format!("mkdir {}", dir.display()))?;
     let name = match dir.file_name() {
         Some(n) if dir.parent() == Some(fs.mnt.as_path()) => n,
         _ => bail!("{} is not in the mount's root", dir.display()),
     };
-    let layout = Layout::composite(vec![
-        Component::dom(DOM_END),
-        Component::raid0(DOM_END, EOF, 1, 1 << 20, -1),
-    ]);
     let cred = Cred::root();
     let set = fs.rt.block_on(async {
         let d = fs
@@ -133,7 +140,7 @@ fn dom_dir(fs: &BenchFs, dir: &Path) -> Result<()> {
     match set {
         Ok(Some(l)) if l.dom().is_some() => Ok(()),
         Ok(_) => bail!("{}: the DoM default layout did not take", dir.display()),
-        Err(e) => bail!("lfs setstripe -E 1M -L mdt -E -1 {}: {e}", dir.display()),
+        Err(e) => bail!("lfs setstripe {setstripe} {}: {e}", dir.display()),
     }
 }
 
@@ -231,11 +238,18 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
                 let seed = u64::from(rep) + 1;
                 for on in bench_cost::order(rep) {
                     let rates = if on {
-                        let plain =
-                            fsync_rate(&env, &fs.mnt.join(format!("sync-{rep}")), &job, seed)?;
-                        let dir = fs.mnt.join(format!("sync-dom-{rep}"));
-                        dom_dir(&fs, &dir)?;
-                        let dom = fsync_rate(&env, &dir, &job, seed)?;
+                        // The two layouts take turns going first, as on and off do.
+                        let (mut plain, mut dom) = (0.0, 0.0);
+                        for dom_now in bench_cost::order(rep) {
+                            if dom_now {
+                                let dir = fs.mnt.join(format!("sync-dom-{rep}"));
+                                dom_dir(&fs, &dir)?;
+                                dom = fsync_rate(&env, &dir, &job, seed)?;
+                            } else {
+                                let dir = fs.mnt.join(format!("sync-{rep}"));
+                                plain = fsync_rate(&env, &dir, &job, seed)?;
+                            }
+                        }
                         eprintln!(
                             "run {rep}: fsync per file on nacre: {plain:.1} files/s, with DoM {dom:.1}"
                         );
@@ -300,11 +314,11 @@ fn print_tables(a: &RecoveryBenchArgs, cells: &[Cell], local: &Path, local_type:
     println!();
     println!(
         "fsync per file ({} files of {}, one write and an fsync each, {} threads): nacre \
-         (\"on\"; files: one OST object each; dom: -E 1M -L mdt -E -1) against local {} \
-         ({kind}) (\"off\")",
+         (\"on\"; files: one OST object each; dom: {}) against local {} ({kind}) (\"off\")",
         a.sync_files,
         a.sync_size,
         a.cost.tasks,
+        DOM_SETSTRIPE.join(" "),
         local.display()
     );
     bench_cost::print_table(

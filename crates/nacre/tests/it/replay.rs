@@ -828,14 +828,18 @@ async fn create_pfl(c: &Client, name: &[u8], end: u64) -> Fid {
     .fid
 }
 
-/// The objects of `fid`'s instantiated components, by component id.
-async fn component_objects(c: &Client, fid: Fid) -> Vec<(u32, Vec<Fid>)> {
-    let l = c
-        .getattr(fid)
+/// `fid`'s layout, as `c` sees it now.
+async fn layout_of(c: &Client, fid: Fid) -> nacre_core::Layout {
+    c.getattr(fid)
         .await
         .expect("getattr")
         .layout
-        .expect("a layout");
+        .expect("a layout")
+}
+
+/// The objects of `fid`'s instantiated components, by component id.
+async fn component_objects(c: &Client, fid: Fid) -> Vec<(u32, Vec<Fid>)> {
+    let l = layout_of(c, fid).await;
     l.components
         .iter()
         .filter(|c| c.is_init())
@@ -910,12 +914,7 @@ async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
     let comps = |fid: Fid| {
         let c = c.clone();
         async move {
-            let l = c
-                .getattr(fid)
-                .await
-                .expect("getattr")
-                .layout
-                .expect("layout");
+            let l = layout_of(&c, fid).await;
             l.components
                 .iter()
                 .map(|k| (k.id, k.start, k.end, k.stripe_size))
@@ -990,12 +989,7 @@ async fn a_layout_a_write_instantiated_is_replayed_with_its_objects() {
 
 /// The stale flags of each mirror of `fid`'s layout, by mirror id.
 async fn stale_mirrors(c: &Client, fid: Fid) -> Vec<(u32, bool)> {
-    let l = c
-        .getattr(fid)
-        .await
-        .expect("getattr")
-        .layout
-        .expect("a layout");
+    let l = layout_of(c, fid).await;
     l.mirror_ids()
         .into_iter()
         .map(|m| (m, l.mirror(m).components.iter().any(|k| k.is_stale())))
@@ -1094,16 +1088,8 @@ async fn layout_changes_writes_depend_on_are_replayed() {
     let to = nacre_core::Layout::plain(1, MIGRATED_STRIPE, -1);
     c.migrate(migrated, to, &cred()).await.expect("migrate");
     write_unsynced(&c, migrated, &new).await;
-    let stripe = |c: Arc<Client>| async move {
-        c.getattr(migrated)
-            .await
-            .expect("getattr")
-            .layout
-            .expect("layout")
-            .components[0]
-            .stripe_size
-    };
-    assert_eq!(stripe(c.clone()).await, MIGRATED_STRIPE, "not migrated");
+    let stripe = || async { layout_of(&c, migrated).await.components[0].stripe_size };
+    assert_eq!(stripe().await, MIGRATED_STRIPE, "not migrated");
     c.mirror_split(split, 2, None).await.expect("split");
     write_unsynced(&c, split, &new).await;
     c.tunables
@@ -1132,7 +1118,7 @@ async fn layout_changes_writes_depend_on_are_replayed() {
         "the split was lost: the mirror split off, which the write missed, is back in sync"
     );
     assert_eq!(
-        stripe(c.clone()).await,
+        stripe().await,
         MIGRATED_STRIPE,
         "the swap was lost: the migrated file is back on its old objects"
     );
