@@ -280,12 +280,20 @@ impl Import {
         }
     }
 
-    async fn connection(&self) -> Result<Conn, RpcError> {
+    /// The TCP connection, made if there is none; `None` when the target turns out to be
+    /// served in this process. A caller that found no in-process link may wait here while
+    /// a restarted target's address is published: connecting over TCP then would bind the
+    /// client's uuid to a second export beside the in-process link's, and the target
+    /// refuses whatever the link sends after that (EPROTO).
+    async fn connection(&self) -> Result<Option<Conn>, RpcError> {
         let mut g = self.conn.lock().await;
+        if self.local_link().is_some() {
+            return Ok(None);
+        }
         if let Some(c) = g.as_ref()
             && !c.is_closed()
         {
-            return Ok(c.clone());
+            return Ok(Some(c.clone()));
         }
         self.connect_attempts
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -307,7 +315,13 @@ impl Import {
         *g = Some(c.clone());
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Ok(c)
+        Ok(Some(c))
+    }
+
+    /// Holds the lock TCP connects are made under, as a caller that is making one does.
+    #[cfg(test)]
+    pub(crate) async fn hold_tcp_connect(&self) -> tokio::sync::MutexGuard<'_, Option<Conn>> {
+        self.conn.lock().await
     }
 
     /// A connect hook's error, as the transport error the request that connected meets.
@@ -425,7 +439,9 @@ impl Import {
                 return link.call(req, bulk, left.min(self.request_timeout())).await;
             }
             let res = match self.connection().await {
-                Ok(c) => {
+                // Served in process after all: the loop's first branch takes it.
+                Ok(None) => continue,
+                Ok(Some(c)) => {
                     let left = deadline
                         .saturating_duration_since(Instant::now())
                         .max(Duration::from_millis(1));

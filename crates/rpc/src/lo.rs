@@ -672,6 +672,64 @@ mod tests {
         );
     }
 
+    /// A restarted target's address is published while a caller that found no in-process
+    /// link waits to connect over TCP (another caller is connecting): it goes in process
+    /// too. Over TCP it would bind the client's uuid to a second export, and the target
+    /// would refuse what the in-process link sends next.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_caller_waiting_to_connect_when_the_target_appears_in_process_goes_in_process() {
+        let key = Key::generate();
+        let svc = Arc::new(Peer::default());
+        let (_sd_tx, sd_rx) = watch::channel(false);
+        let (addr, _cfg, _task) = start(&key, svc.clone(), sd_rx).await;
+        let name = TargetName::ost(0);
+        let config = |active: bool| FsConfig {
+            fsname: "lofs".into(),
+            osts: vec![TargetInfo {
+                name,
+                addr: addr.clone(),
+                active,
+            }],
+            ..FsConfig::default()
+        };
+        // The target is down in the configuration the caller first reads.
+        let (tx, rx) = watch::channel(config(false));
+        let imp = Arc::new(Import::new(
+            name,
+            ConnConfig {
+                fsname: "lofs".into(),
+                client: "client-lo".into(),
+                key: key.clone(),
+                max_in_flight: 4,
+                timeout: Duration::from_secs(5),
+            },
+            rx,
+        ));
+        imp.set_recovery_timeout(Duration::from_secs(5));
+        let held = imp.hold_tcp_connect().await;
+        let caller = tokio::spawn({
+            let imp = imp.clone();
+            async move { imp.call(&Request::Ping, Bytes::new()).await }
+        });
+        // One thread: the caller runs until it waits for the lock.
+        tokio::task::yield_now().await;
+        assert!(!caller.is_finished());
+        tx.send_replace(config(true));
+        drop(held);
+        let (r, _) = caller.await.expect("caller").expect("ping");
+        assert_eq!(
+            r,
+            Reply::Pong {
+                target: addr.clone()
+            },
+            "went over TCP"
+        );
+        assert!(
+            imp.hold_tcp_connect().await.is_none(),
+            "a TCP connection was made"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn same_process_requests_skip_tcp_until_the_target_stops() {
         let key = Key::generate();
