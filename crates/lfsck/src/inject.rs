@@ -570,6 +570,11 @@ pub async fn orphan_ost_object(
 ) -> Result<Injected, Errno> {
     let osp = mdt.lod().osp(ost_idx).ok_or(Errno::ENODEV)?;
     let so = osp.take().await?;
+    // Handed out as far as the MDT knows, as a file's object whose inode was then lost:
+    // not one a power cut took back, which the MDT's next start resets.
+    mdt.store()
+        .write(move |tx| mdd::note_objects_used(tx, &[so]))
+        .await?;
     ost.write(&so.fid, &parent.with_ver(0), 0, data)
         .map_err(Errno::from)?;
     Ok(hit("orphan OST object made", so.fid, None))

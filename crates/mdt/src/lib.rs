@@ -314,7 +314,10 @@ impl Mdt {
                 .await?;
             let import = Arc::new(Import::new(t, conn.clone(), config.clone()));
             let osp = Osp::new(idx, import, seq, next);
-            tokio::spawn(osp.clone().run(shutdown.clone()));
+            tokio::spawn(
+                osp.clone()
+                    .run(shutdown.clone(), self.recovery.ended_signal()),
+            );
             self.lod.add_osp(osp);
             tracing::info!(target: "mdt", "MDT{:04x}: using OST{idx:04x}", self.index);
         }

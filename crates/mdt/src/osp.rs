@@ -16,6 +16,7 @@
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid, StripeObject, TargetName};
 use nacre_rpc::Import;
+use nacre_rpc::error::RpcError;
 use nacre_rpc::lfsck::{LfsckReply, LfsckRequest, OstRepair, Outcome};
 use nacre_rpc::msg::{Reply, Request, StatFs};
 use parking_lot::Mutex;
@@ -141,6 +142,9 @@ pub struct Osp {
     /// The last precreate failed with ENOSPC: skip this OST for new files.
     full: AtomicBool,
     reachable: AtomicBool,
+    /// The OST reset the objects this MDT may have handed out to files a power cut took
+    /// back ([`Osp::clean_orphans`]); until then the pool hands out nothing.
+    orphans_cleaned: AtomicBool,
 }
 
 impl Osp {
@@ -162,6 +166,7 @@ impl Osp {
             statfs: Mutex::new(None),
             full: AtomicBool::new(false),
             reachable: AtomicBool::new(false),
+            orphans_cleaned: AtomicBool::new(false),
         })
     }
 
@@ -319,7 +324,13 @@ impl Osp {
     }
 
     /// The background task: keep the pool above its low-water mark and statfs fresh.
-    pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    /// `recovered` turns true once the MDT's recovery is over: its replayed creates have
+    /// taken back their objects, so the rest may be cleaned.
+    pub async fn run(
+        self: Arc<Self>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+        mut recovered: tokio::sync::watch::Receiver<bool>,
+    ) {
         let mut synced = false;
         let mut generation = self.import.generation();
         loop {
@@ -335,7 +346,8 @@ impl Osp {
                 synced = false;
             }
             if !synced {
-                synced = self.sync_last_id().await;
+                let over = *recovered.borrow_and_update();
+                synced = self.sync_last_id(over).await;
             }
             if synced {
                 self.refill().await;
@@ -350,30 +362,68 @@ impl Osp {
     }
 
     /// Learns how far the OST has created objects in our sequence (after any restart).
-    async fn sync_last_id(&self) -> bool {
+    /// The first time, once the MDT's recovery is over (`recovered`), the OST cleans
+    /// the orphans first; until then the pool stays empty.
+    async fn sync_last_id(&self, recovered: bool) -> bool {
         let seq = self.seq();
-        match self
+        let id = match self
             .import
             .call(&Request::OstGetLastId { seq }, Default::default())
             .await
         {
-            Ok((Reply::LastId(id), _)) => {
-                let mut p = self.pool.lock();
-                p.last_created = id;
-                if p.next > id + 1 {
-                    // We handed out ids the OST never created (lost objects): make them now.
-                    tracing::warn!(target: "osp", "OST{:04x}: LAST_ID {} behind next id {}", self.ost_idx, id, p.next);
-                }
-                self.reachable.store(true, Ordering::Release);
-                true
-            }
-            Ok(_) => false,
+            Ok((Reply::LastId(id), _)) => id,
+            Ok(_) => return false,
             Err(e) => {
                 self.reachable.store(false, Ordering::Release);
                 tracing::debug!(target: "osp", "OST{:04x}: {e}", self.ost_idx);
-                false
+                return false;
+            }
+        };
+        self.reachable.store(true, Ordering::Release);
+        let cleaned = self.orphans_cleaned.load(Ordering::Acquire)
+            || (recovered && self.clean_orphans(seq, id).await);
+        if !cleaned {
+            return false;
+        }
+        let mut p = self.pool.lock();
+        p.last_created = id;
+        if p.next > id + 1 {
+            // We handed out ids the OST never created (lost objects): make them now.
+            tracing::warn!(target: "osp", "OST{:04x}: LAST_ID {} behind next id {}", self.ost_idx, id, p.next);
+        }
+        drop(p);
+        // Creates that waited for the pool may take what it holds now.
+        self.refilled.notify_waiters();
+        true
+    }
+
+    /// Lustre's orphan cleanup at an MDT's start (`osp_precreate_cleanup_orphans`): the
+    /// objects from the pool's next id up to the OST's LAST_ID (`last`) were precreated
+    /// and belong to no file this MDT kept, but a power cut may have taken back creates
+    /// that had handed them out, and clients may have written them. The pool hands them
+    /// out again, so the OST first resets each one written. A range too long for the OST
+    /// to reset is skipped instead: the pool goes on past LAST_ID.
+    async fn clean_orphans(&self, seq: u64, last: u32) -> bool {
+        let from = self.pool.lock().next;
+        match self
+            .import
+            .call(&Request::OstCleanOrphans { seq, from }, Default::default())
+            .await
+        {
+            Ok((Reply::LastId(_), _)) => {}
+            Err(RpcError::Errno(Errno::EOVERFLOW)) => {
+                tracing::warn!(target: "osp", "OST{:04x}: objects {from}..={last} not reset: new files get objects past them", self.ost_idx);
+                let mut p = self.pool.lock();
+                p.next = p.next.max(last.saturating_add(1));
+            }
+            Ok(_) => return false,
+            Err(e) => {
+                tracing::debug!(target: "osp", "OST{:04x}: orphan cleanup: {e}", self.ost_idx);
+                return false;
             }
         }
+        self.orphans_cleaned.store(true, Ordering::Release);
+        true
     }
 
     async fn refill(&self) {

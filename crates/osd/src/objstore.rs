@@ -364,6 +364,10 @@ const PRECREATE_CHECK_EVERY: u32 = 256;
 /// syncs each parent once more). 32 per sequence, a handful of sequences per MDT.
 const DURABLE_SUBDIRS_MAX: usize = 65536;
 
+/// Directories synced above an object made at its first write whose subdirectory is not
+/// known durable yet: the subdirectory, the sequence's directory, the store's root.
+const FIRST_WRITE_DIR_LEVELS: usize = 3;
+
 /// What LFSCK learns of one object ([`ObjStore::probe_batch`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ObjProbe {
@@ -879,6 +883,44 @@ impl ObjStore {
                 .map_err(|e| self.health.io_error(format_args!("sequence {seq:#x}"), e))?;
         }
         Ok(())
+    }
+
+    /// Objects `from..=LAST_ID` of `seq` belong to no file their MDT kept (Lustre's
+    /// `ofd_orphans_destroy`, asked by the MDT once its recovery is over): a power cut of
+    /// the MDT took back the creates that got them, while clients had written them. Each
+    /// one written (data, a filter fid or an owner) goes back, durably, to what precreation made: an
+    /// empty file, or none for an object of a lazy store. The MDT hands these ids out
+    /// again, so a new file never shows a lost file's bytes nor is refused for its filter
+    /// fid. Returns how many were reset. LAST_ID stays.
+    pub fn clean_orphans(&self, seq: u64, from: u32) -> Result<u32, Errno> {
+        /// Objects probed at a time.
+        const PROBE_BATCH: u32 = 1024;
+        let _g = self.create_lock.lock();
+        let ids = self.seq_ids(seq)?;
+        let mut written = Vec::new();
+        let mut first = from.max(1);
+        while first <= ids.last {
+            let last = first.saturating_add(PROBE_BATCH - 1).min(ids.last);
+            let fids: Vec<Fid> = (first..=last).map(|oid| Fid::new(seq, oid, 0)).collect();
+            for (fid, p) in fids.iter().zip(self.probe_batch(&fids)?) {
+                if p.size.is_some_and(|s| s > 0) || p.ff.is_some() || p.owner.is_some() {
+                    written.push(*fid);
+                }
+            }
+            first = last.saturating_add(1);
+            if last == u32::MAX {
+                break;
+            }
+        }
+        if written.is_empty() {
+            return Ok(0);
+        }
+        self.destroy_durably(&written)?;
+        for fid in written.iter().filter(|f| f.oid > ids.lazy) {
+            self.make_object_files(seq, fid.oid, fid.oid)?;
+        }
+        tracing::info!(target: "osd", "{}: reset {} orphan objects of sequence {seq:#x} from {from}", self.name(), written.len());
+        Ok(written.len() as u32)
     }
 
     /// Writes `data` at `offset`; records the filter fid on the first write.
@@ -1756,12 +1798,13 @@ impl ObjStore {
         self.health.verify()
     }
 
-    /// Makes an object durable: its data, its size and filter fid, and, for an object a
-    /// lazy store created, the directory entries that name it (it got its file at its
-    /// first write, so a synced object may be a new name in `d<n>`, itself possibly new in
-    /// `O/<seq>`); an object precreated with its file was named durably then. A sync is
-    /// acknowledged only for a store that is still the target's: an open file keeps
-    /// syncing after its directory was removed.
+    /// Makes an object durable: its data, its size and filter fid, and, for an object
+    /// that got its file at its first write (a lazy store's, or one made by
+    /// [`ObjStore::ensure`] as Data-on-MDT objects are), the directory entries that name
+    /// it: a new name in `d<n>`, itself possibly new in its sequence's directory, itself
+    /// possibly new in the store's root. An object precreated with its file was named
+    /// durably then. A sync is acknowledged only for a store that is still the target's:
+    /// an open file keeps syncing after its directory was removed.
     pub fn sync(&self, fid: &Fid) -> Result<(), Errno> {
         self.release(fid);
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
@@ -1772,16 +1815,20 @@ impl ObjStore {
         let sidecar = self.open_sidecar(fid, false)?;
         let path = self.object_path(fid);
         let subdir = (fid.seq, fid.oid % OBJ_SUBDIRS);
-        // A lazy object's entry is in its subdirectory, the subdirectory's in the
-        // sequence's directory (which changes only when a subdirectory is made); an object
-        // precreated with its file needs only its checksum file's entry, if it has one
-        // (made when its table outgrew the xattr).
-        let levels = if fid.oid > self.seq_ids(fid.seq)?.lazy {
+        // An object created at its first write has its entry in its subdirectory, the
+        // subdirectory its entry in the sequence's directory and that its entry in the
+        // root (both change only when a directory is made, so once known durable they
+        // are skipped); an object precreated with its file needs only its checksum
+        // file's entry, if it has one (made when its table outgrew the xattr). Objects
+        // above LAST_ID were never precreated: `ensure` made them.
+        let ids = self.seq_ids(fid.seq)?;
+        let precreated = fid.oid > ids.lazy && fid.oid <= ids.last;
+        let levels = if precreated {
             usize::from(sidecar.is_some())
         } else if self.durable_subdirs.lock().contains(&subdir) {
             1
         } else {
-            2
+            FIRST_WRITE_DIR_LEVELS
         };
         let synced = f.sync_all().and_then(|()| {
             if let Some(sf) = &sidecar {
@@ -1795,7 +1842,7 @@ impl ObjStore {
             }
             Ok(())
         });
-        if synced.is_ok() && levels == 2 {
+        if synced.is_ok() && levels == FIRST_WRITE_DIR_LEVELS {
             let mut d = self.durable_subdirs.lock();
             if d.len() >= DURABLE_SUBDIRS_MAX {
                 d.clear();
@@ -2873,6 +2920,44 @@ mod tests {
             s.read(&Fid::new(seq, 0, 0), 0, 1),
             Err(Errno::EINVAL.into())
         );
+    }
+
+    /// An MDT's orphan cleanup: objects from its next id up to LAST_ID that clients wrote
+    /// (for files a power cut took back) are fresh precreated objects again; the ones
+    /// below, which files the MDT kept own, are untouched, and LAST_ID stays.
+    #[test]
+    fn orphans_above_the_mdts_next_id_are_reset_to_fresh_objects() {
+        let d = tempfile::tempdir().expect("tmp");
+        check_xattr_support(d.path()).expect("xattrs");
+        let s = open_store(d.path(), ObjStoreConfig::default());
+        let seq = 0x240000400;
+        s.precreate(seq, 40).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        let kept = Fid::new(seq, 9, 0);
+        let orphan = Fid::new(seq, 12, 0);
+        let owned = Fid::new(seq, 30, 0);
+        s.write(&kept, &parent, 0, b"kept").expect("write");
+        s.write(&orphan, &parent, 4096, b"lost file")
+            .expect("write");
+        assert!(s.set_owner(&owned, 500, 500).expect("owner"));
+        assert_eq!(s.clean_orphans(seq, 10), Ok(2));
+        assert_eq!(s.read(&kept, 0, 10), Ok(b"kept".to_vec()));
+        for o in [orphan, owned] {
+            assert_eq!(s.probe(&o), Ok((Some(0), None)), "{o}");
+            assert!(
+                s.probe_batch(&[o]).expect("probe")[0].never_written(),
+                "{o}"
+            );
+            assert_eq!(s.read(&o, 0, 10), Ok(Vec::new()));
+        }
+        assert_eq!(s.last_id(seq), Ok(40));
+        // The next file that gets it writes it as its own.
+        let other = Fid::new(0x200000401, 4, 0);
+        s.write(&orphan, &other, 0, b"new").expect("write");
+        assert_eq!(s.filter_fid(&orphan), Ok(Some(other)));
+        // A second cleanup finds nothing more above its start.
+        assert_eq!(s.clean_orphans(seq, 13), Ok(0));
+        assert_eq!(s.clean_orphans(seq, 41), Ok(0));
     }
 
     #[test]

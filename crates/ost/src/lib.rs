@@ -41,7 +41,9 @@ use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
 use nacre_osd::{Health, ObjError, ObjStore};
 use nacre_rpc::lfsck::LfsckService;
-use nacre_rpc::msg::{BulkCksum, ClientUuid, ObjAttr, Reply, Request, StatFs, WriteGrant};
+use nacre_rpc::msg::{
+    BulkCksum, ClientUuid, ORPHAN_CLEANUP_MAX, ObjAttr, Reply, Request, StatFs, WriteGrant,
+};
 use nacre_rpc::server::{RequestCtx, Service};
 use nacre_rpc::target::{Recovery, Step};
 use std::sync::Arc;
@@ -790,6 +792,18 @@ impl Ost {
             Request::OstGetLastId { seq } => {
                 let id = self.blocking(move |s| s.last_id(seq)).await?;
                 Ok((Reply::LastId(id), none))
+            }
+            Request::OstCleanOrphans { seq, from } => {
+                if seq < nacre_core::fid::FID_SEQ_NORMAL || from == 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let last = self.blocking(move |s| s.last_id(seq)).await?;
+                if last.saturating_sub(from) >= ORPHAN_CLEANUP_MAX {
+                    tracing::warn!(target: "ost", "OST{:04x}: not resetting objects {from}..={last} of sequence {seq:#x}: more than {ORPHAN_CLEANUP_MAX}", self.index);
+                    return Err(Errno::EOVERFLOW);
+                }
+                self.blocking(move |s| s.clean_orphans(seq, from)).await?;
+                Ok((Reply::LastId(last), none))
             }
             Request::Lfsck(r) => {
                 if !r.within_bounds() {

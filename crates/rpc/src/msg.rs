@@ -627,7 +627,22 @@ pub enum Request {
     /// [`Reply::Committed`]: a client whose kept writes reached their bound, or that
     /// unmounts, no longer needs to keep them.
     OstCommit,
+    /// MDT to OST once its recovery is over (Lustre's orphan cleanup, `OBD_FL_DELORPHAN`):
+    /// objects `from..=LAST_ID` of `seq` belong to no file the MDT kept (a power cut took
+    /// back the creates that got them, and clients may have written them), so each one
+    /// written goes back to a fresh precreated object before the MDT hands it out again.
+    /// Answered with [`Reply::LastId`]; EOVERFLOW when the range is longer than
+    /// [`ORPHAN_CLEANUP_MAX`] (the MDT then hands out ids past LAST_ID only).
+    OstCleanOrphans {
+        seq: u64,
+        from: u32,
+    },
 }
+
+/// The longest range of objects one orphan cleanup resets (Lustre's ofd ignores an
+/// orphan destroy reaching further back than `OST_MAX_PRECREATE`): more than an MDT ever
+/// has precreated and not handed out.
+pub const ORPHAN_CLEANUP_MAX: u32 = 20_000;
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
 /// closes).
@@ -990,6 +1005,7 @@ impl Request {
             Request::Reopen { .. } => 82,
             Request::OstConnect { .. } => 83,
             Request::OstCommit => 84,
+            Request::OstCleanOrphans { .. } => 85,
         }
     }
 
@@ -1066,6 +1082,7 @@ impl Request {
             82 => "reopen",
             83 => "ost_connect",
             84 => "ost_commit",
+            85 => "ost_clean_orphans",
             _ => "other",
         }
     }
@@ -1132,6 +1149,7 @@ impl Request {
             | Request::OstDestroy { .. }
             | Request::OstPrecreate { .. }
             | Request::OstGetLastId { .. }
+            | Request::OstCleanOrphans { .. }
             | Request::OstSetOwner { .. }
             | Request::DnePrepare { .. }
             | Request::DneCommit { .. }

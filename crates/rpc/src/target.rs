@@ -203,6 +203,11 @@ impl Recovery {
         !*self.ended.borrow()
     }
 
+    /// `true` once recovery is over, for a task that watches for it among other things.
+    pub fn ended_signal(&self) -> watch::Receiver<bool> {
+        self.ended.subscribe()
+    }
+
     /// Waits until recovery is over (at once when it is).
     pub async fn wait_ended(&self) {
         let mut rx = self.ended.subscribe();

@@ -32,6 +32,7 @@ const SERVERS_OWN: &[&str] = &[
     "OstDestroy",
     "OstPrecreate",
     "OstGetLastId",
+    "OstCleanOrphans",
     "OstSetOwner",
     "DnePrepare",
     "DneCommit",

@@ -27,7 +27,7 @@ use nacre_client::Client;
 use nacre_core::attr::SetAttr;
 use nacre_core::lmv::HashType;
 use nacre_core::{Component, Errno, Fid, Layout};
-use nacre_rpc::msg::{Cred, DirLayoutRequest, OpenFlags};
+use nacre_rpc::msg::{Cred, DirLayoutRequest, LayoutRequest, OpenFlags};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -53,11 +53,15 @@ enum Op {
     /// A new file written and `fsync`ed, its directory not: Lustre's `fsync` commits the
     /// MDT's transactions up to the file's, so its name is durable with its data.
     CreateWriteFsync,
+    /// The same with Lustre's layout for small files (`-E 1M -L mdt -E -1`): the first
+    /// MiB is a new object on the MDT's DoM store, whose name there `fsync` makes durable
+    /// too.
+    DomCreateWriteFsync,
     Truncate,
     LayoutChange,
 }
 
-const ALL: [Op; 13] = [
+const ALL: [Op; 14] = [
     Op::Create,
     Op::Mkdir,
     Op::Unlink,
@@ -69,6 +73,7 @@ const ALL: [Op; 13] = [
     Op::Setxattr,
     Op::WriteFsync,
     Op::CreateWriteFsync,
+    Op::DomCreateWriteFsync,
     Op::Truncate,
     Op::LayoutChange,
 ];
@@ -316,7 +321,10 @@ impl Case {
         } else {
             create(c, dir, b"other", DIR).await.expect("other").attr.fid
         };
-        let needs_file = !matches!(op, Op::Create | Op::Mkdir | Op::CreateWriteFsync);
+        let needs_file = !matches!(
+            op,
+            Op::Create | Op::Mkdir | Op::CreateWriteFsync | Op::DomCreateWriteFsync
+        );
         let file = if needs_file {
             let fid = create(c, dir, b"f", FILE).await.expect("f").attr.fid;
             if matches!(op, Op::Truncate | Op::LayoutChange | Op::Unlink) {
@@ -424,6 +432,27 @@ impl Case {
                 let fid = create(c, dir, b"new", FILE).await.expect("create").attr.fid;
                 write_file(c, fid, &pattern(DATA, 3), self.synced).await;
             }
+            Op::DomCreateWriteFsync => {
+                let dom = Layout::composite(vec![
+                    Component::dom(1 << 20),
+                    Component::raid0(1 << 20, nacre_core::layout::EOF, 1, 1 << 20, -1),
+                ]);
+                let (i, _) = c
+                    .create(
+                        dir,
+                        b"new",
+                        FILE,
+                        0,
+                        &cred(),
+                        None,
+                        LayoutRequest::Explicit(dom),
+                        None,
+                        true,
+                    )
+                    .await
+                    .expect("create");
+                write_file(c, i.attr.fid, &pattern(DATA, 3), self.synced).await;
+            }
             Op::Truncate => {
                 let (f, _) = c.open(self.file(), rw(), &cred()).await.expect("open");
                 let a = SetAttr {
@@ -524,13 +553,20 @@ impl Case {
                     assert_prefix_of(c, self.file(), &data, &what).await;
                 }
             }
-            Op::CreateWriteFsync => {
+            Op::CreateWriteFsync | Op::DomCreateWriteFsync => {
                 let i = has(dir, "new").await;
                 assert!(
                     !must || i.is_some(),
                     "{what}: the fsynced file's name is gone"
                 );
                 if let Some(i) = i {
+                    if self.op == Op::DomCreateWriteFsync {
+                        let l = c.getattr(i.attr.fid).await.expect("getattr").layout;
+                        assert!(
+                            l.as_ref().is_some_and(|l| l.dom().is_some()),
+                            "{what}: not a DoM file: {l:?}"
+                        );
+                    }
                     let data = pattern(DATA, 3);
                     if must {
                         let (size, got) = content(c, i.attr.fid).await;
@@ -614,6 +650,24 @@ async fn verify_all(rig: &mut Rig, cases: &[Case], cut: &str, round: &str) {
     for case in cases {
         case.verify(&c, cut).await;
     }
+    // A file made now gets the objects the MDT hands out next, which the cut may have
+    // taken back from a lost file after a client wrote them: it starts empty and takes
+    // its own writes.
+    let name = format!("after {cut}");
+    let fid = create(&c, Fid::ROOT, name.as_bytes(), FILE)
+        .await
+        .expect("a create after the cut")
+        .attr
+        .fid;
+    let (size, _) = content(&c, fid).await;
+    assert_eq!(size, 0, "{name}: a new file is not empty");
+    let data = pattern(70_000, 9);
+    write_file(&c, fid, &data, true).await;
+    let (size, got) = content(&c, fid).await;
+    assert!(
+        size == data.len() as u64 && got == data,
+        "{name}: a new file reads {size} bytes, not what was written"
+    );
     c.unmount();
     tokio::task::block_in_place(|| {
         rig.cl.stop_all();
