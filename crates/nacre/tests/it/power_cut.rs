@@ -791,6 +791,29 @@ async fn power_cut_of_the_ost_after_a_truncate() {
     tokio::task::block_in_place(|| rig.cl.stop_all());
 }
 
+/// A new file written and left unsynced, alone before the MDT's cut (in the whole suite a
+/// later `fsync` commits its create): the cut takes back the create and the pool's next
+/// object id with it, while the OST keeps what the client wrote. The restarted MDT hands
+/// that id out again, so its OST must reset the object first (the orphan cleanup): the
+/// check after the cut makes a new file, which must start empty and read back only its
+/// own bytes, and `nacre check` finds no orphan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_cut_of_the_mdt_after_an_unsynced_create_leaves_its_objects_to_no_one() {
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(Rig::started);
+    cut_after(
+        &mut rig,
+        &[Op::CreateWriteFsync],
+        "mdt0",
+        subsets(),
+        "lost-create",
+    )
+    .await;
+    tokio::task::block_in_place(|| rig.cl.stop_all());
+}
+
 /// A file's objects destroyed by its unlink, then the OST's power cut before anything else
 /// synced its disk: the MDT dropped its destroy record on the OST's answer, so an object
 /// the cut brought back would be an orphan nothing destroys again. The OST answers a
