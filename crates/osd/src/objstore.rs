@@ -894,22 +894,18 @@ impl ObjStore {
     /// fid. Returns how many were reset. LAST_ID stays.
     pub fn clean_orphans(&self, seq: u64, from: u32) -> Result<u32, Errno> {
         /// Objects probed at a time.
-        const PROBE_BATCH: u32 = 1024;
+        const PROBE_BATCH: usize = 1024;
         let _g = self.create_lock.lock();
         let ids = self.seq_ids(seq)?;
+        let fids: Vec<Fid> = (from.max(1)..=ids.last)
+            .map(|oid| Fid::new(seq, oid, 0))
+            .collect();
         let mut written = Vec::new();
-        let mut first = from.max(1);
-        while first <= ids.last {
-            let last = first.saturating_add(PROBE_BATCH - 1).min(ids.last);
-            let fids: Vec<Fid> = (first..=last).map(|oid| Fid::new(seq, oid, 0)).collect();
-            for (fid, p) in fids.iter().zip(self.probe_batch(&fids)?) {
+        for batch in fids.chunks(PROBE_BATCH) {
+            for (fid, p) in batch.iter().zip(self.probe_batch(batch)?) {
                 if p.size.is_some_and(|s| s > 0) || p.ff.is_some() || p.owner.is_some() {
                     written.push(*fid);
                 }
-            }
-            first = last.saturating_add(1);
-            if last == u32::MAX {
-                break;
             }
         }
         if written.is_empty() {

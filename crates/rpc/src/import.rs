@@ -287,13 +287,14 @@ impl Import {
     /// refuses whatever the link sends after that (EPROTO).
     async fn connection(&self) -> Result<Option<Conn>, RpcError> {
         let mut g = self.conn.lock().await;
-        if self.local_link().is_some() {
-            return Ok(None);
-        }
         if let Some(c) = g.as_ref()
             && !c.is_closed()
         {
             return Ok(Some(c.clone()));
+        }
+        // Looked for again only before a new connection, not on every request.
+        if self.local_link().is_some() {
+            return Ok(None);
         }
         self.connect_attempts
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
