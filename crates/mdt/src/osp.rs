@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 /// Lustre's `OST_MIN_PRECREATE`: the first and smallest `create_count`.
 pub const PRECREATE_MIN: u32 = 32;
 /// Lustre's `OST_MAX_PRECREATE`: the default and highest `max_create_count`.
-pub const PRECREATE_MAX: u32 = 20_000;
+pub const PRECREATE_MAX: u32 = nacre_rpc::msg::OST_MAX_PRECREATE;
 /// How long a create waits for its OST's pool to refill before trying another OST.
 pub const RESERVE_WAIT: Duration = Duration::from_secs(2);
 /// Lustre's `osp.*.reserved_mb_low`: an OST reporting less available space than this

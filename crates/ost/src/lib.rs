@@ -53,7 +53,7 @@ use std::time::Duration;
 /// Largest read one request may ask for (matches the frame bulk limit with room to spare).
 pub const MAX_READ: u32 = 32 << 20;
 /// Objects one precreate request may add.
-pub const MAX_PRECREATE: u32 = 20_000;
+pub const MAX_PRECREATE: u32 = nacre_rpc::msg::OST_MAX_PRECREATE;
 
 /// A read's length within [`MAX_READ`].
 fn check_read(len: u32) -> Result<(), Errno> {

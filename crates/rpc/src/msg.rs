@@ -639,10 +639,14 @@ pub enum Request {
     },
 }
 
+/// Lustre's `OST_MAX_PRECREATE`: the most objects an OST precreates in one request and
+/// an MDT's pool holds (the highest `max_create_count`).
+pub const OST_MAX_PRECREATE: u32 = 20_000;
+
 /// The longest range of objects one orphan cleanup resets (Lustre's ofd ignores an
 /// orphan destroy reaching further back than `OST_MAX_PRECREATE`): more than an MDT ever
 /// has precreated and not handed out.
-pub const ORPHAN_CLEANUP_MAX: u32 = 20_000;
+pub const ORPHAN_CLEANUP_MAX: u32 = OST_MAX_PRECREATE;
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
 /// closes).
