@@ -25,7 +25,7 @@ use crate::io::{Chunk, plan};
 use crate::{Client, ec_shards, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use nacre_core::cksum::{BLOCK, TornBlocks};
+use nacre_core::cksum::{BLOCK, ReadVerify, TornBlocks};
 use nacre_core::ec::{RaidSet, data_layout, is_ec, parity_in_sync, parity_of, raid_sets};
 use nacre_core::layout::{Component, LCME_FL_INIT};
 use nacre_core::log_limit::held_note;
@@ -300,6 +300,7 @@ impl Client {
             len: c.len as u32,
             cksum: kind,
             torn,
+            verify: ReadVerify::Reader,
         };
         self.fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
             .await

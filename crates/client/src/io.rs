@@ -19,7 +19,9 @@ use crate::tunables::MirrorWriteMode;
 use crate::{Client, rpc_errno};
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use nacre_core::cksum::{ChecksumType, TornBlocks, bulk_sums, piece_count, verify_bulk};
+use nacre_core::cksum::{
+    ChecksumType, ReadVerify, TornBlocks, bulk_sums, piece_count, verify_bulk,
+};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetKind, TargetName};
 use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
@@ -609,6 +611,11 @@ impl Client {
     /// with it (when `osc.*.checksums` is on); a reply damaged on the way is asked for
     /// again, at most `osc.*.resend_count` times. `obj_off` is where the read starts in
     /// the object. ECKSUM (the target's copy is bad) is [`ChunkReadError::Corrupt`].
+    ///
+    /// An OST read asked with [`ReadVerify::Reader`] brings whole blocks' stored
+    /// checksums, unchecked by the OST: a mismatch may be the copy at rest as well as the
+    /// transfer, so it is asked again with [`ReadVerify::Target`], which tells them apart
+    /// (ECKSUM, or a reply that checks).
     pub(crate) async fn fetch_checked(
         &self,
         target: TargetName,
@@ -618,11 +625,14 @@ impl Client {
         kind: Option<ChecksumType>,
     ) -> Result<Bytes, ChunkReadError> {
         let mut resends = 0;
+        let mut req = std::borrow::Cow::Borrowed(req);
+        // The mismatch that made a reader-checked read ask the OST to check.
+        let mut unchecked_mismatch = None;
         loop {
-            let (reply, bulk) = match imp.call(req, Bytes::new()).await {
+            let (reply, bulk) = match imp.call(&req, Bytes::new()).await {
                 Ok(r) => r,
                 Err(RpcError::Errno(Errno::ECKSUM)) => {
-                    let (obj, len) = match req {
+                    let (obj, len) = match &*req {
                         Request::OstRead { obj, len, .. } => (*obj, u64::from(*len)),
                         Request::DomRead { fid, len, .. } => (*fid, u64::from(*len)),
                         _ => (Fid::default(), 0),
@@ -649,7 +659,23 @@ impl Client {
                 bulk
             };
             match verify_bulk(obj_off, &got, &sums) {
-                Ok(()) => return Ok(got),
+                Ok(()) => {
+                    if let Some(e) = unchecked_mismatch {
+                        // The OST found its copy good: the first reply was damaged on
+                        // the way (or held a block a crash tore, which the OST took).
+                        self.cksum_stats.damaged(target);
+                        tracing::warn!(target: "client", "{target}: read at {obj_off} arrived damaged ({e}); the OST's copy checks good");
+                    }
+                    return Ok(got);
+                }
+                Err(e) if unchecked_mismatch.is_none() && reader_checked(&req) => {
+                    let mut checked = req.into_owned();
+                    if let Request::OstRead { verify, .. } = &mut checked {
+                        *verify = ReadVerify::Target;
+                    }
+                    req = std::borrow::Cow::Owned(checked);
+                    unchecked_mismatch = Some(e);
+                }
                 Err(e) => {
                     self.cksum_stats.damaged(target);
                     resends += 1;
@@ -1220,6 +1246,7 @@ impl Client {
             len: c.len as u32,
             cksum: kind,
             torn,
+            verify: ReadVerify::Reader,
         };
         match self
             .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
@@ -1466,6 +1493,18 @@ impl Client {
         };
         self.mirror_request(fid, op).await.map(drop)
     }
+}
+
+/// Whether `req` is an OST read whose whole blocks the reader checks.
+fn reader_checked(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::OstRead {
+            cksum: Some(_),
+            verify: ReadVerify::Reader,
+            ..
+        }
+    )
 }
 
 #[cfg(test)]

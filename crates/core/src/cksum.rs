@@ -167,6 +167,31 @@ pub enum TornBlocks {
     Report,
 }
 
+/// Who checks a checksummed read's whole blocks against their stored checksums.
+///
+/// Either way every byte a reader takes has been checked against the checksum stored
+/// when it was written; the difference is the number of crc passes. With the target
+/// checking, a read costs two (the target's over its copy, the reader's over what
+/// arrived); with the reader checking, one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ReadVerify {
+    /// The target checks every block before it replies and sends the checksums it
+    /// computed: a block bad at rest is ECKSUM, counted and logged by the target.
+    #[default]
+    Target,
+    /// The target sends each whole block's stored checksum as its piece's, unchecked
+    /// (computing only partial pieces, which it checks); the reader checks them all, and
+    /// on a mismatch asks again with [`ReadVerify::Target`] to learn whether the copy at
+    /// rest or the transfer was bad.
+    Reader,
+}
+
+/// The checksum of a whole block's piece, from the block's stored entry (see
+/// [`block_entry`]): no pass over the data.
+pub fn piece_sum_of_entry(entry: u32) -> u32 {
+    entry ^ ZERO_BLOCK_CRC
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +207,14 @@ mod tests {
         let mut full = [0u8; BLOCK];
         full[..3].copy_from_slice(b"abc");
         assert_eq!(entry_of(b"abc"), entry_of(&full));
+    }
+
+    #[test]
+    fn a_whole_blocks_piece_sum_comes_from_its_entry() {
+        let block: Vec<u8> = (0..BLOCK).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(piece_sum_of_entry(entry_of(&block)), crc32c::crc32c(&block));
+        // A hole's (entry 0) is the crc of zeros, which it reads as.
+        assert_eq!(piece_sum_of_entry(0), crc32c::crc32c(&ZEROS));
     }
 
     #[test]

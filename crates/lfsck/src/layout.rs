@@ -641,6 +641,7 @@ async fn copy_object(cx: &mut Cx<'_>, r: &Ref, size: u64) -> Outcome {
             len,
             cksum: None,
             torn: nacre_core::cksum::TornBlocks::Take,
+            verify: nacre_core::cksum::ReadVerify::Target,
         };
         let data = match call_ost(cx.mdt, r.so.ost_idx, read, Bytes::new()).await {
             Ok((_, b)) => b,

@@ -326,7 +326,12 @@ impl Mdt {
         }
         let len = u64::from(len).min(end - offset) as usize;
         self.dom_blocking(move |s| {
-            match s.read_checked(&obj, offset, len, cksum.is_some(), TornBlocks::Take) {
+            let sums = if cksum.is_some() {
+                nacre_osd::ReadSums::Computed
+            } else {
+                nacre_osd::ReadSums::None
+            };
+            match s.read_checked(&obj, offset, len, sums, TornBlocks::Take) {
                 Ok(out) => {
                     let (start, n) = (out.start, out.len);
                     let reply = match cksum {
@@ -415,7 +420,13 @@ impl Mdt {
                 if size == 0 || size > DOM_READ_ON_OPEN {
                     return Ok((Bytes::new(), None));
                 }
-                match s.read_checked(&obj, 0, size as usize, true, TornBlocks::Take) {
+                match s.read_checked(
+                    &obj,
+                    0,
+                    size as usize,
+                    nacre_osd::ReadSums::Computed,
+                    TornBlocks::Take,
+                ) {
                     Ok(out) => {
                         let sums = out.sums.clone().map(|sums| BulkCksum {
                             kind: ChecksumType::Crc32c,

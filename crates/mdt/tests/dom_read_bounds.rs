@@ -63,6 +63,7 @@ async fn other_client_io(mdt: &Conn, ost: &Conn, seed: u8) {
         len: 1 << 20,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     };
     let (_, got) = tokio::time::timeout(BOUND, ost.call(&r, Bytes::new()))
         .await

@@ -35,7 +35,8 @@ use crate::dirat::Dir;
 use crate::health::Health;
 use crate::rangelock::RangeLocks;
 use nacre_core::cksum::{
-    BLOCK, BLOCK_SHIFT, TornBlocks, ZERO_BLOCK_CRC, block_entry, entry_of, pieces,
+    BLOCK, BLOCK_SHIFT, TornBlocks, ZERO_BLOCK_CRC, block_entry, entry_of, piece_sum_of_entry,
+    pieces,
 };
 use nacre_core::{Errno, Fid, OstLayout};
 use parking_lot::{Mutex, RwLock};
@@ -186,6 +187,19 @@ pub struct ReadOut {
     pub len: usize,
     /// Checksums of the pieces of the data ([`nacre_core::cksum::pieces`]), if asked for.
     pub sums: Option<Vec<u32>>,
+}
+
+/// What checksums a read returns with its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadSums {
+    /// None: every block is checked here, nothing returned.
+    None,
+    /// Every block checked here; each piece's checksum, as computed.
+    Computed,
+    /// Each whole block's piece carries its stored checksum, unchecked here, for the
+    /// reader to check ([`nacre_core::cksum::ReadVerify::Reader`]); partial pieces are
+    /// computed and their blocks checked. One crc pass per read instead of two.
+    Stored,
 }
 
 impl ReadOut {
@@ -1343,26 +1357,26 @@ impl ObjStore {
     /// checked against the stored checksums.
     pub fn read(&self, fid: &Fid, offset: u64, len: usize) -> Result<Vec<u8>, ObjError> {
         Ok(self
-            .read_checked(fid, offset, len, false, TornBlocks::Take)?
+            .read_checked(fid, offset, len, ReadSums::None, TornBlocks::Take)?
             .into_vec())
     }
 
-    /// Reads up to `len` bytes at `offset`, every block checked; with `want_sums`, also
-    /// the checksums of the pieces read, for the reply (a whole block's is the one
-    /// computed to check it). `torn` says what becomes of a bad block the last crash may
-    /// have torn.
+    /// Reads up to `len` bytes at `offset`, every block checked (but see
+    /// [`ReadSums::Stored`]), with the checksums of the pieces read that `sums` asks for,
+    /// for the reply. `torn` says what becomes of a bad block the last crash may have
+    /// torn.
     pub fn read_checked(
         &self,
         fid: &Fid,
         offset: u64,
         len: usize,
-        want_sums: bool,
+        sums: ReadSums,
         torn: TornBlocks,
     ) -> Result<ReadOut, ObjError> {
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
             return Ok(ReadOut::default());
         };
-        let (out, bad) = self.load_checked(fid, &f, offset, len, want_sums)?;
+        let (out, bad) = self.load_checked(fid, &f, offset, len, sums)?;
         if bad.is_empty() {
             return Ok(out);
         }
@@ -1371,7 +1385,7 @@ impl ObjStore {
         let _g = self
             .ranges
             .lock(*fid, offset >> BLOCK_SHIFT, end.div_ceil(BLOCK as u64));
-        let (out, bad) = self.load_checked(fid, &f, offset, len, want_sums)?;
+        let (out, bad) = self.load_checked(fid, &f, offset, len, sums)?;
         match torn {
             TornBlocks::Take if self.retake_torn(fid, &f, &bad) => return Ok(out),
             TornBlocks::Report if !bad.is_empty() && self.maybe_torn(&f) => {
@@ -1438,7 +1452,7 @@ impl ObjStore {
                     offset.saturating_add(len as u64).div_ceil(BLOCK as u64),
                 )
             });
-            match self.load_checked(fid, &f, offset, len, false) {
+            match self.load_checked(fid, &f, offset, len, ReadSums::None) {
                 // Holding the blocks, a crash's torn ones are taken as they are.
                 Ok((out, bad)) if locked && self.retake_torn(fid, &f, &bad) => {
                     Ok((out.buf.len() as u64, Vec::new()))
@@ -1462,16 +1476,17 @@ impl ObjStore {
         Ok(check)
     }
 
-    /// Reads the blocks around `[offset, offset + len)` and checks each; returns what was
-    /// read and the blocks that failed.
+    /// Reads the blocks around `[offset, offset + len)` and checks each (but whole blocks
+    /// with [`ReadSums::Stored`]); returns what was read and the blocks that failed.
     fn load_checked(
         &self,
         fid: &Fid,
         f: &File,
         offset: u64,
         len: usize,
-        want_sums: bool,
+        want: ReadSums,
     ) -> Result<(ReadOut, Vec<BadBlock>), ObjError> {
+        let want_sums = want != ReadSums::None;
         let size = f.metadata()?.len();
         if offset >= size || len == 0 {
             return Ok((ReadOut::default(), Vec::new()));
@@ -1500,6 +1515,7 @@ impl ObjStore {
         let block = BLOCK as u64;
         let a = offset & !(block - 1);
         let e = (offset + n).div_ceil(block).saturating_mul(block).min(size);
+        let stored_sums = want == ReadSums::Stored;
         let want = (e - a) as usize;
         let first = a >> BLOCK_SHIFT;
         let stored = self.get_entries(&table, first, want.div_ceil(BLOCK))?;
@@ -1521,6 +1537,14 @@ impl ObjStore {
             // `from` is a multiple of the chunk, so of a block.
             for (j, chunk) in buf[from..].chunks(BLOCK).enumerate() {
                 let i = from / BLOCK + j;
+                if let Some(s) = sums.as_mut().filter(|_| stored_sums) {
+                    let bs = i * BLOCK;
+                    if chunk.len() == BLOCK && bs >= start && bs + BLOCK <= dend {
+                        // The reader checks it against what was stored.
+                        s.push(piece_sum_of_entry(stored[i]));
+                        continue;
+                    }
+                }
                 let crc = crc32c::crc32c(chunk);
                 let entry = block_entry(crc, chunk.len());
                 if entry != stored[i] {
@@ -3125,6 +3149,66 @@ mod tests {
         assert_eq!(s.checksum_errors(), 2 * sizes.len() as u64);
     }
 
+    /// With [`ReadSums::Stored`] whole blocks go out with their stored checksums unchecked
+    /// (one crc pass per read, the reader's), so a flipped bit in one is the reader's to
+    /// find, against those checksums; a partial piece is still computed and checked here.
+    #[test]
+    fn stored_sums_leave_whole_blocks_to_the_reader_and_check_partial_ones() {
+        use nacre_core::cksum::verify_bulk;
+        let d = tempfile::tempdir().expect("tmp");
+        let s = cksum_store(d.path());
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        let o = Fid::new(seq, 1, 0);
+        let n = (1 << 20) + 3 * BLOCK + 100;
+        let data = bytes(n, 1);
+        s.write(&o, &parent, 0, &data).expect("write");
+        // Good data: the stored sums are the computed ones.
+        for (off, len) in [(0, n), (100, 3 * BLOCK), (BLOCK, 2 * BLOCK), (n - 50, 50)] {
+            let stored = s
+                .read_checked(&o, off as u64, len, ReadSums::Stored, TornBlocks::Take)
+                .expect("read");
+            let computed = s
+                .read_checked(&o, off as u64, len, ReadSums::Computed, TornBlocks::Take)
+                .expect("read");
+            assert_eq!(stored.data(), &data[off..off + len]);
+            assert_eq!(stored.sums, computed.sums, "at {off} for {len}");
+            verify_bulk(
+                off as u64,
+                stored.data(),
+                stored.sums.as_deref().expect("sums"),
+            )
+            .expect("good data checks");
+        }
+        // A flipped bit in block 2.
+        let at = 2 * BLOCK as u64 + 17;
+        crate::inject::flip_bit(&s.object_path(&o), at, 4).expect("flip");
+        // Whole in the read: out unchecked, and the reader's check finds it.
+        let out = s
+            .read_checked(&o, 0, 4 * BLOCK, ReadSums::Stored, TornBlocks::Take)
+            .expect("unchecked here");
+        let sums = out.sums.as_deref().expect("sums");
+        match verify_bulk(0, out.data(), sums) {
+            Err(nacre_core::cksum::BulkMismatch::Piece { at: bad, .. }) => {
+                assert_eq!(bad, 2 * BLOCK as u64)
+            }
+            other => panic!("expected a bad piece, got {other:?}"),
+        }
+        assert_eq!(s.checksum_errors(), 0);
+        // Asked to check (the reader's second question), the OST finds it.
+        assert_eq!(
+            corrupt_at(s.read_checked(&o, 0, 4 * BLOCK, ReadSums::Computed, TornBlocks::Take)),
+            2 * BLOCK as u64
+        );
+        // Partial in the read: checked here even with stored sums.
+        assert_eq!(
+            corrupt_at(s.read_checked(&o, at, 10, ReadSums::Stored, TornBlocks::Take)),
+            2 * BLOCK as u64
+        );
+        assert_eq!(s.checksum_errors(), 2);
+    }
+
     /// After a crash, a block of an object whose data changed after the last commit's
     /// sync began may not match its entry (the crash kept one of two unsynced writes):
     /// it reads as the disk has it, and its entry follows its data, for reads, scrub's
@@ -3161,7 +3245,7 @@ mod tests {
         // A reader with another copy has it reported instead, not counted as corruption
         // and not taken.
         let errors = s.checksum_errors();
-        let report = s.read_checked(&torn, 0, data.len(), false, TornBlocks::Report);
+        let report = s.read_checked(&torn, 0, data.len(), ReadSums::None, TornBlocks::Report);
         assert_eq!(corrupt_at(report.map(|_| ())), BLOCK as u64);
         assert_eq!((s.torn_reported(), s.torn_retaken()), (1, 0));
         assert_eq!(s.checksum_errors(), errors);

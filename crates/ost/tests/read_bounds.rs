@@ -51,6 +51,7 @@ async fn other_client_io(c: &Conn, seed: u8) {
         len: 1 << 20,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     };
     let (_, got) = tokio::time::timeout(BOUND, c.call(&r, Bytes::new()))
         .await
@@ -97,6 +98,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         len: u32::MAX,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     };
     let pending = {
         let a = attacker.clone();
@@ -123,6 +125,7 @@ async fn oversize_reads_are_refused_and_stall_no_one() {
         len: MAX_READ + 1,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     };
     let r = tokio::time::timeout(BOUND, attacker.call(&over, Bytes::new()))
         .await

@@ -865,6 +865,7 @@ mod tests {
             len: 2500,
             cksum: None,
             torn: nacre_core::cksum::TornBlocks::Take,
+            verify: nacre_core::cksum::ReadVerify::Target,
         };
         let t = std::time::Instant::now();
         imp.call(&slow, Bytes::new())

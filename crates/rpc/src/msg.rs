@@ -343,6 +343,9 @@ pub enum Request {
         /// A block the OST's last crash may have torn: taken as kept, or reported bad to
         /// a reader that has another copy to repair it from.
         torn: nacre_core::cksum::TornBlocks,
+        /// With `cksum`: whether the OST or the reader checks whole blocks against their
+        /// stored checksums (without `cksum` the OST checks every block).
+        verify: nacre_core::cksum::ReadVerify,
     },
     /// Sizes and blocks of objects (Lustre's glimpse).
     OstGetattr {

@@ -738,6 +738,7 @@ mod tests {
             len: 1,
             cksum: None,
             torn: nacre_core::cksum::TornBlocks::Take,
+            verify: nacre_core::cksum::ReadVerify::Target,
         };
         let c = cfg(key.clone());
         let old = Conn::connect_import(&addr, &c, 42).await.expect("connect");
@@ -832,6 +833,7 @@ mod tests {
                     len: 4 << 20,
                     cksum: None,
                     torn: nacre_core::cksum::TornBlocks::Take,
+                    verify: nacre_core::cksum::ReadVerify::Target,
                 },
                 Bytes::new(),
             )
@@ -855,6 +857,7 @@ mod tests {
                         len: 1,
                         cksum: None,
                         torn: nacre_core::cksum::TornBlocks::Take,
+                        verify: nacre_core::cksum::ReadVerify::Target,
                     },
                     Bytes::new(),
                 )
@@ -903,6 +906,7 @@ mod tests {
                         len: 16 << 20,
                         cksum: None,
                         torn: nacre_core::cksum::TornBlocks::Take,
+                        verify: nacre_core::cksum::ReadVerify::Target,
                     };
                     conn.call(&req, Bytes::new()).await.map(|(_, b)| b.len())
                 })
@@ -931,6 +935,7 @@ mod tests {
                     len: 1,
                     cksum: None,
                     torn: nacre_core::cksum::TornBlocks::Take,
+                    verify: nacre_core::cksum::ReadVerify::Target,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -953,6 +958,7 @@ mod tests {
                     len: 1,
                     cksum: None,
                     torn: nacre_core::cksum::TornBlocks::Take,
+                    verify: nacre_core::cksum::ReadVerify::Target,
                 };
                 c.call(&req, Bytes::new()).await
             })
@@ -1003,6 +1009,7 @@ mod tests {
                         len: 1,
                         cksum: None,
                         torn: nacre_core::cksum::TornBlocks::Take,
+                        verify: nacre_core::cksum::ReadVerify::Target,
                     },
                     Bytes::new(),
                 )
@@ -1100,6 +1107,7 @@ mod tests {
             len: 20 << 20,
             cksum: None,
             torn: nacre_core::cksum::TornBlocks::Take,
+            verify: nacre_core::cksum::ReadVerify::Target,
         };
         let mut body = msg::encode(&read).expect("encode");
         body.resize(15 << 20, 0);

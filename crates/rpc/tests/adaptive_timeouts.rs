@@ -45,6 +45,7 @@ fn slow(ms: u32) -> Request {
         len: ms,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     }
 }
 

@@ -614,6 +614,7 @@ async fn a_write_handle_that_wrote_nothing_leaves_parity_in_sync_uncoded() {
         len: 0,
         cksum: None,
         torn: nacre_core::cksum::TornBlocks::Take,
+        verify: nacre_core::cksum::ReadVerify::Target,
     }
     .opcode();
     let reads = || -> u64 {
