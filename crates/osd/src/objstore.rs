@@ -1444,6 +1444,10 @@ impl ObjStore {
             }
             Err(e) => return Err(e.into()),
         }
+        // A block the crash tore in a mirrored or erasure-coded file's object is reported
+        // as bad, not taken as the disk kept it (which may be neither the old bytes nor
+        // the new): the next read of it is rewritten from a good copy.
+        let redundant = self.has_other_copies(fid);
         let mut pass = |locked: bool| -> Result<(u64, Vec<BadBlock>), Errno> {
             let _g = locked.then(|| {
                 self.ranges.lock(
@@ -1454,7 +1458,7 @@ impl ObjStore {
             });
             match self.load_checked(fid, &f, offset, len, ReadSums::None) {
                 // Holding the blocks, a crash's torn ones are taken as they are.
-                Ok((out, bad)) if locked && self.retake_torn(fid, &f, &bad) => {
+                Ok((out, bad)) if locked && !redundant && self.retake_torn(fid, &f, &bad) => {
                     Ok((out.buf.len() as u64, Vec::new()))
                 }
                 Ok((out, bad)) => Ok((out.buf.len() as u64, bad)),
@@ -1474,6 +1478,16 @@ impl ObjStore {
         bad.truncate(MAX_BAD_LISTED);
         check.bad = bad;
         Ok(check)
+    }
+
+    /// Whether the object's filter fid places it in a mirror (Lustre's mirror id in its
+    /// component id; an erasure-coded file is a data and a parity mirror): its file then
+    /// has another copy of its bytes.
+    fn has_other_copies(&self, fid: &Fid) -> bool {
+        matches!(
+            get_filter(&self.object_path(fid)),
+            Ok(Some((_, Some(l)))) if nacre_core::layout::mirror_id_of(l.comp_id) != 0
+        )
     }
 
     /// Reads the blocks around `[offset, offset + len)` and checks each (but whole blocks
@@ -3265,6 +3279,39 @@ mod tests {
         s.set_torn_window(UNIX_EPOCH, UNIX_EPOCH);
         crate::inject::flip_bit(&s.object_path(&torn), 7, 0).expect("flip");
         assert_eq!(corrupt_at(s.read(&torn, 0, 10)), 0);
+    }
+
+    /// Scrub, like a reader with another copy, leaves a torn block of a mirrored file's
+    /// object bad for a read to rewrite from that copy; a plain file's is taken as kept.
+    #[test]
+    fn scrub_reports_a_torn_block_of_a_mirrored_file_and_takes_a_plain_files() {
+        use std::time::{Duration, SystemTime};
+        let d = tempfile::tempdir().expect("tmp");
+        let s = cksum_store(d.path());
+        let seq = 0x240000400;
+        s.precreate(seq, 10).expect("precreate");
+        let parent = Fid::new(0x200000401, 3, 0);
+        let (plain, mirrored) = (Fid::new(seq, 1, 0), Fid::new(seq, 2, 0));
+        let layout = |mirror: u32| OstLayout {
+            stripe_size: 1 << 20,
+            stripe_count: 1,
+            comp_start: 0,
+            comp_end: u64::MAX,
+            comp_id: nacre_core::layout::pflr_id(mirror, 1),
+        };
+        let data = bytes(3 * BLOCK + 10, 1);
+        let synced_from = SystemTime::now();
+        for (o, mirror) in [(&plain, 0), (&mirrored, 2)] {
+            s.write_placed(o, &parent, Some(layout(mirror)), 0, &data, None, false)
+                .expect("write");
+            crate::inject::flip_bit(&s.object_path(o), BLOCK as u64 + 7, 3).expect("flip");
+        }
+        s.set_torn_window(synced_from, SystemTime::now() + Duration::from_secs(1));
+        let c = s.verify_range(&mirrored, 0, data.len()).expect("verify");
+        assert_eq!((c.bad_count, s.torn_retaken()), (1, 0), "{c:?}");
+        assert_eq!(c.bad[0].offset, BLOCK as u64);
+        let c = s.verify_range(&plain, 0, data.len()).expect("verify");
+        assert_eq!((c.bad_count, s.torn_retaken()), (0, 1), "{c:?}");
     }
 
     #[test]
