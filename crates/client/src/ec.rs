@@ -302,7 +302,7 @@ impl Client {
             torn,
             verify: ReadVerify::Reader,
         };
-        self.fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
+        self.fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, req, c.obj_off, kind)
             .await
     }
 

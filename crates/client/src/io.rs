@@ -620,19 +620,18 @@ impl Client {
         &self,
         target: TargetName,
         imp: &Import,
-        req: &Request,
+        mut req: Request,
         obj_off: u64,
         kind: Option<ChecksumType>,
     ) -> Result<Bytes, ChunkReadError> {
         let mut resends = 0;
-        let mut req = std::borrow::Cow::Borrowed(req);
         // The mismatch that made a reader-checked read ask the OST to check.
         let mut unchecked_mismatch = None;
         loop {
             let (reply, bulk) = match imp.call(&req, Bytes::new()).await {
                 Ok(r) => r,
                 Err(RpcError::Errno(Errno::ECKSUM)) => {
-                    let (obj, len) = match &*req {
+                    let (obj, len) = match &req {
                         Request::OstRead { obj, len, .. } => (*obj, u64::from(*len)),
                         Request::DomRead { fid, len, .. } => (*fid, u64::from(*len)),
                         _ => (Fid::default(), 0),
@@ -668,15 +667,16 @@ impl Client {
                     }
                     return Ok(got);
                 }
-                Err(e) if unchecked_mismatch.is_none() && reader_checked(&req) => {
-                    let mut checked = req.into_owned();
-                    if let Request::OstRead { verify, .. } = &mut checked {
-                        *verify = ReadVerify::Target;
-                    }
-                    req = std::borrow::Cow::Owned(checked);
-                    unchecked_mismatch = Some(e);
-                }
                 Err(e) => {
+                    if let Request::OstRead {
+                        verify: verify @ ReadVerify::Reader,
+                        ..
+                    } = &mut req
+                    {
+                        *verify = ReadVerify::Target;
+                        unchecked_mismatch = Some(e);
+                        continue;
+                    }
                     self.cksum_stats.damaged(target);
                     resends += 1;
                     if resends > self.tunables.resend_count() {
@@ -1161,7 +1161,7 @@ impl Client {
                 async move {
                     let r = match self.mdc(mdt) {
                         Ok(imp) => self
-                            .fetch_checked(TargetName::mdt(mdt), &imp, &req, file_off, kind)
+                            .fetch_checked(TargetName::mdt(mdt), &imp, req, file_off, kind)
                             .await
                             .map_err(|e| self.no_good_copy(fid, e)),
                         Err(e) => Err(e),
@@ -1249,7 +1249,7 @@ impl Client {
             verify: ReadVerify::Reader,
         };
         match self
-            .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, &req, c.obj_off, kind)
+            .fetch_checked(TargetName::ost(c.obj.ost_idx), &imp, req, c.obj_off, kind)
             .await
         {
             // OSTs make an object's file when they precreate it, so a missing one is lost
@@ -1493,18 +1493,6 @@ impl Client {
         };
         self.mirror_request(fid, op).await.map(drop)
     }
-}
-
-/// Whether `req` is an OST read whose whole blocks the reader checks.
-fn reader_checked(req: &Request) -> bool {
-    matches!(
-        req,
-        Request::OstRead {
-            cksum: Some(_),
-            verify: ReadVerify::Reader,
-            ..
-        }
-    )
 }
 
 #[cfg(test)]

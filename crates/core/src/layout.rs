@@ -368,6 +368,12 @@ pub struct OstLayout {
 }
 
 impl OstLayout {
+    /// The mirror id of the object's component (0 outside a mirrored or erasure-coded
+    /// file: an EC file is a data and a parity mirror).
+    pub fn mirror_id(&self) -> u32 {
+        mirror_id_of(self.comp_id)
+    }
+
     /// Bytes of its on-disk form.
     pub const BYTES: usize = 28;
 

@@ -26,7 +26,7 @@
 use crate::Mdt;
 use crate::mdd;
 use bytes::Bytes;
-use nacre_core::cksum::{ChecksumType, TornBlocks};
+use nacre_core::cksum::{ChecksumType, ReadVerify, TornBlocks};
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, Timespec};
 use nacre_osd::ObjStore;
@@ -326,11 +326,7 @@ impl Mdt {
         }
         let len = u64::from(len).min(end - offset) as usize;
         self.dom_blocking(move |s| {
-            let sums = if cksum.is_some() {
-                nacre_osd::ReadSums::Computed
-            } else {
-                nacre_osd::ReadSums::None
-            };
+            let sums = cksum.map(|_| ReadVerify::Target);
             match s.read_checked(&obj, offset, len, sums, TornBlocks::Take) {
                 Ok(out) => {
                     let (start, n) = (out.start, out.len);
@@ -424,7 +420,7 @@ impl Mdt {
                     &obj,
                     0,
                     size as usize,
-                    nacre_osd::ReadSums::Computed,
+                    Some(ReadVerify::Target),
                     TornBlocks::Take,
                 ) {
                     Ok(out) => {

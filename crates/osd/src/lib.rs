@@ -28,7 +28,6 @@ pub use health::Health;
 pub use mdstore::{KvRead, MdStore, MdStoreConfig, ReadView, Table, Tx};
 pub use objstore::{
     BadBlock, Corruption, ObjError, ObjProbe, ObjStore, ObjStoreConfig, RangeCheck, ReadOut,
-    ReadSums,
 };
 pub use snapshot::StoreSnapshot;
 

@@ -35,8 +35,8 @@ use crate::dirat::Dir;
 use crate::health::Health;
 use crate::rangelock::RangeLocks;
 use nacre_core::cksum::{
-    BLOCK, BLOCK_SHIFT, TornBlocks, ZERO_BLOCK_CRC, block_entry, entry_of, piece_sum_of_entry,
-    pieces,
+    BLOCK, BLOCK_SHIFT, ReadVerify, TornBlocks, ZERO_BLOCK_CRC, block_entry, entry_of,
+    piece_sum_of_entry, pieces,
 };
 use nacre_core::{Errno, Fid, OstLayout};
 use parking_lot::{Mutex, RwLock};
@@ -187,19 +187,6 @@ pub struct ReadOut {
     pub len: usize,
     /// Checksums of the pieces of the data ([`nacre_core::cksum::pieces`]), if asked for.
     pub sums: Option<Vec<u32>>,
-}
-
-/// What checksums a read returns with its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadSums {
-    /// None: every block is checked here, nothing returned.
-    None,
-    /// Every block checked here; each piece's checksum, as computed.
-    Computed,
-    /// Each whole block's piece carries its stored checksum, unchecked here, for the
-    /// reader to check ([`nacre_core::cksum::ReadVerify::Reader`]); partial pieces are
-    /// computed and their blocks checked. One crc pass per read instead of two.
-    Stored,
 }
 
 impl ReadOut {
@@ -1357,20 +1344,22 @@ impl ObjStore {
     /// checked against the stored checksums.
     pub fn read(&self, fid: &Fid, offset: u64, len: usize) -> Result<Vec<u8>, ObjError> {
         Ok(self
-            .read_checked(fid, offset, len, ReadSums::None, TornBlocks::Take)?
+            .read_checked(fid, offset, len, None, TornBlocks::Take)?
             .into_vec())
     }
 
-    /// Reads up to `len` bytes at `offset`, every block checked (but see
-    /// [`ReadSums::Stored`]), with the checksums of the pieces read that `sums` asks for,
-    /// for the reply. `torn` says what becomes of a bad block the last crash may have
-    /// torn.
+    /// Reads up to `len` bytes at `offset`, every block checked, and with `sums` the
+    /// checksums of the pieces read, for the reply: with [`ReadVerify::Target`] as
+    /// computed to check them; with [`ReadVerify::Reader`] a whole block's is its stored
+    /// one and the block is left for the reader to check (one crc pass per read instead
+    /// of two), a partial piece's still computed and checked here. `torn` says what
+    /// becomes of a bad block the last crash may have torn.
     pub fn read_checked(
         &self,
         fid: &Fid,
         offset: u64,
         len: usize,
-        sums: ReadSums,
+        sums: Option<ReadVerify>,
         torn: TornBlocks,
     ) -> Result<ReadOut, ObjError> {
         let Obj::File(f) = self.lookup_obj(fid, false)? else {
@@ -1444,10 +1433,6 @@ impl ObjStore {
             }
             Err(e) => return Err(e.into()),
         }
-        // A block the crash tore in a mirrored or erasure-coded file's object is reported
-        // as bad, not taken as the disk kept it (which may be neither the old bytes nor
-        // the new): the next read of it is rewritten from a good copy.
-        let redundant = self.has_other_copies(fid);
         let mut pass = |locked: bool| -> Result<(u64, Vec<BadBlock>), Errno> {
             let _g = locked.then(|| {
                 self.ranges.lock(
@@ -1456,9 +1441,17 @@ impl ObjStore {
                     offset.saturating_add(len as u64).div_ceil(BLOCK as u64),
                 )
             });
-            match self.load_checked(fid, &f, offset, len, ReadSums::None) {
-                // Holding the blocks, a crash's torn ones are taken as they are.
-                Ok((out, bad)) if locked && !redundant && self.retake_torn(fid, &f, &bad) => {
+            match self.load_checked(fid, &f, offset, len, None) {
+                // Holding the blocks, a crash's torn ones are taken as they are, but for
+                // a mirrored or erasure-coded file's object: reported bad, they are
+                // rewritten from a good copy by the next read, rather than taken as
+                // neither the old bytes nor the new.
+                Ok((out, bad))
+                    if locked
+                        && !bad.is_empty()
+                        && !self.has_other_copies(fid)
+                        && self.retake_torn(fid, &f, &bad) =>
+                {
                     Ok((out.buf.len() as u64, Vec::new()))
                 }
                 Ok((out, bad)) => Ok((out.buf.len() as u64, bad)),
@@ -1486,21 +1479,22 @@ impl ObjStore {
     fn has_other_copies(&self, fid: &Fid) -> bool {
         matches!(
             get_filter(&self.object_path(fid)),
-            Ok(Some((_, Some(l)))) if nacre_core::layout::mirror_id_of(l.comp_id) != 0
+            Ok(Some((_, Some(l)))) if l.mirror_id() != 0
         )
     }
 
-    /// Reads the blocks around `[offset, offset + len)` and checks each (but whole blocks
-    /// with [`ReadSums::Stored`]); returns what was read and the blocks that failed.
+    /// Reads the blocks around `[offset, offset + len)` and checks each (but see
+    /// [`read_checked`](Self::read_checked) for `sums`); returns what was read and the
+    /// blocks that failed.
     fn load_checked(
         &self,
         fid: &Fid,
         f: &File,
         offset: u64,
         len: usize,
-        want: ReadSums,
+        want: Option<ReadVerify>,
     ) -> Result<(ReadOut, Vec<BadBlock>), ObjError> {
-        let want_sums = want != ReadSums::None;
+        let want_sums = want.is_some();
         let size = f.metadata()?.len();
         if offset >= size || len == 0 {
             return Ok((ReadOut::default(), Vec::new()));
@@ -1529,7 +1523,7 @@ impl ObjStore {
         let block = BLOCK as u64;
         let a = offset & !(block - 1);
         let e = (offset + n).div_ceil(block).saturating_mul(block).min(size);
-        let stored_sums = want == ReadSums::Stored;
+        let stored_sums = want == Some(ReadVerify::Reader);
         let want = (e - a) as usize;
         let first = a >> BLOCK_SHIFT;
         let stored = self.get_entries(&table, first, want.div_ceil(BLOCK))?;
@@ -3106,6 +3100,15 @@ mod tests {
         open_store(d, direct())
     }
 
+    /// A checksummed store in `d` with objects 1 to `n` of a sequence precreated: the
+    /// store, the sequence, and a file FID to write its objects for.
+    fn precreated_cksum_store(d: &Path, n: u32) -> (ObjStore, u64, Fid) {
+        let s = cksum_store(d);
+        let seq = 0x240000400;
+        s.precreate(seq, n).expect("precreate");
+        (s, seq, Fid::new(0x200000401, 3, 0))
+    }
+
     fn bytes(len: usize, seed: u64) -> Vec<u8> {
         use rand::{Rng, SeedableRng};
         let mut r = rand::rngs::StdRng::seed_from_u64(seed);
@@ -3126,10 +3129,7 @@ mod tests {
     fn a_flipped_bit_fails_the_read_and_the_check_and_names_its_block() {
         use rand::SeedableRng;
         let d = tempfile::tempdir().expect("tmp");
-        let s = cksum_store(d.path());
-        let seq = 0x240000400;
-        s.precreate(seq, 100).expect("precreate");
-        let parent = Fid::new(0x200000401, 3, 0);
+        let (s, seq, parent) = precreated_cksum_store(d.path(), 100);
         // Inline (small) and checksum-file (past 1 MiB) objects, unaligned ends.
         let sizes = [1usize, 100, 4096, 5000, 70_000, (1 << 20) + 1, 3 << 20];
         let mut want = HashMap::new();
@@ -3163,17 +3163,15 @@ mod tests {
         assert_eq!(s.checksum_errors(), 2 * sizes.len() as u64);
     }
 
-    /// With [`ReadSums::Stored`] whole blocks go out with their stored checksums unchecked
-    /// (one crc pass per read, the reader's), so a flipped bit in one is the reader's to
-    /// find, against those checksums; a partial piece is still computed and checked here.
+    /// With [`ReadVerify::Reader`] sums, whole blocks go out with their stored checksums
+    /// unchecked (one crc pass per read, the reader's), so a flipped bit in one is the
+    /// reader's to find, against those checksums; a partial piece is still computed and
+    /// checked here.
     #[test]
     fn stored_sums_leave_whole_blocks_to_the_reader_and_check_partial_ones() {
         use nacre_core::cksum::verify_bulk;
         let d = tempfile::tempdir().expect("tmp");
-        let s = cksum_store(d.path());
-        let seq = 0x240000400;
-        s.precreate(seq, 10).expect("precreate");
-        let parent = Fid::new(0x200000401, 3, 0);
+        let (s, seq, parent) = precreated_cksum_store(d.path(), 10);
         let o = Fid::new(seq, 1, 0);
         let n = (1 << 20) + 3 * BLOCK + 100;
         let data = bytes(n, 1);
@@ -3181,10 +3179,22 @@ mod tests {
         // Good data: the stored sums are the computed ones.
         for (off, len) in [(0, n), (100, 3 * BLOCK), (BLOCK, 2 * BLOCK), (n - 50, 50)] {
             let stored = s
-                .read_checked(&o, off as u64, len, ReadSums::Stored, TornBlocks::Take)
+                .read_checked(
+                    &o,
+                    off as u64,
+                    len,
+                    Some(ReadVerify::Reader),
+                    TornBlocks::Take,
+                )
                 .expect("read");
             let computed = s
-                .read_checked(&o, off as u64, len, ReadSums::Computed, TornBlocks::Take)
+                .read_checked(
+                    &o,
+                    off as u64,
+                    len,
+                    Some(ReadVerify::Target),
+                    TornBlocks::Take,
+                )
                 .expect("read");
             assert_eq!(stored.data(), &data[off..off + len]);
             assert_eq!(stored.sums, computed.sums, "at {off} for {len}");
@@ -3200,7 +3210,7 @@ mod tests {
         crate::inject::flip_bit(&s.object_path(&o), at, 4).expect("flip");
         // Whole in the read: out unchecked, and the reader's check finds it.
         let out = s
-            .read_checked(&o, 0, 4 * BLOCK, ReadSums::Stored, TornBlocks::Take)
+            .read_checked(&o, 0, 4 * BLOCK, Some(ReadVerify::Reader), TornBlocks::Take)
             .expect("unchecked here");
         let sums = out.sums.as_deref().expect("sums");
         match verify_bulk(0, out.data(), sums) {
@@ -3212,12 +3222,18 @@ mod tests {
         assert_eq!(s.checksum_errors(), 0);
         // Asked to check (the reader's second question), the OST finds it.
         assert_eq!(
-            corrupt_at(s.read_checked(&o, 0, 4 * BLOCK, ReadSums::Computed, TornBlocks::Take)),
+            corrupt_at(s.read_checked(
+                &o,
+                0,
+                4 * BLOCK,
+                Some(ReadVerify::Target),
+                TornBlocks::Take
+            )),
             2 * BLOCK as u64
         );
         // Partial in the read: checked here even with stored sums.
         assert_eq!(
-            corrupt_at(s.read_checked(&o, at, 10, ReadSums::Stored, TornBlocks::Take)),
+            corrupt_at(s.read_checked(&o, at, 10, Some(ReadVerify::Reader), TornBlocks::Take)),
             2 * BLOCK as u64
         );
         assert_eq!(s.checksum_errors(), 2);
@@ -3232,10 +3248,7 @@ mod tests {
     fn a_block_a_crash_tore_reads_as_it_is_and_older_mismatches_stay_corrupt() {
         use std::time::{Duration, SystemTime, UNIX_EPOCH};
         let d = tempfile::tempdir().expect("tmp");
-        let s = cksum_store(d.path());
-        let seq = 0x240000400;
-        s.precreate(seq, 10).expect("precreate");
-        let parent = Fid::new(0x200000401, 3, 0);
+        let (s, seq, parent) = precreated_cksum_store(d.path(), 10);
         let (old, torn, big) = (
             Fid::new(seq, 1, 0),
             Fid::new(seq, 2, 0),
@@ -3259,7 +3272,7 @@ mod tests {
         // A reader with another copy has it reported instead, not counted as corruption
         // and not taken.
         let errors = s.checksum_errors();
-        let report = s.read_checked(&torn, 0, data.len(), ReadSums::None, TornBlocks::Report);
+        let report = s.read_checked(&torn, 0, data.len(), None, TornBlocks::Report);
         assert_eq!(corrupt_at(report.map(|_| ())), BLOCK as u64);
         assert_eq!((s.torn_reported(), s.torn_retaken()), (1, 0));
         assert_eq!(s.checksum_errors(), errors);
@@ -3287,10 +3300,7 @@ mod tests {
     fn scrub_reports_a_torn_block_of_a_mirrored_file_and_takes_a_plain_files() {
         use std::time::{Duration, SystemTime};
         let d = tempfile::tempdir().expect("tmp");
-        let s = cksum_store(d.path());
-        let seq = 0x240000400;
-        s.precreate(seq, 10).expect("precreate");
-        let parent = Fid::new(0x200000401, 3, 0);
+        let (s, seq, parent) = precreated_cksum_store(d.path(), 10);
         let (plain, mirrored) = (Fid::new(seq, 1, 0), Fid::new(seq, 2, 0));
         let layout = |mirror: u32| OstLayout {
             stripe_size: 1 << 20,
@@ -3365,10 +3375,7 @@ mod tests {
     #[test]
     fn damaged_or_missing_checksums_are_errors_not_passes() {
         let d = tempfile::tempdir().expect("tmp");
-        let s = cksum_store(d.path());
-        let seq = 0x240000400;
-        s.precreate(seq, 10).expect("precreate");
-        let parent = Fid::new(0x200000401, 3, 0);
+        let (s, seq, parent) = precreated_cksum_store(d.path(), 10);
         let (small, big) = (Fid::new(seq, 1, 0), Fid::new(seq, 2, 0));
         s.write(&small, &parent, 0, &bytes(9000, 1)).expect("write");
         s.write(&big, &parent, 0, &bytes(2 << 20, 2))

@@ -35,11 +35,11 @@ pub mod grant;
 pub mod recovery;
 
 use bytes::Bytes;
-use nacre_core::cksum::{ChecksumType, ReadVerify};
+use nacre_core::cksum::ChecksumType;
 use nacre_core::fid::DATA_SEQ_WIDTH;
 use nacre_core::{Errno, Fid};
 use nacre_osd::scrub::Scrub;
-use nacre_osd::{Health, ObjError, ObjStore, ReadSums};
+use nacre_osd::{Health, ObjError, ObjStore};
 use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{
     BulkCksum, ClientUuid, ORPHAN_CLEANUP_MAX, ObjAttr, Reply, Request, StatFs, WriteGrant,
@@ -705,11 +705,7 @@ impl Ost {
                 verify,
             } => {
                 check_read(len)?;
-                let sums = match (cksum, verify) {
-                    (None, _) => ReadSums::None,
-                    (Some(_), ReadVerify::Target) => ReadSums::Computed,
-                    (Some(_), ReadVerify::Reader) => ReadSums::Stored,
-                };
+                let sums = cksum.map(|_| verify);
                 let out = self
                     .blocking(move |s| {
                         Ok(s.read_checked(&obj, offset, len as usize, sums, torn)?)
