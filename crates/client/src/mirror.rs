@@ -64,6 +64,13 @@ pub struct MirrorVerify {
     pub chunks: Vec<VerifyChunk>,
 }
 
+impl MirrorVerify {
+    /// No mirror is stale below the size, and every mirror read the same bytes.
+    pub fn in_sync(&self) -> bool {
+        self.stale.is_empty() && self.chunks.iter().all(VerifyChunk::agrees)
+    }
+}
+
 impl Client {
     /// The file's layout and size as its in-sync copies say (stale components' objects
     /// left out: they may be longer or shorter).

@@ -25,9 +25,7 @@ use bytes::Bytes;
 use nacre_core::{Errno, Fid, TargetKind};
 use nacre_rpc::RpcError;
 use nacre_rpc::import::{ConnectHook, Import, NewLink};
-use nacre_rpc::msg::{
-    ClientUuid, Cred, MirrorOp, OpenFlags, ReplayOutcome, Reply, Request, WriteGrant,
-};
+use nacre_rpc::msg::{ClientUuid, Cred, OpenFlags, ReplayOutcome, Reply, Request, WriteGrant};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -145,17 +143,18 @@ pub struct ReplayList {
 
 /// Requests the MDC keeps for replay: the namespace changes a client makes, and the
 /// layout changes that run again the same way from the same state (a directory's default
-/// layout or LMV, components added or deleted, a mirrored file's write intent, a mirror
-/// split off, a layout swap) or that carry what their first run decided (a layout
-/// intent's objects). Layout changes must come back when writes followed them: the OST
-/// keeps what a write sent to the mirrors a write intent kept, to the mirrors a split
+/// layout or LMV, components added or deleted, every change of a mirrored file's mirrors
+/// or their sync state, a layout swap) or that carry what their first run decided (a
+/// layout intent's objects). Layout changes must come back when writes followed them: the
+/// OST keeps what a write sent to the mirrors a write intent kept, to the mirrors a split
 /// left, to the objects a swap (`lfs migrate`) gave the file; without them a mirror the
 /// write missed would be called in sync while it differs, or the file would go back to
 /// objects the write never reached. A split's and a swap's old objects are destroyed only
 /// once the change is committed, so the replay finds them; a swap's volatile file was
-/// committed by the copy's `fsync`. Not replayed yet: a resync lost with the MDT leaves
-/// its mirrors stale, which is safe (resync again); an extend hands out objects its replay
-/// would have to take again. (An OSC keeps what [`Request::is_ost_replayable`] says.)
+/// committed by the copy's `fsync`. An acknowledged `lfs mirror extend` or `resync` is
+/// kept the same way: its mirrors are there, and in sync, after a crash of the MDT (an
+/// extend's components come without objects; the resync's layout intent gives them
+/// theirs). (An OSC keeps what [`Request::is_ost_replayable`] says.)
 pub fn is_replayable(req: &Request) -> bool {
     matches!(
         req,
@@ -173,10 +172,7 @@ pub fn is_replayable(req: &Request) -> bool {
             | Request::AddComponents { .. }
             | Request::DelComponents { .. }
             | Request::SwapLayouts { .. }
-            | Request::Mirror {
-                op: MirrorOp::Write { .. } | MirrorOp::Split { .. },
-                ..
-            }
+            | Request::Mirror { .. }
     )
 }
 

@@ -30,7 +30,7 @@ impl Mdt {
             MirrorOp::Write { start, end, keep } => self.mirror_write(fid, start, end, keep).await,
             MirrorOp::ResyncStart => self.resync_start(fid).await,
             MirrorOp::ResyncDone { layout_gen, ids } => {
-                self.resync_done(fid, layout_gen, ids).await
+                self.resync_done(fid, layout_gen, ids, false).await
             }
             MirrorOp::Extend { components } => self.mirror_extend(fid, components).await,
             MirrorOp::Split { mirror_id, victim } => {
@@ -102,8 +102,17 @@ impl Mdt {
     /// A resync ends: components `ids` are in sync again if no writer opened the file and
     /// the layout is still generation `gen_`; otherwise (EBUSY), or with no `ids`, the file
     /// goes back to write-pending with its stale components as they were.
-    async fn resync_done(&self, fid: Fid, gen_: u32, ids: Vec<u32>) -> Result<Reply, Errno> {
-        let undisturbed = self.opens_table().end_migration(&fid);
+    /// A `replay` of an end answered before a crash was undisturbed then: a restarted MDT
+    /// has no record of the resync's start when that was committed before the crash, so
+    /// only the layout generation is checked.
+    pub(crate) async fn resync_done(
+        &self,
+        fid: Fid,
+        gen_: u32,
+        ids: Vec<u32>,
+        replay: bool,
+    ) -> Result<Reply, Errno> {
+        let undisturbed = self.opens_table().end_migration(&fid) || replay;
         let (ino, done) = self
             .change_layout(fid, move |_, layout, _| {
                 let done = undisturbed && layout.layout_gen == gen_ && !ids.is_empty();

@@ -1372,14 +1372,17 @@ impl Mdt {
         }
     }
 
-    /// One replayed request, run as it first ran.
+    /// One replayed request, run as it first ran: its caller squashed as then.
     async fn apply_replay(
         self: Arc<Self>,
         ctx: RequestCtx,
-        req: Request,
+        mut req: Request,
         bulk: Bytes,
         outcome: Option<nacre_rpc::msg::ReplayOutcome>,
     ) -> Result<Reply, Errno> {
+        if let Some(c) = req.cred_mut() {
+            self.squash.apply(c, ctx.peer.ip());
+        }
         match (req, outcome) {
             (mut r @ Request::Create { .. }, Some(o)) => {
                 // The handle it opened is reopened by the client under its own number
@@ -1395,6 +1398,17 @@ impl Mdt {
             }
             (Request::LayoutIntent { fid, .. }, Some(o)) => self.replay_layout_intent(fid, o).await,
             (r @ Request::SwapLayouts { .. }, _) => self.swap_request(r, true).await,
+            (
+                Request::Mirror {
+                    fid,
+                    op: MirrorOp::ResyncDone { layout_gen, ids },
+                    cred,
+                },
+                _,
+            ) => {
+                self.may(&fid, &cred, perm::MAY_WRITE)?;
+                self.resync_done(fid, layout_gen, ids, true).await
+            }
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
                 .await

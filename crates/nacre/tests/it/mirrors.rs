@@ -373,10 +373,6 @@ async fn overwrite(c: &std::sync::Arc<nacre_client::Client>, fid: Fid, data: &[u
 }
 
 /// Every chunk's mirrors agree and none is stale.
-fn in_sync(v: &nacre_client::mirror::MirrorVerify) -> bool {
-    v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_with_a_mirrors_ost_stopped_succeeds_and_resync_brings_it_back() {
     use nacre_core::layout::{LCM_FL_RDONLY, LCM_FL_WRITE_PENDING};
@@ -413,7 +409,7 @@ async fn a_write_with_a_mirrors_ost_stopped_succeeds_and_resync_brings_it_back()
     assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
     assert!(!l.has_stale(), "{l:?}");
     let v = c.mirror_verify(fid, &[]).await.expect("verify");
-    assert!(in_sync(&v), "{v:?}");
+    assert!(v.in_sync(), "{v:?}");
     let (got, n) = c
         .mirror_read(fid, 2, 0, new.len() as u64 + 4096)
         .await
@@ -539,7 +535,7 @@ async fn delayed_writes_go_to_one_mirror_and_mark_the_others_stale() {
     let l = layout_of(&c, fid).await;
     assert_eq!(l.flr_state(), LCM_FL_RDONLY, "{l:?}");
     let v = c.mirror_verify(fid, &[]).await.expect("verify");
-    assert!(in_sync(&v), "{v:?}");
+    assert!(v.in_sync(), "{v:?}");
     // A second write goes to one mirror again.
     overwrite(&c, fid, &pattern(1000, 6)).await;
     assert!(layout_of(&c, fid).await.has_stale());
@@ -683,7 +679,7 @@ async fn bit_flips_in_many_mirrored_files_are_found_and_repaired() {
     }
     for (i, (fid, data)) in files.iter().enumerate() {
         let v = c.mirror_verify(*fid, &[]).await.expect("verify");
-        assert!(!in_sync(&v), "file {i}: flip not found: {v:?}");
+        assert!(!v.in_sync(), "file {i}: flip not found: {v:?}");
         let got = read_file(&c, *fid, data.len() as u64).await.expect("read");
         assert!(got[..] == data[..], "file {i}: wrong bytes");
         let v = c.mirror_verify(*fid, &[]).await.expect("verify");
@@ -692,7 +688,7 @@ async fn bit_flips_in_many_mirrored_files_are_found_and_repaired() {
             .expect("mark stale");
         c.mirror_resync(*fid, &[]).await.expect("resync");
         let v = c.mirror_verify(*fid, &[]).await.expect("verify");
-        assert!(in_sync(&v), "file {i}: not repaired: {v:?}");
+        assert!(v.in_sync(), "file {i}: not repaired: {v:?}");
         for m in [1, 2] {
             let (got, n) = c
                 .mirror_read(*fid, m, 0, data.len() as u64)

@@ -44,10 +44,7 @@ fn mirror_osts(l: &Layout, m: u32) -> Vec<u32> {
 fn verify_agrees(fs: &MountedFs, fid: Fid, what: &str) {
     let c = fs.client();
     let v = fs.block_on(c.mirror_verify(fid, &[])).expect("verify");
-    assert!(
-        v.stale.is_empty() && v.chunks.iter().all(|c| c.agrees()),
-        "{what}: mirrors of {fid} disagree: {v:?}"
-    );
+    assert!(v.in_sync(), "{what}: mirrors of {fid} disagree: {v:?}");
 }
 
 /// Each mirror of `fid`, read alone, holds `want`.

@@ -1136,3 +1136,115 @@ async fn layout_changes_writes_depend_on_are_replayed() {
     c.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// `lfs mirror extend` and `lfs mirror resync` acknowledged before a power cut of the MDT
+/// are replayed: the extended file keeps its new mirror, filled and in sync (the extend,
+/// its resync's start, layout intent and end all replayed), and the resynced file's mirror
+/// a delayed-mode write left stale is in sync again (the resync's start committed while
+/// it copied, so only its end is replayed, to a restarted MDT that has no record of the
+/// start). Without their replays the first would be back to one mirror (the OST keeps the
+/// copy's objects, pointed at by nothing) and the second would have its mirror stale once
+/// more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_extend_and_resync_are_replayed() {
+    use nacre_core::layout::{Component, EOF, LCM_FL_SYNC_PENDING, pflr_id};
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpextend", "mdt0"));
+    let c = rig.cl.mount("replay-extend").await;
+    // Large enough that the resync copies for a while.
+    let old = pattern(24 << 20, 3);
+    let new = pattern(24 << 20, 4);
+    // Both files synced with their names first.
+    let extended = create(&c, Fid::ROOT, b"extended", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (h, _) = c.open(extended, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::from(old.clone()))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.release(&h).await.expect("close");
+    let resynced = mirrored_file(&c, b"resynced", &old).await;
+    c.tunables
+        .set_str("llite", "mirror_write_mode", "delayed")
+        .expect("delayed mode");
+    write_unsynced(&c, resynced, &new).await;
+    assert_eq!(
+        stale_mirrors(&c, resynced)
+            .await
+            .iter()
+            .filter(|(_, stale)| *stale)
+            .count(),
+        1,
+        "a delayed-mode write left no mirror stale"
+    );
+    let committer = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            loop {
+                let l = layout_of(&c, resynced).await;
+                if l.flr_state() == LCM_FL_SYNC_PENDING {
+                    c.sync_dir(Fid::ROOT).await.expect("commit");
+                    return true;
+                }
+                if !l.has_stale() {
+                    return false;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+    };
+    c.mirror_resync(resynced, &[])
+        .await
+        .expect("lfs mirror resync");
+    assert!(
+        committer.await.expect("join"),
+        "the resync ended before its start could be committed"
+    );
+    // The extend last: the resync's commit above would take it too.
+    let mut mirror = Component::raid0(0, EOF, 1, 65536, -1);
+    mirror.id = pflr_id(1, 0);
+    c.mirror_extend(extended, vec![mirror])
+        .await
+        .expect("lfs mirror extend");
+    let in_sync = vec![(1, false), (2, false)];
+    for fid in [extended, resynced] {
+        assert_eq!(stale_mirrors(&c, fid).await, in_sync, "before the cut");
+    }
+    tokio::task::block_in_place(|| rig.cut());
+    assert_eq!(
+        stale_mirrors(&c, extended).await,
+        in_sync,
+        "the extend or its resync was lost"
+    );
+    assert_eq!(
+        stale_mirrors(&c, resynced).await,
+        in_sync,
+        "the resync was lost: the mirror it filled is stale again"
+    );
+    for (fid, want, name) in [(extended, &old, "extended"), (resynced, &new, "resynced")] {
+        let v = c.mirror_verify(fid, &[]).await.expect("lfs mirror verify");
+        assert!(
+            v.in_sync(),
+            "{name}: the mirrors differ after the cut: {v:?}"
+        );
+        for m in [1, 2] {
+            let (got, _) = c
+                .mirror_read(fid, m, 0, want.len() as u64)
+                .await
+                .expect("lfs mirror read");
+            assert!(
+                got[..] == want[..],
+                "{name}: mirror {m} does not read as written"
+            );
+        }
+    }
+    // The extend, its resync's start, layout intent and end, and the other resync's end.
+    tokio::task::block_in_place(|| rig.assert_recovered(1, 5));
+    c.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
