@@ -367,12 +367,15 @@ impl Client {
     /// clients holding the file open have dropped what they cached of it.
     /// The OSTs and the MDT sync at once: neither needs the other's result (the data is
     /// on the OSTs once flushed, the names and attributes in the MDT's journal once
-    /// acknowledged), and on one disk their syncs can share a journal commit.
+    /// acknowledged), and on one disk their syncs can share a journal commit. The MDT's
+    /// sync makes the file's Data-on-MDT bytes durable too: every commit of its store
+    /// first syncs the DoM objects written before it (`nacre_mdt::dom::DomCommit`), so
+    /// the DoM object is not synced a second time on its own.
     pub async fn fsync(&self, f: &OpenFile) -> Result<(), Errno> {
         self.flush_handle(&f.writeback, f.fid).await?;
         let objects = async {
             match f.layout() {
-                Some(l) => self.sync_objects(f.fid, &l).await,
+                Some(l) => self.sync_ost_objects(f.fid, &l).await,
                 None => Ok(()),
             }
         };

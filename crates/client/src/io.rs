@@ -1434,14 +1434,19 @@ impl Client {
         Ok(())
     }
 
-    /// Flushes every object of `layout` to stable storage. For a mirrored file, an OST
-    /// that stopped answering is not waited for: the mirrors on it are marked stale
-    /// instead (their copy may not be durable), as long as another mirror is synced.
+    /// Flushes every object of `layout` to stable storage, its DoM object too.
     pub async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
         if layout.dom_object().is_some() {
             self.md_call(self.mdt_of(&fid), Request::DomSync { fid })
                 .await?;
         }
+        self.sync_ost_objects(fid, layout).await
+    }
+
+    /// Flushes the OST objects of `layout` to stable storage. For a mirrored file, an OST
+    /// that stopped answering is not waited for: the mirrors on it are marked stale
+    /// instead (their copy may not be durable), as long as another mirror is synced.
+    pub async fn sync_ost_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
         let mirrored = layout.is_mirrored();
         let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
         for o in layout.objects() {
