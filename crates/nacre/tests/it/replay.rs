@@ -1043,6 +1043,22 @@ async fn mirrored_file(c: &Arc<Client>, name: &[u8], data: &[u8]) -> Fid {
     fid
 }
 
+/// A plain file of `data` in the root, written, synced and closed.
+async fn synced_file(c: &Arc<Client>, name: &[u8], data: &[u8]) -> Fid {
+    let fid = create(c, Fid::ROOT, name, FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
+    c.write(&h, 0, Bytes::copy_from_slice(data))
+        .await
+        .expect("write");
+    c.fsync(&h).await.expect("fsync");
+    c.release(&h).await.expect("close");
+    fid
+}
+
 /// Writes `data` at 0 of `fid` through a handle of its own, unsynced, and closes.
 async fn write_unsynced(c: &Arc<Client>, fid: Fid, data: &[u8]) {
     let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
@@ -1072,17 +1088,7 @@ async fn layout_changes_writes_depend_on_are_replayed() {
     let new = pattern(200_000, 2);
     // A plain file, synced, migrated to another stripe size, then written. (The
     // migration's copy syncs, so it goes first: the changes after it stay uncommitted.)
-    let migrated = create(&c, Fid::ROOT, b"migrated", FILE)
-        .await
-        .expect("create")
-        .attr
-        .fid;
-    let (h, _) = c.open(migrated, rw(), &cred()).await.expect("open");
-    c.write(&h, 0, Bytes::from(old.clone()))
-        .await
-        .expect("write");
-    c.fsync(&h).await.expect("fsync");
-    c.release(&h).await.expect("close");
+    let migrated = synced_file(&c, b"migrated", &old).await;
     c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
     const MIGRATED_STRIPE: u32 = 128 << 10;
     let to = nacre_core::Layout::plain(1, MIGRATED_STRIPE, -1);
@@ -1157,17 +1163,7 @@ async fn mirror_extend_and_resync_are_replayed() {
     let old = pattern(24 << 20, 3);
     let new = pattern(24 << 20, 4);
     // Both files synced with their names first.
-    let extended = create(&c, Fid::ROOT, b"extended", FILE)
-        .await
-        .expect("create")
-        .attr
-        .fid;
-    let (h, _) = c.open(extended, rw(), &cred()).await.expect("open");
-    c.write(&h, 0, Bytes::from(old.clone()))
-        .await
-        .expect("write");
-    c.fsync(&h).await.expect("fsync");
-    c.release(&h).await.expect("close");
+    let extended = synced_file(&c, b"extended", &old).await;
     let resynced = mirrored_file(&c, b"resynced", &old).await;
     c.tunables
         .set_str("llite", "mirror_write_mode", "delayed")
