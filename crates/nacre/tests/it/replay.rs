@@ -1028,12 +1028,7 @@ async fn mirrored_file(c: &Arc<Client>, name: &[u8], data: &[u8]) -> Fid {
         .0
         .attr
         .fid;
-    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
-    c.write(&h, 0, Bytes::copy_from_slice(data))
-        .await
-        .expect("write");
-    c.fsync(&h).await.expect("fsync");
-    c.release(&h).await.expect("close");
+    common::power_cut::write_at(c, fid, 0, data, true).await;
     c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
     assert_eq!(
         stale_mirrors(c, fid).await,
@@ -1050,12 +1045,7 @@ async fn synced_file(c: &Arc<Client>, name: &[u8], data: &[u8]) -> Fid {
         .expect("create")
         .attr
         .fid;
-    let (h, _) = c.open(fid, rw(), &cred()).await.expect("open");
-    c.write(&h, 0, Bytes::copy_from_slice(data))
-        .await
-        .expect("write");
-    c.fsync(&h).await.expect("fsync");
-    c.release(&h).await.expect("close");
+    common::power_cut::write_at(c, fid, 0, data, true).await;
     fid
 }
 
