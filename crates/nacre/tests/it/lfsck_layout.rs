@@ -19,9 +19,10 @@ const N: usize = 5;
 /// Waits until the MDT trusts the sizes of `files` (settled after their last close): a
 /// stripe is known to hold data only from an exact size.
 /// A settle after an OST was stopped waits out a request to it (up to the 30 s recovery
-/// timeout) on a loaded two-core machine; 20 s was seen to be too short in the full suite.
+/// timeout) on a loaded two-core machine, and one that fails is tried again later; 20 s
+/// and then 60 s were each seen to be too short in the full suite.
 async fn settled(fs: &Fs, files: &[Fid]) {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let all = {
             let mut v = fs.mdt(0).store().read().expect("read");
