@@ -390,6 +390,12 @@ impl fuser::Filesystem for Fs {
         self.0.spawn(VfsOp::Getattr, async move {
             match me.0.client.getattr(fid).await {
                 Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
+                // Removed by another client: ENOENT, as Lustre's llite answers
+                // (`ll_inode_revalidate_fini`). The kernel asks for a directory's
+                // attributes before a lookup or unlink through a descriptor of it, and
+                // retries ESTALE only by walking the path again, which a descriptor
+                // cannot; `rm -rf` passes over ENOENT.
+                Err(Errno::ESTALE) => reply.error(errno(Errno::ENOENT)),
                 Err(e) => reply.error(errno(e)),
             }
         });

@@ -266,6 +266,54 @@ fn two_clients_removing_one_tree_both_succeed() {
     assert!(!fs.path("t").exists() && !m2.path("t").exists());
 }
 
+/// A directory another client removed holds no names, as on a local file system: a name
+/// looked up or removed through a descriptor of it is ENOENT (which `rm -rf` passes over),
+/// not ESTALE. The kernel asks for the directory's attributes first (to check search
+/// permission once its cached ones expired), and cannot look the directory up again from
+/// a descriptor; Lustre answers ENOENT for an inode unlinked elsewhere
+/// (`ll_inode_revalidate_fini`).
+#[test]
+fn names_in_a_directory_another_client_removed_are_enoent() {
+    if !require_fuse() {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::create_dir_all(fs.path("t/d")).expect("mkdir");
+    std::fs::write(fs.path("t/d/f"), b"x").expect("write");
+    let d = File::open(m2.path("t/d")).expect("open the directory on m2");
+    assert!(m2.path("t/d/f").exists());
+    std::fs::remove_dir_all(fs.path("t")).expect("rm -rf on m1");
+    // Past the mount's attribute timeout (1 s): the kernel asks again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let name = c"f";
+    // SAFETY: a valid descriptor and a NUL-terminated name.
+    let r = unsafe { libc::unlinkat(d.as_raw_fd(), name.as_ptr(), 0) };
+    let err = std::io::Error::last_os_error();
+    assert_eq!(
+        (r, err.raw_os_error()),
+        (-1, Some(libc::ENOENT)),
+        "unlinkat: {err}"
+    );
+    // SAFETY: as above, and `st` is written by fstatat.
+    let r = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstatat(
+            d.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    assert_eq!(
+        (r, err.raw_os_error()),
+        (-1, Some(libc::ENOENT)),
+        "fstatat: {err}"
+    );
+}
+
 #[test]
 fn a_writer_is_not_held_up_by_a_reader_that_stopped() {
     if !require_fuse() {
