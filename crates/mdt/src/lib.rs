@@ -974,12 +974,16 @@ impl Mdt {
                     // A settle waiting on an OST that is gone must not keep a stopping
                     // MDT (and its store) alive: the size is left to glimpses.
                     let mut stopping = self.shutdown.subscribe();
-                    let settle = self.clone().settle(fid, generation);
+                    let me = self.clone();
                     tokio::spawn(async move {
                         tokio::select! {
-                            () = settle => {}
-                            _ = stopping.wait_for(|s| *s) => {}
+                            () = me.clone().settle(fid, generation) => {}
+                            _ = stopping.wait_for(|s| *s) => return,
                         }
+                        // One that could not finish (an OST away) leaves the file no longer
+                        // dirty but not exact either: the next stat glimpses it and queues
+                        // it to be settled again (`resettle`). Left dirty, no stat would.
+                        me.opens.settled(&fid, generation);
                     });
                 }
                 None => self.opens.mark_clean(fid),

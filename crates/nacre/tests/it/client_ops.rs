@@ -572,3 +572,60 @@ async fn many_open_files_written_a_little_stay_within_max_dirty() {
     assert_eq!(c.dirty_bytes(), 0);
     cluster.stop().await;
 }
+
+/// A writer's last close settles the file's size (Lazy Size-on-MDT) from its objects. One
+/// that cannot, because an OST is away, leaves the size to glimpses; once the OST is back,
+/// the next stat queues the file to be settled again and its size becomes exact. Before,
+/// such a file stayed "being settled" for good: never exact, never queued again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_size_the_last_close_could_not_settle_is_settled_after_the_ost_is_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "settlefs", 1, 2).await;
+    let c = mount(&cluster).await;
+    let cred = Cred::root();
+    let (fi, h) = c
+        .create(
+            c.root(),
+            b"f",
+            FILE,
+            0,
+            &cred,
+            None,
+            LayoutRequest::Explicit(Layout::plain(2, 65536, 0)),
+            Some(rw()),
+            true,
+        )
+        .await
+        .expect("create");
+    let l = fi.layout.clone().expect("layout");
+    assert_eq!(l.components[0].objects.len(), 2);
+    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), Some(l));
+    let data = pattern(300_001, 3);
+    c.write(&f, 0, Bytes::from(data.clone()))
+        .await
+        .expect("write");
+    c.fsync(&f).await.expect("fsync");
+    cluster.stop_ost(1).await;
+    c.release(&f).await.expect("close");
+    // The settle waits out its request to the stopped OST (the 30 s request timeout),
+    // then gives up.
+    tokio::time::sleep(std::time::Duration::from_secs(35)).await;
+    cluster.start_ost(1).await.expect("start OST1");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = c.getattr(fi.attr.fid).await;
+        if let Ok(st) = &st
+            && st.size_authoritative
+        {
+            assert_eq!(st.attr.size, data.len() as u64);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the size never became exact again: {st:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    drop(c);
+    cluster.stop().await;
+}
