@@ -197,6 +197,18 @@ impl Default for ServerTuning {
     }
 }
 
+/// Applies the file system's `set_param -P` records (fetched from the MGS) to a target's
+/// own parameters before it serves its first request, as Lustre's target applies its
+/// config log at setup: a restarted MDT squashes root from its first replay on, not from
+/// whenever the MGC's follower catches up. Process-wide ones (timeouts) stay with the
+/// follower of a `nacre serve` process: an in-process file system's targets share theirs.
+fn apply_before_serving(target: Arc<dyn crate::params::ParamSource>, records: &[(String, String)]) {
+    let node = crate::params::NodeParams {
+        sources: vec![target],
+    };
+    crate::params::apply_persistent(&node, records);
+}
+
 pub async fn serve_mdt(
     dir: &Path,
     fsname: &str,
@@ -222,9 +234,15 @@ pub async fn serve_mdt(
         },
         health: target_health(dir, fsname, name)?,
     };
+    let records = config.borrow().params.clone();
     let mdt = Mdt::start(cfg, config)
         .await
         .with_context(|| format!("cannot start {}", name.full(fsname)))?;
+    let params = crate::params::MdtParams {
+        fsname: fsname.to_string(),
+        mdt: mdt.clone(),
+    };
+    apply_before_serving(Arc::new(params), &records);
     let lfsck = MdtLfsck::attach(&mdt);
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
@@ -276,6 +294,12 @@ pub async fn serve_ost(
     })?);
     ost.store().set_name(&name.full(fsname));
     ost.set_lfsck(nacre_lfsck::OstLfsck::new(index, ost.store().clone()));
+    let records = config.borrow().params.clone();
+    let params = crate::params::OstParams {
+        fsname: fsname.to_string(),
+        ost: ost.clone(),
+    };
+    apply_before_serving(Arc::new(params), &records);
     ost.scrub().set_resolver(nacre_ost::fid2path::resolver(
         config,
         ConnConfig {

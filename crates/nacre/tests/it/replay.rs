@@ -1234,3 +1234,40 @@ async fn mirror_extend_and_resync_are_replayed() {
     c.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// A replayed request's caller is squashed as it was the first time: root's create
+/// under `mdt.*.root_squash` makes a file of the squashed owner, and its replay after a
+/// power cut of the MDT makes the same file, not one of root's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_create_is_squashed_as_it_first_was() {
+    use common::power_cut::set_param_p_and_wait;
+    const NOBODY: u32 = 65534;
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rpsquash", "mdt0"));
+    let c = rig.cl.mount("replay-squash").await;
+    // A directory squashed root may write in, committed with its name.
+    let dir = create(&c, Fid::ROOT, b"open", libc::S_IFDIR | 0o777)
+        .await
+        .expect("mkdir")
+        .attr
+        .fid;
+    c.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    let squash = format!("mdt.{}-MDT0000.root_squash", rig.cl.fsname);
+    set_param_p_and_wait(&c, &squash, &format!("{NOBODY}:{NOBODY}")).await;
+    let fid = create(&c, dir, b"by-root", FILE)
+        .await
+        .expect("create as squashed root")
+        .attr
+        .fid;
+    let owner = |a: &nacre_core::Attr| (a.uid, a.gid);
+    let before = owner(&c.getattr(fid).await.expect("getattr").attr);
+    assert_eq!(before, (NOBODY, NOBODY), "root was not squashed");
+    tokio::task::block_in_place(|| rig.cut());
+    let after = owner(&c.getattr(fid).await.expect("getattr after the cut").attr);
+    assert_eq!(after, before, "the replayed create was not squashed");
+    tokio::task::block_in_place(|| rig.assert_recovered(1, 1));
+    c.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}
