@@ -11,13 +11,13 @@
 //! (`stale_for_write`, `clear_stale`); this module applies them in one transaction each.
 
 use crate::mdd;
-use crate::{Mdt, now};
+use crate::{Mdt, now, perm};
 use nacre_core::layout::{
     LCM_FL_RDONLY, LCM_FL_SYNC_PENDING, LCM_FL_WRITE_PENDING, LCME_FL_INIT, LCME_FL_PREF_RW,
     LCME_FL_STALE, Pattern, StaleError, pflr_id,
 };
 use nacre_core::{Component, Errno, Fid};
-use nacre_rpc::msg::{MirrorOp, Reply};
+use nacre_rpc::msg::{Cred, MirrorOp, Reply};
 
 fn refused(fid: Fid, e: StaleError) -> Errno {
     tracing::debug!(target: "mdt", "file {fid}: mirror write refused: {e}");
@@ -25,12 +25,34 @@ fn refused(fid: Fid, e: StaleError) -> Errno {
 }
 
 impl Mdt {
-    pub(crate) async fn mirror_op(&self, fid: Fid, op: MirrorOp) -> Result<Reply, Errno> {
+    /// A `Mirror` request, checked against the caller's rights: a layout change (extend,
+    /// split) is the owner's, as `lfs setstripe` is; the rest, and a split's victim, need
+    /// write access. With `replay`, the replay of one answered before a crash (see
+    /// [`Mdt::resync_done`]).
+    pub(crate) async fn mirror_request(
+        &self,
+        fid: Fid,
+        op: MirrorOp,
+        cred: &Cred,
+        replay: bool,
+    ) -> Result<Reply, Errno> {
+        match &op {
+            MirrorOp::Extend { .. } | MirrorOp::Split { .. } => {
+                self.may_change_layout(&fid, cred)?
+            }
+            _ => self.may(&fid, cred, perm::MAY_WRITE)?,
+        }
+        if let MirrorOp::Split {
+            victim: Some(v), ..
+        } = &op
+        {
+            self.may(v, cred, perm::MAY_WRITE)?;
+        }
         match op {
             MirrorOp::Write { start, end, keep } => self.mirror_write(fid, start, end, keep).await,
             MirrorOp::ResyncStart => self.resync_start(fid).await,
             MirrorOp::ResyncDone { layout_gen, ids } => {
-                self.resync_done(fid, layout_gen, ids, false).await
+                self.resync_done(fid, layout_gen, ids, replay).await
             }
             MirrorOp::Extend { components } => self.mirror_extend(fid, components).await,
             MirrorOp::Split { mirror_id, victim } => {

@@ -1405,14 +1405,11 @@ impl Mdt {
             (
                 Request::Mirror {
                     fid,
-                    op: MirrorOp::ResyncDone { layout_gen, ids },
+                    op: op @ MirrorOp::ResyncDone { .. },
                     cred,
                 },
                 _,
-            ) => {
-                self.may(&fid, &cred, perm::MAY_WRITE)?;
-                self.resync_done(fid, layout_gen, ids, true).await
-            }
+            ) => self.mirror_request(fid, op, &cred, true).await,
             (r, _) => self
                 .dispatch_bulk(ctx, r, Bytes::new())
                 .await
@@ -1656,21 +1653,7 @@ impl Mdt {
                 self.create_volatile(&ctx, fid, layout).await
             }
             r @ Request::SwapLayouts { .. } => self.swap_request(r, false).await,
-            Request::Mirror { fid, op, cred } => {
-                match &op {
-                    MirrorOp::Extend { .. } | MirrorOp::Split { .. } => {
-                        self.may_change_layout(&fid, &cred)?
-                    }
-                    _ => self.may(&fid, &cred, perm::MAY_WRITE)?,
-                }
-                if let MirrorOp::Split {
-                    victim: Some(v), ..
-                } = &op
-                {
-                    self.may(v, &cred, perm::MAY_WRITE)?;
-                }
-                self.mirror_op(fid, op).await
-            }
+            Request::Mirror { fid, op, cred } => self.mirror_request(fid, op, &cred, false).await,
             Request::Open { fid, flags, cred } => self.open(&ctx, fid, flags, &cred).await,
             Request::Close { handle, wrote } => {
                 if self.opens.held_by_other(handle, ctx.conn_id) {

@@ -268,7 +268,7 @@ fn two_clients_removing_one_tree_both_succeed() {
 
 /// A directory another client removed holds no names, as on a local file system: a name
 /// looked up or removed through a descriptor of it is ENOENT (which `rm -rf` passes over),
-/// not ESTALE. The kernel asks for the directory's attributes first (to check search
+/// and so is reading it, not ESTALE. The kernel asks for the directory's attributes first (to check search
 /// permission once its cached ones expired), and cannot look the directory up again from
 /// a descriptor; Lustre answers ENOENT for an inode unlinked elsewhere
 /// (`ll_inode_revalidate_fini`).
@@ -311,6 +311,22 @@ fn names_in_a_directory_another_client_removed_are_enoent() {
         (r, err.raw_os_error()),
         (-1, Some(libc::ENOENT)),
         "fstatat: {err}"
+    );
+    // Reading it: no names, or ENOENT, never ESTALE.
+    let mut buf = [0u8; 4096];
+    // SAFETY: a valid descriptor and a buffer of the length given.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            d.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    assert!(
+        n == 0 || (n == -1 && err.raw_os_error() == Some(libc::ENOENT)),
+        "getdents64: {n}, {err}"
     );
 }
 
