@@ -49,6 +49,37 @@ pub async fn create(c: &Client, dir: Fid, name: &[u8], mode: u32) -> Result<Inod
     .map(|(i, _)| i)
 }
 
+/// Creates `name` in `dir` with `layout`, open for reading and writing, as root.
+#[allow(dead_code)]
+pub async fn create_open(
+    c: &Client,
+    dir: Fid,
+    name: &[u8],
+    layout: nacre_core::Layout,
+) -> (InodeInfo, nacre_client::file::OpenFile) {
+    let (fi, h) = c
+        .create(
+            dir,
+            name,
+            FILE,
+            0,
+            &Cred::root(),
+            None,
+            LayoutRequest::Explicit(layout),
+            Some(rw()),
+            true,
+        )
+        .await
+        .expect("create");
+    let f = nacre_client::file::OpenFile::new(
+        fi.attr.fid,
+        h.expect("an open handle"),
+        rw(),
+        fi.layout.clone(),
+    );
+    (fi, f)
+}
+
 pub fn rw() -> OpenFlags {
     OpenFlags {
         read: true,

@@ -4,7 +4,7 @@
 use crate::common;
 
 use bytes::Bytes;
-use common::cluster::{DIR, FILE, create, mount, pattern, rw, start};
+use common::cluster::{DIR, FILE, create, create_open, mount, pattern, rw, start};
 use nacre::local::LocalCluster;
 use nacre::node::ServerTuning;
 use nacre_client::{Client, MountSpec};
@@ -55,24 +55,9 @@ async fn namespace_io_and_restart() {
         .err(),
         Some(Errno::EEXIST)
     );
-    let layout = Layout::plain(3, 65536, -1);
-    let (fi, h) = c
-        .create(
-            d.attr.fid,
-            b"striped",
-            FILE,
-            0,
-            &cred,
-            None,
-            LayoutRequest::Explicit(layout),
-            Some(rw()),
-            true,
-        )
-        .await
-        .expect("create");
+    let (fi, f) = create_open(&c, d.attr.fid, b"striped", Layout::plain(3, 65536, -1)).await;
     let l = fi.layout.clone().expect("layout");
     assert_eq!(l.components[0].objects.len(), 3);
-    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), Some(l));
     let data = pattern(1_000_003, 7);
     c.write(&f, 0, Bytes::from(data.clone()))
         .await
@@ -309,25 +294,9 @@ async fn a_server_going_away_gives_eio_not_a_hang_and_recovers() {
         .set("llite", "recovery_timeout", 2)
         .expect("tunable");
     c.refresh_imports();
-    let cred = Cred::root();
     let mut layout = Layout::plain(1, 65536, 0);
     layout.components[0].ost_list = vec![0];
-    let (fi, h) = c
-        .create(
-            c.root(),
-            b"f",
-            FILE,
-            0,
-            &cred,
-            None,
-            LayoutRequest::Explicit(layout),
-            Some(rw()),
-            true,
-        )
-        .await
-        .expect("create");
-    let f =
-        nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), fi.layout.clone());
+    let (_, f) = create_open(&c, c.root(), b"f", layout).await;
     let data = pattern(300_000, 3);
     c.write(&f, 0, Bytes::from(data.clone()))
         .await
@@ -582,24 +551,9 @@ async fn a_size_the_last_close_could_not_settle_is_settled_after_the_ost_is_back
     let dir = tempfile::tempdir().expect("tmp");
     let mut cluster = start(dir.path(), "settlefs", 1, 2).await;
     let c = mount(&cluster).await;
-    let cred = Cred::root();
-    let (fi, h) = c
-        .create(
-            c.root(),
-            b"f",
-            FILE,
-            0,
-            &cred,
-            None,
-            LayoutRequest::Explicit(Layout::plain(2, 65536, 0)),
-            Some(rw()),
-            true,
-        )
-        .await
-        .expect("create");
+    let (fi, f) = create_open(&c, c.root(), b"f", Layout::plain(2, 65536, 0)).await;
     let l = fi.layout.clone().expect("layout");
     assert_eq!(l.components[0].objects.len(), 2);
-    let f = nacre_client::file::OpenFile::new(fi.attr.fid, h.expect("handle"), rw(), Some(l));
     let data = pattern(300_001, 3);
     c.write(&f, 0, Bytes::from(data.clone()))
         .await

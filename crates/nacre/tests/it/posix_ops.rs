@@ -5,10 +5,8 @@
 use crate::common;
 
 use bytes::Bytes;
-use common::cluster::{DIR, FILE, mount, rw, start};
-use nacre_client::file::{
-    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, OpenFile,
-};
+use common::cluster::{DIR, FILE, create_open, mount, start};
+use nacre_client::file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 use nacre_core::{Errno, Layout};
 use nacre_rpc::msg::{Cred, LayoutRequest, OpenFlags};
 
@@ -73,23 +71,8 @@ async fn fallocate_modes_on_a_striped_file() {
     let dir = tempfile::tempdir().expect("tmp");
     let cluster = start(dir.path(), "testfs", 1, 3).await;
     let c = mount(&cluster).await;
-    let cred = Cred::root();
-    let (fi, h) = c
-        .create(
-            c.root(),
-            b"f",
-            FILE,
-            0,
-            &cred,
-            None,
-            LayoutRequest::Explicit(Layout::plain(3, 65536, -1)),
-            Some(rw()),
-            true,
-        )
-        .await
-        .expect("create");
+    let (fi, f) = create_open(&c, c.root(), b"f", Layout::plain(3, 65536, -1)).await;
     let fid = fi.attr.fid;
-    let f = OpenFile::new(fid, h.expect("handle"), rw(), fi.layout.clone());
 
     // posix_fallocate: the size grows to the end of the range, across stripes.
     c.fallocate(&f, 1000, 150_000, 0).await.expect("allocate");
