@@ -974,16 +974,12 @@ impl Mdt {
                     // A settle waiting on an OST that is gone must not keep a stopping
                     // MDT (and its store) alive: the size is left to glimpses.
                     let mut stopping = self.shutdown.subscribe();
-                    let me = self.clone();
+                    let settle = self.clone().settle(fid, generation);
                     tokio::spawn(async move {
                         tokio::select! {
-                            () = me.clone().settle(fid, generation) => {}
-                            _ = stopping.wait_for(|s| *s) => return,
+                            () = settle => {}
+                            _ = stopping.wait_for(|s| *s) => {}
                         }
-                        // One that could not finish (an OST away) leaves the file no longer
-                        // dirty but not exact either: the next stat glimpses it and queues
-                        // it to be settled again (`resettle`). Left dirty, no stat would.
-                        me.opens.settled(&fid, generation);
                     });
                 }
                 None => self.opens.mark_clean(fid),
@@ -1057,7 +1053,16 @@ impl Mdt {
     /// (Lazy Size-on-MDT). Abandoned if anything changed the file meanwhile. The objects
     /// are synced first: a size the MDT trusts must not outlive the data behind it when an
     /// OST loses its unsynced writes in a power cut.
+    ///
+    /// Whatever comes of it, the file is no longer being settled: one that could not finish
+    /// (an OST away) leaves its size to glimpses, and the next stat queues it to be
+    /// settled again ([`resettle`]). Left marked, no stat would.
     async fn settle(self: Arc<Self>, fid: Fid, generation: u64) {
+        self.clone().try_settle(fid, generation).await;
+        self.opens.settled(&fid, generation);
+    }
+
+    async fn try_settle(self: Arc<Self>, fid: Fid, generation: u64) {
         let Ok(ino) = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) else {
             return;
         };
@@ -1096,12 +1101,8 @@ impl Mdt {
                 mdd::put_inode(tx, &ino).map(|_| true)
             })
             .await;
-        match r {
-            Ok(true) => self.opens.settled(&fid, generation),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index)
-            }
+        if let Err(e) = r {
+            tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index)
         }
     }
 

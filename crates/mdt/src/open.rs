@@ -189,7 +189,8 @@ impl OpenTable {
         !busy && g.dirty.get(fid) == Some(&generation)
     }
 
-    /// Clears dirtiness once the settled size is committed (if still current).
+    /// Clears dirtiness once a settle ended, its size committed or given up (if still
+    /// current).
     pub fn settled(&self, fid: &Fid, generation: u64) {
         let mut g = self.inner.lock();
         let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);

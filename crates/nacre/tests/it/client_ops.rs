@@ -561,9 +561,9 @@ async fn a_size_the_last_close_could_not_settle_is_settled_after_the_ost_is_back
     c.fsync(&f).await.expect("fsync");
     cluster.stop_ost(1).await;
     c.release(&f).await.expect("close");
-    // The settle waits out its request to the stopped OST (the 30 s request timeout),
+    // The settle waits out its request to the stopped OST (the MDT's request timeout),
     // then gives up.
-    tokio::time::sleep(std::time::Duration::from_secs(35)).await;
+    tokio::time::sleep(nacre_rpc::conn::DEFAULT_TIMEOUT + std::time::Duration::from_secs(5)).await;
     cluster.start_ost(1).await.expect("start OST1");
     let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
