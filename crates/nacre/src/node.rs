@@ -43,6 +43,25 @@ enum Kind {
     Ost(Arc<Ost>),
 }
 
+impl Kind {
+    /// The target's own parameters (`mdt.<target>.*`, `obdfilter.<target>.*`), those
+    /// `set_param -P` sets on it; the MGS has none.
+    fn params(&self, fsname: &str) -> Option<Arc<dyn crate::params::ParamSource>> {
+        let fsname = fsname.to_string();
+        match self {
+            Kind::Mdt(m) => Some(Arc::new(crate::params::MdtParams {
+                fsname,
+                mdt: m.clone(),
+            })),
+            Kind::Ost(o) => Some(Arc::new(crate::params::OstParams {
+                fsname,
+                ost: o.clone(),
+            })),
+            Kind::Mgs => None,
+        }
+    }
+}
+
 /// A target being served.
 pub struct Served {
     pub name: TargetName,
@@ -91,6 +110,11 @@ impl Served {
                 );
             }
         }
+    }
+
+    /// Its own parameters, as `set_param` names them (none for the MGS).
+    pub fn params(&self, fsname: &str) -> Option<Arc<dyn crate::params::ParamSource>> {
+        self.kind.params(fsname)
     }
 
     pub fn mdt(&self) -> Option<&Arc<Mdt>> {
@@ -202,11 +226,13 @@ impl Default for ServerTuning {
 /// config log at setup: a restarted MDT squashes root from its first replay on, not from
 /// whenever the MGC's follower catches up. Process-wide ones (timeouts) stay with the
 /// follower of a `nacre serve` process: an in-process file system's targets share theirs.
-fn apply_before_serving(target: Arc<dyn crate::params::ParamSource>, records: &[(String, String)]) {
-    let node = crate::params::NodeParams {
-        sources: vec![target],
+fn apply_before_serving(fsname: &str, kind: &Kind, config: &watch::Receiver<FsConfig>) {
+    let Some(own) = kind.params(fsname) else {
+        return;
     };
-    crate::params::apply_persistent(&node, records);
+    let records = config.borrow().params.clone();
+    let node = crate::params::NodeParams { sources: vec![own] };
+    crate::params::apply_persistent(&node, &records);
 }
 
 pub async fn serve_mdt(
@@ -234,15 +260,12 @@ pub async fn serve_mdt(
         },
         health: target_health(dir, fsname, name)?,
     };
-    let records = config.borrow().params.clone();
+    let mgs_config = config.clone();
     let mdt = Mdt::start(cfg, config)
         .await
         .with_context(|| format!("cannot start {}", name.full(fsname)))?;
-    let params = crate::params::MdtParams {
-        fsname: fsname.to_string(),
-        mdt: mdt.clone(),
-    };
-    apply_before_serving(Arc::new(params), &records);
+    let kind = Kind::Mdt(mdt.clone());
+    apply_before_serving(fsname, &kind, &mgs_config);
     let lfsck = MdtLfsck::attach(&mdt);
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
@@ -256,7 +279,7 @@ pub async fn serve_mdt(
         addr,
         shutdown,
         task,
-        kind: Kind::Mdt(mdt),
+        kind,
         stats,
         lfsck: Some(lfsck),
         net,
@@ -294,12 +317,8 @@ pub async fn serve_ost(
     })?);
     ost.store().set_name(&name.full(fsname));
     ost.set_lfsck(nacre_lfsck::OstLfsck::new(index, ost.store().clone()));
-    let records = config.borrow().params.clone();
-    let params = crate::params::OstParams {
-        fsname: fsname.to_string(),
-        ost: ost.clone(),
-    };
-    apply_before_serving(Arc::new(params), &records);
+    let kind = Kind::Ost(ost.clone());
+    apply_before_serving(fsname, &kind, &config);
     ost.scrub().set_resolver(nacre_ost::fid2path::resolver(
         config,
         ConnConfig {
@@ -323,7 +342,7 @@ pub async fn serve_ost(
         addr,
         shutdown,
         task,
-        kind: Kind::Ost(ost),
+        kind,
         stats,
         lfsck: None,
         net,

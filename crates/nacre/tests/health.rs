@@ -6,11 +6,11 @@
 mod common;
 
 use bytes::Bytes;
-use common::cluster::{DIR, FILE, create, mount, pattern, rw, start};
+use common::cluster::{DIR, FILE, create, create_open, mount, pattern, start};
 use nacre::params::{MdtParams, OstParams, ParamSource};
 use nacre_core::{Errno, Layout};
 use nacre_osd::health::FAILURE_NOTICED_WITHIN;
-use nacre_rpc::msg::{Cred, LayoutRequest};
+use nacre_rpc::msg::Cred;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -75,32 +75,9 @@ async fn a_removed_ost_acknowledges_no_fsync_and_answers_eio() {
     let tmp = tempfile::tempdir().expect("tmp");
     let cluster = start(tmp.path(), "hcost", 1, 3).await;
     let c = mount(&cluster).await;
-    let cred = Cred::root();
     let open = |name: &'static [u8], layout: Layout| {
         let c = c.clone();
-        let cred = cred.clone();
-        async move {
-            let (fi, h) = c
-                .create(
-                    c.root(),
-                    name,
-                    FILE,
-                    0,
-                    &cred,
-                    None,
-                    LayoutRequest::Explicit(layout),
-                    Some(rw()),
-                    true,
-                )
-                .await
-                .expect("create");
-            nacre_client::file::OpenFile::new(
-                fi.attr.fid,
-                h.expect("handle"),
-                rw(),
-                fi.layout.clone(),
-            )
-        }
+        async move { create_open(&c, c.root(), name, layout).await.1 }
     };
     // Striped over both OSTs; its data made durable while the storage is there.
     let f = open(b"striped", Layout::plain(2, 65536, 0)).await;

@@ -156,27 +156,14 @@ pub fn run_serve(a: ServeArgs) -> Result<()> {
     })
 }
 
-/// The parameters of a served MDT or OST that `set_param -P` may set.
+/// The parameters of a served MDT or OST that `set_param -P` may set: its own, and the
+/// process's timeouts.
 fn target_params(
     fsname: &str,
     s: &node::Served,
 ) -> Vec<std::sync::Arc<dyn crate::params::ParamSource>> {
-    use crate::params::{MdtParams, OstParams, ParamSource};
-    use std::sync::Arc;
-    let mut sources: Vec<Arc<dyn ParamSource>> = Vec::new();
-    if let Some(m) = s.mdt() {
-        sources.push(Arc::new(MdtParams {
-            fsname: fsname.to_string(),
-            mdt: m.clone(),
-        }));
-    }
-    if let Some(o) = s.ost() {
-        sources.push(Arc::new(OstParams {
-            fsname: fsname.to_string(),
-            ost: o.clone(),
-        }));
-    }
-    sources.push(Arc::new(crate::params::TimeoutParams));
+    let mut sources: Vec<_> = s.params(fsname).into_iter().collect();
+    sources.push(std::sync::Arc::new(crate::params::TimeoutParams));
     sources
 }
 

@@ -5,7 +5,7 @@ use crate::daemon::{self, RunState};
 use crate::lfsck_ctl::{LfsckParams, LocalLfsck};
 use crate::local::{self, LocalCluster, LocalFs};
 use crate::node::ServerTuning;
-use crate::params::{MdtParams, OstParams, ParamSource, ServerStats};
+use crate::params::{ParamSource, ServerStats};
 use crate::target::write_atomic;
 use anyhow::{Context, Result, bail};
 use nacre_client::{Client, MountSpec};
@@ -117,28 +117,10 @@ pub fn run_up(a: UpArgs) -> Result<()> {
     let mut servers: Vec<Arc<dyn ParamSource>> = cluster
         .mdts
         .iter()
+        .chain(cluster.osts.iter())
         .flatten()
-        .filter_map(|s| s.mdt())
-        .map(|m| {
-            Arc::new(MdtParams {
-                fsname: fs.fsname.clone(),
-                mdt: m.clone(),
-            }) as Arc<dyn ParamSource>
-        })
+        .filter_map(|s| s.params(&fs.fsname))
         .collect();
-    servers.extend(
-        cluster
-            .osts
-            .iter()
-            .flatten()
-            .filter_map(|s| s.ost())
-            .map(|o| {
-                Arc::new(OstParams {
-                    fsname: fs.fsname.clone(),
-                    ost: o.clone(),
-                }) as Arc<dyn ParamSource>
-            }),
-    );
     servers.push(Arc::new(ServerStats::of(
         &fs.fsname,
         cluster

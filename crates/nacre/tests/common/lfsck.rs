@@ -90,27 +90,7 @@ impl Fs {
 
     /// A file holding `data`, with `layout`.
     pub async fn write_layout(&self, parent: Fid, name: &str, data: &[u8], layout: Layout) -> Fid {
-        let (fi, h) = self
-            .c
-            .create(
-                parent,
-                name.as_bytes(),
-                FILE,
-                0,
-                &Cred::root(),
-                None,
-                LayoutRequest::Explicit(layout),
-                Some(rw()),
-                true,
-            )
-            .await
-            .expect("create");
-        let f = nacre_client::file::OpenFile::new(
-            fi.attr.fid,
-            h.expect("handle"),
-            rw(),
-            fi.layout.clone(),
-        );
+        let (fi, f) = super::cluster::create_open(&self.c, parent, name.as_bytes(), layout).await;
         if !data.is_empty() {
             self.c
                 .write(&f, 0, Bytes::from(data.to_vec()))
