@@ -73,6 +73,17 @@ const LLOG_GATHER: Duration = Duration::from_millis(20);
 /// within moments.
 const LLOG_COMMIT_WAIT: Duration = Duration::from_secs(1);
 
+/// How a size settle ([`Mdt::settle`]) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SettleEnd {
+    /// The exact size is recorded, or there is nothing to settle (the file gone).
+    Settled,
+    /// A writer opened or the size changed meanwhile; they settle it in turn.
+    Abandoned,
+    /// It could not finish (an OST away, an error): the size is still unknown.
+    GaveUp,
+}
+
 #[derive(Clone, Debug)]
 pub struct MdtConfig {
     pub fsname: String,
@@ -969,7 +980,7 @@ impl Mdt {
         }
         let last_writer = h.write && writers == 0;
         if last_writer {
-            match self.opens.dirty_gen(&fid) {
+            match self.opens.begin_settle(&fid) {
                 Some(generation) => {
                     // A settle waiting on an OST that is gone must not keep a stopping
                     // MDT (and its store) alive: the size is left to glimpses.
@@ -1054,27 +1065,39 @@ impl Mdt {
     /// are synced first: a size the MDT trusts must not outlive the data behind it when an
     /// OST loses its unsynced writes in a power cut.
     ///
-    /// Whatever comes of it, the file is no longer being settled: one that could not finish
-    /// (an OST away) leaves its size to glimpses, and the next stat queues it to be
-    /// settled again ([`resettle`]). Left marked, no stat would.
+    /// One that could not finish (an OST away) leaves the size to glimpses and the file
+    /// dirty, and the next stat queues it to be settled again ([`resettle`]). One abandoned
+    /// because a writer opened or the size changed meanwhile leaves the file to whoever did
+    /// that: a writer's last close, a truncate.
     async fn settle(self: Arc<Self>, fid: Fid, generation: u64) {
-        self.clone().try_settle(fid, generation).await;
-        self.opens.settled(&fid, generation);
+        match self.clone().try_settle(fid, generation).await {
+            SettleEnd::Settled => self.opens.settled(&fid, generation),
+            SettleEnd::Abandoned => {}
+            SettleEnd::GaveUp => self.opens.settle_gave_up(&fid, generation),
+        }
     }
 
-    async fn try_settle(self: Arc<Self>, fid: Fid, generation: u64) {
-        let Ok(ino) = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) else {
-            return;
+    async fn try_settle(self: Arc<Self>, fid: Fid, generation: u64) -> SettleEnd {
+        let ino = match self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) {
+            Ok(ino) => ino,
+            // Gone: nothing to settle.
+            Err(Errno::ENOENT) => return SettleEnd::Settled,
+            Err(e) => {
+                tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: {e}", self.index);
+                return SettleEnd::GaveUp;
+            }
         };
         let Some(layout) = ino.layout.clone() else {
-            return;
+            // No objects: the stored size is the size.
+            return SettleEnd::Settled;
         };
         if let Err(e) = self.sync_objects(fid, &layout).await {
             tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: {e}", self.index);
-            return;
+            return SettleEnd::GaveUp;
         }
         let Some((size, blocks, mtime)) = self.glimpse(&layout).await else {
-            return;
+            tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: an object's attributes unknown", self.index);
+            return SettleEnd::GaveUp;
         };
         let me = self.clone();
         let r = self
@@ -1084,11 +1107,11 @@ impl Mdt {
                 // after it; dirtiness is cleared only once the size is committed, so nobody
                 // trusts the old size in between.
                 if !me.opens.may_settle(&fid, generation) {
-                    return Ok(false);
+                    return Ok(SettleEnd::Abandoned);
                 }
                 let mut ino = match mdd::get_inode(tx, &fid) {
                     Ok(i) => i,
-                    Err(Errno::ENOENT) => return Ok(false),
+                    Err(Errno::ENOENT) => return Ok(SettleEnd::Settled),
                     Err(e) => return Err(e),
                 };
                 ino.attr.size = size.max(ino.attr.size.min(layout.dom_size()));
@@ -1098,12 +1121,13 @@ impl Mdt {
                     ino.attr.ctime = mtime;
                 }
                 ino.lsom_valid = true;
-                mdd::put_inode(tx, &ino).map(|_| true)
+                mdd::put_inode(tx, &ino).map(|_| SettleEnd::Settled)
             })
             .await;
-        if let Err(e) = r {
-            tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index)
-        }
+        r.unwrap_or_else(|e| {
+            tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index);
+            SettleEnd::GaveUp
+        })
     }
 
     /// Makes a layout's objects durable on their OSTs (one sync request per OST), and its

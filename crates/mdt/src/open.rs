@@ -7,7 +7,9 @@
 //! Size state per file, in memory (a restart forgets it, which is safe: the persisted
 //! `lsom_valid` flag is cleared whenever a writer opens, so a restarted MDT glimpses):
 //! - *dirty*: some writer wrote (or vanished) since the size was last known; once the last
-//!   writer closes, the MDT settles the size from the objects (see `Mdt::settle`);
+//!   writer closes, the MDT settles the size from the objects (see `Mdt::settle`). Only a
+//!   settle that committed its size, or a truncate, ends it: one that gave up (an OST away)
+//!   leaves the file dirty but no longer *settling*, so the next stat queues it again;
 //! - *clean*: the last writer wrote nothing, so the stored size is still exact even though
 //!   `lsom_valid` was cleared on disk when it opened.
 
@@ -31,6 +33,17 @@ struct Counts {
     conns: Vec<(u64, u32)>,
 }
 
+/// A file written since its size was last known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Dirty {
+    /// The generation of the last size event (a truncate, a new write), so a settle
+    /// started before one does not commit a stale size.
+    generation: u64,
+    /// A settle is on its way, or will be at the last writer's close. One that gave up
+    /// clears it: the size is still unknown, and nothing settles it until a stat asks.
+    settling: bool,
+}
+
 /// Bound on open handles per MDT; beyond it opens fail with ENFILE.
 pub const MAX_OPEN_HANDLES: usize = 1 << 20;
 
@@ -44,10 +57,8 @@ pub struct OpenTable {
 struct Inner {
     handles: HashMap<u64, OpenHandle>,
     counts: HashMap<Fid, Counts>,
-    /// Written since the size was last known; the value is the generation of the last size
-    /// event (a truncate, a new write), so a settle started before one does not commit a
-    /// stale size.
-    dirty: HashMap<Fid, u64>,
+    /// Written since the size was last known.
+    dirty: HashMap<Fid, Dirty>,
     /// The last generation given out. One counter for all files: a file whose entry went
     /// and came back never reuses a number a settle still in flight holds.
     last_gen: u64,
@@ -173,12 +184,26 @@ impl OpenTable {
         g.clean.remove(&fid);
         g.last_gen += 1;
         let generation = g.last_gen;
-        g.dirty.insert(fid, generation);
+        g.dirty.insert(
+            fid,
+            Dirty {
+                generation,
+                settling: true,
+            },
+        );
     }
 
-    /// The dirty generation of `fid`, if dirty.
-    pub fn dirty_gen(&self, fid: &Fid) -> Option<u64> {
-        self.inner.lock().dirty.get(fid).copied()
+    /// The generation a settle of `fid` starts at, if it is dirty; a settle is then on its
+    /// way.
+    pub fn begin_settle(&self, fid: &Fid) -> Option<u64> {
+        let mut g = self.inner.lock();
+        let d = g.dirty.get_mut(fid)?;
+        d.settling = true;
+        Some(d.generation)
+    }
+
+    fn dirty_gen(g: &Inner, fid: &Fid) -> Option<u64> {
+        g.dirty.get(fid).map(|d| d.generation)
     }
 
     /// Whether a settle that started at `generation` may still record its size: nothing
@@ -186,16 +211,30 @@ impl OpenTable {
     pub fn may_settle(&self, fid: &Fid, generation: u64) -> bool {
         let g = self.inner.lock();
         let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
-        !busy && g.dirty.get(fid) == Some(&generation)
+        !busy && Self::dirty_gen(&g, fid) == Some(generation)
     }
 
-    /// Clears dirtiness once a settle ended, its size committed or given up (if still
-    /// current).
+    /// Clears dirtiness once a settle committed its size (if still current), or found
+    /// nothing left to settle (the file gone).
+    ///
+    /// Only then: a file no longer dirty is one whose stored size is exact, which a last
+    /// writer's close that wrote nothing keeps ([`OpenTable::mark_clean`]).
     pub fn settled(&self, fid: &Fid, generation: u64) {
         let mut g = self.inner.lock();
         let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
-        if !busy && g.dirty.get(fid) == Some(&generation) {
+        if !busy && Self::dirty_gen(&g, fid) == Some(generation) {
             g.dirty.remove(fid);
+        }
+    }
+
+    /// A settle at `generation` gave up (an OST away, an error): the file stays dirty, with
+    /// no settle on its way, so the next stat queues one ([`OpenTable::needs_resettle`]).
+    pub fn settle_gave_up(&self, fid: &Fid, generation: u64) {
+        let mut g = self.inner.lock();
+        if let Some(d) = g.dirty.get_mut(fid)
+            && d.generation == generation
+        {
+            d.settling = false;
         }
     }
 
@@ -216,9 +255,9 @@ impl OpenTable {
         let mut g = self.inner.lock();
         g.last_gen += 1;
         let generation = g.last_gen;
-        if let Some(gen_) = g.dirty.get_mut(fid) {
+        if let Some(d) = g.dirty.get_mut(fid) {
             // Invalidate any settle in flight; the size stays unknown while writers remain.
-            *gen_ = generation;
+            d.generation = generation;
         }
         let busy = g.counts.get(fid).is_some_and(|c| c.writers > 0);
         if !busy {
@@ -228,14 +267,17 @@ impl OpenTable {
     }
 
     /// Whether `fid`'s size is neither exact (`lsom_valid`, or clean in memory) nor on its
-    /// way to be (a writer open, or dirty and waiting for the last close's settle).
+    /// way to be (a writer open, or a settle on its way).
     pub fn needs_resettle(&self, fid: &Fid, lsom_valid: bool) -> bool {
         Self::unsettled(&self.inner.lock(), fid, lsom_valid)
     }
 
     fn unsettled(g: &Inner, fid: &Fid, lsom_valid: bool) -> bool {
         let writers = g.counts.get(fid).map_or(0, |c| c.writers);
-        !lsom_valid && writers == 0 && !g.dirty.contains_key(fid) && !g.clean.contains(fid)
+        !lsom_valid
+            && writers == 0
+            && g.dirty.get(fid).is_none_or(|d| !d.settling)
+            && !g.clean.contains(fid)
     }
 
     /// Marks `fid` dirty for a settle of its own when it [needs one](Self::needs_resettle);
@@ -247,7 +289,13 @@ impl OpenTable {
         }
         g.last_gen += 1;
         let generation = g.last_gen;
-        g.dirty.insert(fid, generation);
+        g.dirty.insert(
+            fid,
+            Dirty {
+                generation,
+                settling: true,
+            },
+        );
         Some(generation)
     }
 
@@ -477,6 +525,34 @@ mod tests {
         assert!(t.close(b).is_none());
     }
 
+    /// A settle that gave up leaves the size unknown: not trusted, queued by the next
+    /// stat, and still settled at the next writer's last close, even one that wrote
+    /// nothing (which keeps only a size that was exact).
+    #[test]
+    fn a_settle_that_gave_up_leaves_the_file_dirty_and_unsettled() {
+        let t = OpenTable::new();
+        let f = Fid::new(0x200000401, 11, 0);
+        t.mark_dirty(f);
+        let g = t.begin_settle(&f).expect("dirty");
+        assert!(!t.needs_resettle(&f, false), "a settle is on its way");
+        t.settle_gave_up(&f, g);
+        assert!(!t.size_trusted(&f, false));
+        assert!(t.needs_resettle(&f, false), "a stat must queue it again");
+        let w = t
+            .open(OpenHandle {
+                fid: f,
+                conn_id: 1,
+                write: true,
+            })
+            .expect("open");
+        assert!(!t.needs_resettle(&f, false), "a writer is open");
+        t.close(w).expect("close");
+        assert_eq!(t.begin_settle(&f), Some(g), "the close settles it");
+        assert!(!t.needs_resettle(&f, false));
+        t.settled(&f, g);
+        assert!(t.begin_settle(&f).is_none());
+    }
+
     /// A settle that started before a truncate, and a write after it, must not record its
     /// size: the generation it holds is never given out again, even though the truncate
     /// (with no writer open) dropped the file's entry in between.
@@ -485,15 +561,15 @@ mod tests {
         let t = OpenTable::new();
         let f = Fid::new(0x200000401, 10, 0);
         t.mark_dirty(f);
-        let stale = t.dirty_gen(&f).expect("dirty");
+        let stale = t.begin_settle(&f).expect("dirty");
         assert!(t.may_settle(&f, stale));
         t.size_set(&f);
         assert!(
-            t.dirty_gen(&f).is_none(),
+            t.begin_settle(&f).is_none(),
             "a truncate with no writer open settles"
         );
         t.mark_dirty(f);
-        let current = t.dirty_gen(&f).expect("dirty");
+        let current = t.begin_settle(&f).expect("dirty");
         assert_ne!(current, stale);
         assert!(
             !t.may_settle(&f, stale),
