@@ -83,6 +83,8 @@ struct InodeEntry {
     seen: Option<Seen>,
     /// Until when the inode is known to have no [`XATTR_CAPS`] (see [`Llite::no_caps`]).
     no_caps_until: Option<Instant>,
+    /// A getattr found it removed and answered ESTALE once (see [`Llite::removed`]).
+    removed: bool,
 }
 
 /// The file capabilities a write must drop: the kernel asks for them before every write
@@ -215,6 +217,25 @@ impl Llite {
             .ok_or(Errno::ESTALE)
     }
 
+    /// What a getattr of inode `ino`, which another client removed, answers: ESTALE the
+    /// first time, ENOENT after.
+    ///
+    /// On ESTALE the kernel walks the path once more, looking each name up again: a name
+    /// this mount still maps to the removed inode (renamed over, or removed and made
+    /// again, by another client) then finds the file it names now. A walk that starts
+    /// from a descriptor of the removed inode (a lookup or unlink through a directory's
+    /// descriptor, as `rm -rf` makes) meets it again and hears ENOENT, as Lustre's llite
+    /// answers (`ll_inode_revalidate_fini`) and as `rm -rf` passes over.
+    fn removed(&self, ino: u64) -> Errno {
+        match self.inodes.lock().get_mut(&ino) {
+            Some(e) if !e.removed => {
+                e.removed = true;
+                Errno::ESTALE
+            }
+            _ => Errno::ENOENT,
+        }
+    }
+
     /// Records an inode the kernel now knows (one more lookup reference).
     ///
     /// `seen` is what the kernel's cached pages reflect, so only an inode new to the
@@ -229,6 +250,7 @@ impl Llite {
             lookups: 0,
             seen: Some(seen(&info.attr)),
             no_caps_until: None,
+            removed: false,
         });
         e.fid = info.attr.fid;
         e.lookups += 1;
@@ -390,12 +412,7 @@ impl fuser::Filesystem for Fs {
         self.0.spawn(VfsOp::Getattr, async move {
             match me.0.client.getattr(fid).await {
                 Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
-                // Removed by another client: ENOENT, as Lustre's llite answers
-                // (`ll_inode_revalidate_fini`). The kernel asks for a directory's
-                // attributes before a lookup or unlink through a descriptor of it, and
-                // retries ESTALE only by walking the path again, which a descriptor
-                // cannot; `rm -rf` passes over ENOENT.
-                Err(Errno::ESTALE) => reply.error(errno(Errno::ENOENT)),
+                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(ino.0))),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -1179,6 +1196,7 @@ mod tests {
             lookups: 2,
             seen: None,
             no_caps_until: None,
+            removed: false,
         }
     }
 

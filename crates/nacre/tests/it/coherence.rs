@@ -266,6 +266,33 @@ fn two_clients_removing_one_tree_both_succeed() {
     assert!(!fs.path("t").exists() && !m2.path("t").exists());
 }
 
+/// A name another client renamed a new file over is found again at once, though this
+/// client's cached name still leads to the file it replaced: the kernel asks that file's
+/// attributes (a read dropped their access time), hears ESTALE and looks the name up
+/// again. Answering ENOENT there, as for a walk from a descriptor of a removed directory
+/// (below), made `stat` fail on a file that was there all along.
+#[test]
+fn a_name_another_client_renamed_a_file_over_is_found() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::write(fs.path("f"), b"0").expect("write");
+    for i in 1..40u32 {
+        let tmp = fs.path("f.tmp");
+        std::fs::write(&tmp, i.to_string()).expect("write");
+        std::fs::rename(&tmp, fs.path("f")).expect("rename over f");
+        let st = std::fs::metadata(m2.path("f"));
+        assert!(st.is_ok(), "pass {i}: stat on m2: {st:?}");
+        assert_eq!(
+            read_all(&m2.path("f")),
+            i.to_string().as_bytes(),
+            "pass {i}"
+        );
+    }
+}
+
 /// A directory another client removed holds no names, as on a local file system: a name
 /// looked up or removed through a descriptor of it is ENOENT (which `rm -rf` passes over),
 /// and so is reading it, not ESTALE. The kernel asks for the directory's attributes first (to check search
