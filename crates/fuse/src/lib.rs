@@ -83,8 +83,6 @@ struct InodeEntry {
     seen: Option<Seen>,
     /// Until when the inode is known to have no [`XATTR_CAPS`] (see [`Llite::no_caps`]).
     no_caps_until: Option<Instant>,
-    /// A getattr found it removed and answered ESTALE once (see [`Llite::removed`]).
-    removed: bool,
 }
 
 /// The file capabilities a write must drop: the kernel asks for them before every write
@@ -101,7 +99,17 @@ struct Llite {
     next_fh: AtomicU64,
     notifier: Mutex<Option<fuser::Notifier>>,
     creds: cred::Creds,
+    /// Tasks last answered ESTALE, and when (see [`Llite::removed`]).
+    stale_tasks: Mutex<HashMap<u32, Instant>>,
 }
+
+/// Tasks remembered as last answered ESTALE, at most; beyond, those older than
+/// [`STALE_RETRY_WINDOW`] are dropped, or all.
+const STALE_TASKS_MAX: usize = 1024;
+
+/// How soon after a task's ESTALE its next one counts as the kernel's retry: it walks
+/// the path again at once.
+const STALE_RETRY_WINDOW: Duration = Duration::from_secs(1);
 
 /// Takes `nlookup` of the kernel's references to inode `ino` away, and the inode out of
 /// the table with its last one. A table left at a quarter of its slots or less is shrunk
@@ -217,22 +225,42 @@ impl Llite {
             .ok_or(Errno::ESTALE)
     }
 
-    /// What a getattr of inode `ino`, which another client removed, answers: ESTALE the
-    /// first time, ENOENT after.
+    /// What a getattr or open by task `pid` of an inode another client removed answers:
+    /// ESTALE, unless that task heard ESTALE last and has had no success since; then
+    /// ENOENT.
     ///
-    /// On ESTALE the kernel walks the path once more, looking each name up again: a name
-    /// this mount still maps to the removed inode (renamed over, or removed and made
-    /// again, by another client) then finds the file it names now. A walk that starts
-    /// from a descriptor of the removed inode (a lookup or unlink through a directory's
-    /// descriptor, as `rm -rf` makes) meets it again and hears ENOENT, as Lustre's llite
-    /// answers (`ll_inode_revalidate_fini`) and as `rm -rf` passes over.
-    fn removed(&self, ino: u64) -> Errno {
-        match self.inodes.lock().get_mut(&ino) {
-            Some(e) if !e.removed => {
-                e.removed = true;
-                Errno::ESTALE
+    /// On ESTALE the kernel walks the path once more (once), looking each name up again:
+    /// a name this mount still maps to the removed inode (renamed over, or removed and
+    /// made again, by another client) then finds the file it names now. A retry that meets
+    /// a removed inode again hears ENOENT: a walk from a descriptor of the removed inode
+    /// (a lookup or unlink through a directory's descriptor, as `rm -rf` makes), as
+    /// Lustre's llite answers (`ll_inode_revalidate_fini`) and `rm -rf` passes over; or a
+    /// name removed again meanwhile, which is then gone as far as the task can tell.
+    fn removed(&self, pid: u32) -> Errno {
+        let now = Instant::now();
+        let mut m = self.stale_tasks.lock();
+        if m.get(&pid)
+            .is_some_and(|t| now.duration_since(*t) < STALE_RETRY_WINDOW)
+        {
+            m.remove(&pid);
+            return Errno::ENOENT;
+        }
+        if m.len() >= STALE_TASKS_MAX {
+            m.retain(|_, t| now.duration_since(*t) < STALE_RETRY_WINDOW);
+            if m.len() >= STALE_TASKS_MAX {
+                m.clear();
             }
-            _ => Errno::ENOENT,
+        }
+        m.insert(pid, now);
+        Errno::ESTALE
+    }
+
+    /// Task `pid`'s getattr or open succeeded: a retry after its last ESTALE, if any,
+    /// found a live file.
+    fn found(&self, pid: u32) {
+        let mut m = self.stale_tasks.lock();
+        if !m.is_empty() {
+            m.remove(&pid);
         }
     }
 
@@ -250,7 +278,6 @@ impl Llite {
             lookups: 0,
             seen: Some(seen(&info.attr)),
             no_caps_until: None,
-            removed: false,
         });
         e.fid = info.attr.fid;
         e.lookups += 1;
@@ -406,13 +433,17 @@ impl fuser::Filesystem for Fs {
         forget_inode(&mut self.0.inodes.lock(), ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let fid = try_reply!(reply, self.0.fid(ino));
+        let pid = req.pid();
         let me = self.clone();
         self.0.spawn(VfsOp::Getattr, async move {
             match me.0.client.getattr(fid).await {
-                Ok(info) => reply.attr(&me.0.ttl, &to_file_attr(&info)),
-                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(ino.0))),
+                Ok(info) => {
+                    me.0.found(pid);
+                    reply.attr(&me.0.ttl, &to_file_attr(&info))
+                }
+                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid))),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -587,10 +618,12 @@ impl fuser::Filesystem for Fs {
         let fid = try_reply!(reply, self.0.fid(ino));
         let flags = open_flags(flags.0);
         let cred = self.0.cred(req);
+        let pid = req.pid();
         let me = self.clone();
         self.0.spawn(VfsOp::Open, async move {
             match me.0.client.open(fid, flags, &cred).await {
                 Ok((f, info)) => {
+                    me.0.found(pid);
                     let keep = me.refresh_kernel_view(&info).await;
                     let fh = me.0.add_file(f);
                     // A read-only handle has nothing to flush at close: no FLUSH request.
@@ -604,6 +637,7 @@ impl fuser::Filesystem for Fs {
                     }
                     reply.opened(FileHandle(fh), fl);
                 }
+                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid))),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -867,6 +901,11 @@ impl fuser::Filesystem for Fs {
                     }
                     reply.ok();
                 }
+                // Removed by another client since this mount looked it up (an open of a
+                // directory asks the MDT nothing): as reading a directory removed on a
+                // local file system finds nothing, ENOENT, not ESTALE, which no reader
+                // can retry.
+                Err(Errno::ESTALE) => reply.error(errno(Errno::ENOENT)),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -1158,6 +1197,7 @@ pub fn mount(
         next_fh: AtomicU64::new(1),
         notifier: Mutex::new(None),
         creds: cred::Creds::default(),
+        stale_tasks: Mutex::new(HashMap::new()),
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
@@ -1196,7 +1236,6 @@ mod tests {
             lookups: 2,
             seen: None,
             no_caps_until: None,
-            removed: false,
         }
     }
 

@@ -870,6 +870,11 @@ impl Mdt {
             None => self.opens.open(h).ok_or(Errno::ENFILE)?,
             Some(id) => self.opens.open_as(id, h).ok_or(Errno::EEXIST)?,
         };
+        // An unlink whose transaction ran before the registration (and found the file not
+        // open) may still be committing: its batch ends before the look, which then finds
+        // the file gone. Without this the open succeeded, and its reads failed once the
+        // objects went.
+        self.store.barrier().await;
         let ino = match self.view().and_then(|mut v| {
             let i = mdd::get_inode(&mut v, &fid)?;
             match perm::may_open(&mut v, cred, &i.attr, &flags) {

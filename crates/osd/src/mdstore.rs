@@ -283,6 +283,17 @@ struct Shared {
     before_commit: std::sync::OnceLock<BeforeCommit>,
     /// See [`MdStore::crash_gen`]; fixed while the store is open.
     crash_gen: u64,
+    /// Batches begun and ended, for [`MdStore::barrier`].
+    batches: Batches,
+}
+
+/// Counts of group-commit batches begun and ended (committed and visible, or failed).
+/// Batches run one at a time, in order.
+#[derive(Default)]
+struct Batches {
+    begun: AtomicU64,
+    ended: AtomicU64,
+    ended_notify: tokio::sync::Notify,
 }
 
 /// Makes durable what a commit's transactions vouch for outside the store; see
@@ -850,6 +861,7 @@ impl MdStore {
             deferred: Mutex::new(Vec::new()),
             before_commit: std::sync::OnceLock::new(),
             crash_gen,
+            batches: Batches::default(),
         });
         let weak = Arc::downgrade(&shared);
         let handle = std::thread::Builder::new()
@@ -1018,6 +1030,24 @@ impl MdStore {
     /// Makes every reply so far durable against power loss.
     pub async fn sync(&self) -> Result<(), Errno> {
         self.write_sync(|_| Ok(())).await
+    }
+
+    /// Waits until every batch that began before this call has ended: a read after it
+    /// sees what their transactions did. Without one, a read can miss a transaction whose
+    /// closure already ran (and, say, found a file not open) but whose batch is still
+    /// being committed.
+    pub async fn barrier(&self) {
+        let b = &self.shared.batches;
+        let target = b.begun.load(Ordering::SeqCst);
+        loop {
+            let ended = b.ended_notify.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if b.ended.load(Ordering::SeqCst) >= target {
+                return;
+            }
+            ended.await;
+        }
     }
 
     pub fn read(&self) -> Result<ReadView, Errno> {
@@ -1253,7 +1283,23 @@ struct Executor {
 }
 
 impl Executor {
+    /// Commits a batch, counted for [`MdStore::barrier`].
     fn commit_batch(&mut self, s: &Shared, batch: &mut Vec<Pending>) {
+        /// Ends the batch however it ends, a panic included: a barrier never waits for
+        /// good.
+        struct Ended<'a>(&'a Batches);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.ended.fetch_add(1, Ordering::SeqCst);
+                self.0.ended_notify.notify_waiters();
+            }
+        }
+        s.batches.begun.fetch_add(1, Ordering::SeqCst);
+        let _ended = Ended(&s.batches);
+        self.commit_batch_counted(s, batch);
+    }
+
+    fn commit_batch_counted(&mut self, s: &Shared, batch: &mut Vec<Pending>) {
         let fail_all = |batch: &mut Vec<Pending>, e: Errno| {
             for p in batch.drain(..) {
                 let _ = p.reply.send(Err(e));
