@@ -1524,6 +1524,50 @@ mod tests {
         }
     }
 
+    /// A barrier waits for a batch whose transaction already ran but which is still being
+    /// committed, and a read after it sees the change: the MDT's open looks after one, so
+    /// an unlink that found the file not open is seen to have removed it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_barrier_waits_for_the_batch_in_flight() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = Arc::new(open(d.path()));
+        let (ran_tx, ran_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let w = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.write(move |tx| {
+                    tx.put(Table::Meta, b"k", b"v")?;
+                    let _ = ran_tx.send(());
+                    // Held inside its batch: begun, not ended.
+                    let _ = go_rx.recv();
+                    Ok(())
+                })
+                .await
+            })
+        };
+        ran_rx.recv().expect("the transaction ran");
+        let looked = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.barrier().await;
+                s.read().and_then(|v| v.get(Table::Meta, b"k"))
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !looked.is_finished(),
+            "the barrier returned while the batch was committing"
+        );
+        go_tx.send(()).expect("go");
+        w.await.expect("join").expect("write");
+        let got = looked.await.expect("join").expect("read");
+        assert_eq!(got.as_deref(), Some(&b"v"[..]));
+        tokio::time::timeout(Duration::from_secs(1), s.barrier())
+            .await
+            .expect("an idle store's barrier returns at once");
+    }
+
     /// What a commit vouches for outside the store is made durable first: the hook runs
     /// before every journal sync, and a failing hook fails the sync, whose callers are
     /// told and whose transactions `last_committed` never covers.
