@@ -182,6 +182,11 @@ impl OpenTable {
     pub fn mark_dirty(&self, fid: Fid) {
         let mut g = self.inner.lock();
         g.clean.remove(&fid);
+        Self::dirty_anew(&mut g, fid);
+    }
+
+    /// Marks `fid` dirty under a new generation, a settle on its way; returns it.
+    fn dirty_anew(g: &mut Inner, fid: Fid) -> u64 {
         g.last_gen += 1;
         let generation = g.last_gen;
         g.dirty.insert(
@@ -191,6 +196,7 @@ impl OpenTable {
                 settling: true,
             },
         );
+        generation
     }
 
     /// The generation a settle of `fid` starts at, if it is dirty; a settle is then on its
@@ -287,16 +293,7 @@ impl OpenTable {
         if !Self::unsettled(&g, &fid, lsom_valid) {
             return None;
         }
-        g.last_gen += 1;
-        let generation = g.last_gen;
-        g.dirty.insert(
-            fid,
-            Dirty {
-                generation,
-                settling: true,
-            },
-        );
-        Some(generation)
+        Some(Self::dirty_anew(&mut g, fid))
     }
 
     /// Whether the stored size may be trusted: no writer open, nothing unsettled.
