@@ -64,6 +64,7 @@ pub(crate) async fn follow(
             acked = 0;
             if !first && let Some(c) = client.upgrade() {
                 tracing::debug!(target: "client", "{}: reconnected: dropping cached data", imp.target());
+                c.append_callback(None);
                 c.drop_cached(None).await;
             }
         }
@@ -77,8 +78,10 @@ pub(crate) async fn follow(
             Ok((Reply::Callbacks { upto, fids, all }, _)) => {
                 let Some(c) = client.upgrade() else { return };
                 if all {
+                    c.append_callback(None);
                     c.drop_cached(None).await;
                 } else if !fids.is_empty() {
+                    c.append_callback(Some(&fids));
                     c.drop_cached(Some(fids)).await;
                 }
                 acked = upto;

@@ -62,6 +62,10 @@ impl OpenFile {
         self.layout.read().clone()
     }
 
+    pub(crate) fn set_layout(&self, layout: Layout) {
+        *self.layout.write() = Some(layout);
+    }
+
     pub fn wrote(&self) -> bool {
         self.wrote.load(Ordering::Acquire)
     }
@@ -415,6 +419,7 @@ impl Client {
             self.ec_parity_at_close(f).await;
         }
         self.dirty.forget(&f.fid, &f.writeback);
+        self.append_closing(f.fid, f.handle).await;
         // Fetched readahead goes back to the client's budget.
         f.readahead.lock().clear(self);
         if let Ok(r) = self.mdc_replay(self.mdt_of(&f.fid)) {

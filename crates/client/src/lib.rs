@@ -12,6 +12,7 @@
 //!
 //! The FUSE mount and the benchmarks' native backend are both thin layers over [`Client`].
 
+pub mod append;
 pub mod callback;
 pub mod cksum;
 pub mod ec;
@@ -105,6 +106,8 @@ pub struct Client {
     /// MDT's callback, by file, so content a handle cached (read-on-open, readahead) is
     /// dropped when the file changes.
     pub(crate) local_changes: LocalChanges,
+    /// Append locks this client keeps, and appends in progress (see [`append`]).
+    pub(crate) appends: append::AppendLocks,
     /// What the mount drops when an MDT says a file changed (the kernel's pages).
     pub(crate) cache_hook: RwLock<Option<callback::CacheHook>>,
     /// Turns true at unmount: background loops end.
@@ -173,6 +176,7 @@ impl Client {
             oscs: RwLock::new(Vec::new()),
             tunables: Arc::new(Tunables::default()),
             local_changes: LocalChanges::default(),
+            appends: append::AppendLocks::default(),
             cache_hook: RwLock::new(None),
             stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),

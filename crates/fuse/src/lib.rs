@@ -208,6 +208,17 @@ fn open_flags(flags: i32) -> OpenFlags {
     }
 }
 
+/// An `O_APPEND` handle open for writing bypasses the kernel's page cache: its appends
+/// land where the MDT's append lock says (see [`Client::append`]), not always at the
+/// offset the kernel chose, so pages the kernel filled at that offset would be wrong.
+fn append_open_flags(flags: OpenFlags) -> FopenFlags {
+    if flags.append && flags.write {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 impl Llite {
     /// The caller's credentials, for the MDT to check.
     fn cred(&self, req: &Request) -> Cred {
@@ -632,6 +643,7 @@ impl fuser::Filesystem for Fs {
                     } else {
                         FopenFlags::FOPEN_NOFLUSH
                     };
+                    fl |= append_open_flags(flags);
                     if keep {
                         fl |= FopenFlags::FOPEN_KEEP_CACHE;
                     }
@@ -694,7 +706,7 @@ impl fuser::Filesystem for Fs {
                         Generation(0),
                         FileHandle(fh),
                         if of.write {
-                            FopenFlags::empty()
+                            append_open_flags(of)
                         } else {
                             FopenFlags::FOPEN_NOFLUSH
                         },
@@ -735,12 +747,32 @@ impl fuser::Filesystem for Fs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: FOpenFlags,
+        flags: FOpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let f = try_reply!(reply, self.0.file(fh));
         let me = self.clone();
+        if flags.0 & libc::O_APPEND != 0 {
+            // The kernel put it at the end it cached; it goes at the end every client
+            // sees (another client may have appended since).
+            let data = Bytes::copy_from_slice(data);
+            let n = data.len();
+            self.0.spawn(VfsOp::Write, async move {
+                match me.0.client.append(&f, data).await {
+                    Ok(at) => {
+                        reply.written(n as u32);
+                        if at != offset {
+                            // What the kernel cached of the file's end is not the file's.
+                            let fid = f.fid;
+                            tokio::task::spawn_blocking(move || me.0.drop_cached(Some(&[fid])));
+                        }
+                    }
+                    Err(e) => reply.error(errno(e)),
+                }
+            });
+            return;
+        }
         // Usually the kernel's bytes are copied once, straight into write-behind; a write
         // that needs a component instantiated first takes a copy and asks the MDT.
         match try_reply!(reply, self.0.client.write_gather(&f, offset, data)) {

@@ -204,6 +204,11 @@ impl Callbacks {
         }
     }
 
+    /// Whether connection `id` polls: a callback queued for it now reaches its client.
+    pub fn polls(&self, id: u64) -> bool {
+        self.conns.lock().get(&id).is_some_and(ConnQueue::live)
+    }
+
     /// Connections polling now.
     pub fn polling(&self) -> usize {
         self.conns.lock().values().filter(|q| q.live()).count()

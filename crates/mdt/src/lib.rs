@@ -7,6 +7,7 @@
 //! - [`lod`]: which layout and which OST objects a new file gets;
 //! - [`osp`]: precreated object pools and object destruction on each OST;
 //! - [`open`]: open handles, for open-unlinked files and exact sizes;
+//! - [`append`]: one client appending to a file at a time (`O_APPEND` across clients);
 //! - [`callback`]: telling clients that hold a file open to drop their cache of it;
 //! - [`recovery`]: transnos, `last_rcvd` and replay after a restart;
 //! - [`exports`]: which client each connection is, so none acts in another's name;
@@ -19,6 +20,7 @@
 //! storage). An MDT whose storage failed (see [`nacre_osd::health`]) answers every request
 //! with EIO until it is restarted.
 
+pub mod append;
 pub mod callback;
 pub mod dne;
 pub mod dom;
@@ -128,6 +130,7 @@ pub struct Mdt {
     lod: Lod,
     opens: OpenTable,
     pub callbacks: callback::Callbacks,
+    pub appends: append::AppendLocks,
     llog_kick: Notify,
     /// Files whose exact size is unknown though nobody writes them ([`resettle`]).
     resettle: resettle::Resettle,
@@ -229,6 +232,7 @@ impl Mdt {
             lod: Lod::new(Vec::new()),
             opens: OpenTable::new(),
             callbacks: callback::Callbacks::default(),
+            appends: append::AppendLocks::default(),
             llog_kick: Notify::new(),
             resettle: resettle::Resettle::default(),
             owner_kick: Notify::new(),
@@ -964,6 +968,7 @@ impl Mdt {
             return Ok(None);
         };
         let fid = h.fid;
+        self.appends.release(&fid, handle);
         let ec_layout = match ec_gen {
             Some(layout_gen) if h.write && !wrote && !lost => {
                 match self.ec_untouched_close(fid, layout_gen, writers).await {
@@ -1697,6 +1702,45 @@ impl Mdt {
                     Some(l) => Reply::Layout(l),
                     None => Reply::Ok,
                 })
+            }
+            Request::AppendLock { fid, handle } => {
+                if !self.opens.is_writer(handle, &fid, ctx.conn_id) {
+                    return Err(Errno::EBADF);
+                }
+                // A wait held here must not keep a stopping MDT alive.
+                let mut stopping = self.shutdown.subscribe();
+                // Kept only by a client a callback reaches.
+                let keep = self.callbacks.polls(ctx.conn_id);
+                let call_back = |conn: u64| {
+                    let _ = self.callbacks.post(fid, &[conn]);
+                };
+                tokio::select! {
+                    () = self.appends.take(fid, handle, ctx.conn_id, keep, call_back) => {}
+                    _ = stopping.wait_for(|s| *s) => return Err(Errno::ESHUTDOWN),
+                }
+                // Closed while it waited: the close gave back nothing this took.
+                if !self.opens.is_writer(handle, &fid, ctx.conn_id) {
+                    self.appends.release(&fid, handle);
+                    return Err(Errno::EBADF);
+                }
+                let ino = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid));
+                match ino {
+                    Ok(i) => Ok(Reply::AppendLocked {
+                        inode: self.info(i)?,
+                        keep,
+                    }),
+                    Err(e) => {
+                        self.appends.release(&fid, handle);
+                        Err(if e == Errno::ENOENT { Errno::ESTALE } else { e })
+                    }
+                }
+            }
+            Request::AppendUnlock { fid, handle } => {
+                if self.opens.held_by_other(handle, ctx.conn_id) {
+                    return Err(Errno::EBADF);
+                }
+                self.appends.release(&fid, handle);
+                Ok(Reply::Ok)
             }
             Request::EcParitySynced {
                 fid,

@@ -640,6 +640,22 @@ pub enum Request {
         seq: u64,
         from: u32,
     },
+
+    // --- Appends across clients (appended) ---
+    /// Client to MDT: take `fid`'s append lock for `handle` (open for writing by this
+    /// connection), waiting while another handle holds it; answered with
+    /// [`Reply::AppendLocked`] (the file's inode). While it holds the lock no other client appends, so the
+    /// end of file it reads stays the end until its write lands (Lustre's `[0, EOF]` lock
+    /// for `O_APPEND`). See `nacre_mdt::append`.
+    AppendLock {
+        fid: Fid,
+        handle: u64,
+    },
+    /// Client to MDT: give `fid`'s append lock back, its write landed.
+    AppendUnlock {
+        fid: Fid,
+        handle: u64,
+    },
 }
 
 /// Lustre's `OST_MAX_PRECREATE`: the most objects an OST precreates in one request and
@@ -903,6 +919,12 @@ pub enum Reply {
     Committed {
         last_committed: u64,
     },
+    /// The append lock is the handle's ([`Request::AppendLock`]), with the file's inode;
+    /// `keep`: the client may keep it after this append, until a callback for the file.
+    AppendLocked {
+        inode: InodeInfo,
+        keep: bool,
+    },
 }
 
 /// The variants that carry the caller's credentials.
@@ -1013,6 +1035,8 @@ impl Request {
             Request::OstConnect { .. } => 83,
             Request::OstCommit => 84,
             Request::OstCleanOrphans { .. } => 85,
+            Request::AppendLock { .. } => 86,
+            Request::AppendUnlock { .. } => 87,
         }
     }
 
@@ -1090,6 +1114,8 @@ impl Request {
             83 => "ost_connect",
             84 => "ost_commit",
             85 => "ost_clean_orphans",
+            86 => "append_lock",
+            87 => "append_unlock",
             _ => "other",
         }
     }
