@@ -14,8 +14,9 @@
 use crate::Client;
 use crate::file::OpenFile;
 use bytes::Bytes;
+use nacre_core::attr::SetAttr;
 use nacre_core::{Errno, Fid};
-use nacre_rpc::msg::{Reply, Request};
+use nacre_rpc::msg::{Cred, Reply, Request};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -147,6 +148,35 @@ impl Client {
             _ => self.append_unlock(f.fid, f.handle).await,
         }
         appended
+    }
+
+    /// What the kernel's `file_remove_privs` does before a write through its cache, for a
+    /// write that bypasses it (an `O_APPEND` descriptor's): clears set-user-ID, and
+    /// set-group-ID where group execute is set, as a writer without CAP_FSETID must. The
+    /// mode comes from the MDT, which lets anyone who may write the file clear them.
+    pub async fn kill_setid(&self, fid: Fid, cred: &Cred) -> Result<(), Errno> {
+        let attr = match self
+            .md_call(self.mdt_of(&fid), Request::Getattr { fid })
+            .await?
+        {
+            Reply::Inode(i) => i.attr,
+            _ => return Err(Errno::EPROTO),
+        };
+        // S_ISUID, S_ISGID, S_IXGRP.
+        let (suid, sgid, xgrp) = (0o4000, 0o2000, 0o010);
+        let mut mode = attr.mode;
+        mode &= !suid;
+        if mode & (sgid | xgrp) == sgid | xgrp {
+            mode &= !sgid;
+        }
+        if mode != attr.mode {
+            let change = SetAttr {
+                mode: Some(mode),
+                ..SetAttr::default()
+            };
+            self.setattr(fid, change, cred, None).await?;
+        }
+        Ok(())
     }
 
     async fn append_unlock(&self, fid: Fid, handle: u64) {

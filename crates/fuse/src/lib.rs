@@ -208,9 +208,35 @@ fn open_flags(flags: i32) -> OpenFlags {
     }
 }
 
+impl Fs {
+    /// `file_remove_privs` for a write that bypasses the kernel's cache: capabilities go
+    /// unless known absent, set-id bits when the kernel says the writer lacks CAP_FSETID.
+    async fn remove_privs(
+        &self,
+        ino: u64,
+        fid: Fid,
+        kill_setid: bool,
+        caps_absent: bool,
+        cred: &Cred,
+    ) -> Result<(), Errno> {
+        if !caps_absent {
+            match self.0.client.removexattr(fid, XATTR_CAPS, cred).await {
+                Ok(()) | Err(Errno::ENODATA) => self.0.set_no_caps(ino, true),
+                Err(e) => return Err(e),
+            }
+        }
+        if kill_setid {
+            self.0.client.kill_setid(fid, cred).await?;
+        }
+        Ok(())
+    }
+}
+
 /// An `O_APPEND` handle open for writing bypasses the kernel's page cache: its appends
 /// land where the MDT's append lock says (see [`Client::append`]), not always at the
-/// offset the kernel chose, so pages the kernel filled at that offset would be wrong.
+/// offset the kernel chose, so pages the kernel filled at that offset would be wrong; and
+/// the cache sends a write that crosses a page it does not hold as two requests, which
+/// would be two appends, with room for another client's between them.
 fn append_open_flags(flags: OpenFlags) -> FopenFlags {
     if flags.append && flags.write {
         FopenFlags::FOPEN_DIRECT_IO
@@ -419,7 +445,10 @@ impl fuser::Filesystem for Fs {
             | InitFlags::FUSE_ASYNC_READ
             | InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_POSIX_ACL
-            | InitFlags::FUSE_DONT_MASK;
+            | InitFlags::FUSE_DONT_MASK
+            // An O_APPEND descriptor bypasses the page cache (`FOPEN_DIRECT_IO`); a
+            // shared mapping of it still goes through the cache, as on a local file.
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
@@ -741,12 +770,12 @@ impl fuser::Filesystem for Fs {
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: FOpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -758,7 +787,17 @@ impl fuser::Filesystem for Fs {
             // sees (another client may have appended since).
             let data = Bytes::copy_from_slice(data);
             let n = data.len();
+            // The kernel drops privileges only for writes through its cache.
+            let kill_setid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+            let caps_absent = self.0.no_caps(ino.0);
+            let cred = self.0.cred(req);
             self.0.spawn(VfsOp::Write, async move {
+                if let Err(e) = me
+                    .remove_privs(ino.0, f.fid, kill_setid, caps_absent, &cred)
+                    .await
+                {
+                    return reply.error(errno(e));
+                }
                 match me.0.client.append(&f, data).await {
                     Ok(at) => {
                         reply.written(n as u32);

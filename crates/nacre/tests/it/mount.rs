@@ -334,6 +334,44 @@ const CAPS: &str = "0x0100000200200000000000000000000000000000";
 /// the attribute timeout): a stream of writes costs the MDT no getxattr. Capabilities set
 /// through this mount, or by another client once the timeout passes, are still dropped by
 /// the next write.
+/// An `O_APPEND` descriptor bypasses the kernel's cache, whose writes clear set-id bits
+/// themselves: the mount clears them for it, as `file_remove_privs` would. A writer without
+/// CAP_FSETID clears set-user-ID, and set-group-ID where group execute is set; root keeps
+/// them.
+#[test]
+fn appends_clear_set_id_bits_as_cached_writes_do() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m = &fs.mnt;
+    sh(
+        "touch both sgid root && chmod 6777 both && chmod 2767 sgid && chmod 4777 root",
+        m,
+    );
+    sh(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo x >> both && echo y >> sgid'",
+        m,
+    );
+    sh("echo z >> root", m);
+    let mode = |f: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(fs.path(f))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("both"), 0o777, "set-id bits kept by an append");
+    assert_eq!(
+        mode("sgid"),
+        0o2767,
+        "set-group-ID without group execute is not a privilege"
+    );
+    assert_eq!(mode("root"), 0o4777, "root's append cleared set-user-ID");
+    assert_eq!(std::fs::read(fs.path("both")).expect("read"), b"x\n");
+}
+
 #[test]
 fn writes_drop_file_capabilities_without_asking_the_mdt_each_time() {
     if !require_fuse() {
