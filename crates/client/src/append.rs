@@ -145,7 +145,12 @@ impl Client {
                     generation,
                 });
             }
-            _ => self.append_unlock(f.fid, f.handle).await,
+            _ => {
+                // Earlier appends under a kept lock may still be on their way: the next
+                // appender's end of file must count them (their errors stay the handle's).
+                self.flush_fid(&f.fid).await;
+                self.append_unlock(f.fid, f.handle).await;
+            }
         }
         appended
     }
