@@ -156,9 +156,9 @@ impl Client {
     }
 
     /// What the kernel's `file_remove_privs` does before a write through its cache, for a
-    /// write that bypasses it (an `O_APPEND` descriptor's): clears set-user-ID, and
-    /// set-group-ID where group execute is set, as a writer without CAP_FSETID must. The
-    /// mode comes from the MDT, which lets anyone who may write the file clear them.
+    /// write that bypasses it (an `O_APPEND` descriptor's): clears the set-id bits a writer
+    /// without CAP_FSETID must ([`nacre_core::attr::privileges_to_kill`]). The mode comes
+    /// from the MDT, which lets anyone who may write the file clear them.
     pub async fn kill_setid(&self, fid: Fid, cred: &Cred) -> Result<(), Errno> {
         let attr = match self
             .md_call(self.mdt_of(&fid), Request::Getattr { fid })
@@ -167,13 +167,7 @@ impl Client {
             Reply::Inode(i) => i.attr,
             _ => return Err(Errno::EPROTO),
         };
-        // S_ISUID, S_ISGID, S_IXGRP.
-        let (suid, sgid, xgrp) = (0o4000, 0o2000, 0o010);
-        let mut mode = attr.mode;
-        mode &= !suid;
-        if mode & (sgid | xgrp) == sgid | xgrp {
-            mode &= !sgid;
-        }
+        let mode = attr.mode & !nacre_core::attr::privileges_to_kill(attr.mode);
         if mode != attr.mode {
             let change = SetAttr {
                 mode: Some(mode),

@@ -162,6 +162,19 @@ pub enum SetTime {
     At(Timespec),
 }
 
+/// The set-user-ID and set-group-ID bits a write or truncate by a caller without
+/// CAP_FSETID removes from a regular file (the kernel's `should_remove_suid`): the latter
+/// only with group execute (without it, it marks mandatory locking). The MDT applies it to
+/// a size change; a client, to a write that bypasses the kernel's cache.
+pub fn privileges_to_kill(mode: u32) -> u32 {
+    let (suid, sgid, xgrp) = (libc::S_ISUID, libc::S_ISGID, libc::S_IXGRP);
+    let mut kill = mode & suid;
+    if mode & (sgid | xgrp) == sgid | xgrp {
+        kill |= sgid;
+    }
+    kill
+}
+
 /// The attribute changes of one setattr request; `None` leaves a field alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetAttr {

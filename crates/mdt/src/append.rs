@@ -46,11 +46,22 @@ struct Holder {
 }
 
 /// Files' append locks on this MDT.
-#[derive(Default)]
 pub struct AppendLocks {
     held: Mutex<HashMap<Fid, Holder>>,
     /// Wakes the takers waiting when a lock is given back.
     released: Notify,
+    /// [`APPEND_HOLD_MAX`], shorter in tests.
+    hold_max: Duration,
+}
+
+impl Default for AppendLocks {
+    fn default() -> Self {
+        AppendLocks {
+            held: Mutex::default(),
+            released: Notify::new(),
+            hold_max: APPEND_HOLD_MAX,
+        }
+    }
 }
 
 impl AppendLocks {
@@ -66,19 +77,7 @@ impl AppendLocks {
         keep: bool,
         call_back: impl Fn(u64),
     ) {
-        self.take_within(fid, handle, conn, keep, call_back, APPEND_HOLD_MAX)
-            .await;
-    }
-
-    async fn take_within(
-        &self,
-        fid: Fid,
-        handle: u64,
-        conn: u64,
-        keep: bool,
-        call_back: impl Fn(u64),
-        hold_max: Duration,
-    ) {
+        let hold_max = self.hold_max;
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
@@ -198,13 +197,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_lock_held_past_its_bound_goes_to_the_next_taker() {
-        let locks = AppendLocks::default();
-        let hold = Duration::from_millis(100);
-        locks.take_within(fid(1), 10, 1, false, |_| {}, hold).await;
+        let locks = AppendLocks {
+            hold_max: Duration::from_millis(100),
+            ..AppendLocks::default()
+        };
+        locks.take(fid(1), 10, 1, false, |_| {}).await;
         let t = Instant::now();
         tokio::time::timeout(
             Duration::from_secs(5),
-            locks.take_within(fid(1), 11, 2, false, |_| {}, hold),
+            locks.take(fid(1), 11, 2, false, |_| {}),
         )
         .await
         .expect("the stale holder lost the lock");
@@ -218,7 +219,10 @@ mod tests {
     /// counted from the callback.
     #[tokio::test]
     async fn a_kept_lock_is_called_back_once_and_taken_when_given_back() {
-        let locks = Arc::new(AppendLocks::default());
+        let locks = Arc::new(AppendLocks {
+            hold_max: Duration::from_secs(1),
+            ..AppendLocks::default()
+        });
         locks.take(fid(1), 10, 7, true, |_| {}).await;
         let calls = Arc::new(Mutex::new(Vec::new()));
         let taker = {
@@ -237,17 +241,16 @@ mod tests {
             .await
             .expect("taken once given back")
             .expect("join");
-        let hold = Duration::from_millis(100);
         let t = Instant::now();
         let calls = Arc::new(Mutex::new(0));
         let c2 = calls.clone();
         tokio::time::timeout(
             Duration::from_secs(5),
-            locks.take_within(fid(1), 12, 9, false, move |_| *c2.lock() += 1, hold),
+            locks.take(fid(1), 12, 9, false, move |_| *c2.lock() += 1),
         )
         .await
         .expect("a holder that never gives it back loses it");
-        assert!(t.elapsed() >= Duration::from_millis(90));
+        assert!(t.elapsed() >= Duration::from_millis(900));
         assert_eq!(*calls.lock(), 1);
         assert!(locks.release(&fid(1), 12));
     }

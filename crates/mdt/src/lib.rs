@@ -945,6 +945,17 @@ impl Mdt {
         })
     }
 
+    /// A file's inode as `Getattr` answers it: ESTALE for one that is gone (the client
+    /// knew it by FID, so the kernel looks its name up again).
+    fn getattr(&self, fid: &Fid) -> Result<InodeInfo, Errno> {
+        let mut v = self.view()?;
+        match mdd::get_inode(&mut v, fid) {
+            Ok(i) => self.info(i),
+            Err(Errno::ENOENT) => Err(Errno::ESTALE),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Closes what connection `conn` held open, as lost: its client is gone.
     async fn close_handles_of(self: &Arc<Self>, conn: u64) {
         for h in self.opens.handles_of(conn) {
@@ -1581,14 +1592,7 @@ impl Mdt {
                     self.info(mdd::get_inode_hint(&mut v, &fid, ino)?)?,
                 ))
             }
-            Request::Getattr { fid } => {
-                let mut v = self.view()?;
-                match mdd::get_inode(&mut v, &fid) {
-                    Ok(i) => Ok(Reply::Inode(self.info(i)?)),
-                    Err(Errno::ENOENT) => Err(Errno::ESTALE),
-                    Err(e) => Err(e),
-                }
-            }
+            Request::Getattr { fid } => Ok(Reply::Inode(self.getattr(&fid)?)),
             Request::Setattr {
                 fid,
                 attr,
@@ -1723,15 +1727,11 @@ impl Mdt {
                     self.appends.release(&fid, handle);
                     return Err(Errno::EBADF);
                 }
-                let ino = self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid));
-                match ino {
-                    Ok(i) => Ok(Reply::AppendLocked {
-                        inode: self.info(i)?,
-                        keep,
-                    }),
+                match self.getattr(&fid) {
+                    Ok(inode) => Ok(Reply::AppendLocked { inode, keep }),
                     Err(e) => {
                         self.appends.release(&fid, handle);
-                        Err(if e == Errno::ENOENT { Errno::ESTALE } else { e })
+                        Err(e)
                     }
                 }
             }

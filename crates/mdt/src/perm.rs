@@ -10,6 +10,7 @@
 
 use crate::records;
 use nacre_core::acl::{self, Acl};
+use nacre_core::attr::privileges_to_kill;
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::{Attr, Errno, Fid};
 use nacre_osd::{KvRead, Table};
@@ -181,17 +182,6 @@ pub fn strip_sgid_on_create(cred: &Cred, dir: &Attr, mode: u32) -> u32 {
 fn kills_privileges_only(old: u32, new: u32) -> bool {
     let (old, new) = (old & 0o7777, new & 0o7777);
     old != new && new & !old == 0 && (old ^ new) & !(S_ISUID | S_ISGID) == 0
-}
-
-/// The set-user-ID and set-group-ID bits a write or truncate by a caller without
-/// CAP_FSETID removes from a regular file (`should_remove_suid`): the latter only with
-/// group execute (without it, it marks mandatory locking).
-fn privileges_to_kill(mode: u32) -> u32 {
-    let mut kill = mode & S_ISUID;
-    if mode & (S_ISGID | S_IXGRP) == (S_ISGID | S_IXGRP) {
-        kill |= S_ISGID;
-    }
-    kill
 }
 
 /// Checks a setattr against `old` and adjusts it as the kernel's `setattr_prepare` and
