@@ -79,6 +79,9 @@ impl DomCommit {
         let (hook, dom) = (me.clone(), dom.clone());
         store.set_before_commit(Box::new(move || {
             let todo = std::mem::take(&mut *hook.changed.lock());
+            if !todo.overflow && todo.objects.is_empty() {
+                return Ok(false);
+            }
             let synced = if todo.overflow {
                 dom.sync_all()
             } else {
@@ -87,7 +90,7 @@ impl DomCommit {
                     Err(e) => Err(e),
                 })
             };
-            synced.inspect_err(|_| {
+            synced.map(|()| true).inspect_err(|_| {
                 // Still unsynced: the next commit tries again, whole.
                 hook.changed.lock().overflow = true;
             })

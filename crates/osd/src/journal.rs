@@ -165,6 +165,12 @@ impl Journal {
         self.file.sync_data()
     }
 
+    /// A second handle on the journal's file, to sync it while records are appended
+    /// through this one (the file is never replaced, only rewritten in place).
+    pub fn sync_handle(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+
     pub fn len(&self) -> u64 {
         self.len
     }

@@ -4,8 +4,11 @@
 //! transactions (up to [`MdStoreConfig::max_batch`]), runs each against one redb write
 //! transaction, writes the batch's changes to the journal in one `write(2)`, commits redb in
 //! memory, and only then replies to every caller. A reply therefore means the change is in
-//! the journal (durable against `kill -9`; against power loss too with `sync_journal`).
-//! Every few seconds a checkpoint makes redb durable and empties the journal.
+//! the journal (durable against `kill -9`). A transaction that must survive power loss too
+//! (an `fsync`, or every one under `sync_journal`) has its reply held by the sync thread
+//! ([`sync`]) until one `fdatasync` covers it and every waiter queued with it; the executor
+//! goes on journaling meanwhile. Every few seconds a checkpoint makes redb durable and
+//! empties the journal.
 //!
 //! A transaction that fails has its own changes undone and does not disturb the others in
 //! its batch. Reads never wait for the executor: they use redb read transactions.
@@ -52,6 +55,8 @@
 //! between batches; failed transactions undone with nested write transactions, since
 //! LMDB's put does not return the old value; giving up redb's page checksums; and
 //! converting existing `mdt.redb` stores.
+
+mod sync;
 
 use crate::health::Health;
 use crate::journal::{Journal, Mutation, Record};
@@ -285,6 +290,23 @@ struct Shared {
     crash_gen: u64,
     /// Batches begun and ended, for [`MdStore::barrier`].
     batches: Batches,
+    /// The last transaction number in the journal (and committed to redb): what the next
+    /// journal sync covers.
+    journaled: AtomicU64,
+    /// The journal's file, for the sync thread's `fdatasync` while the executor appends.
+    journal_sync: std::fs::File,
+    /// Replies waiting for a journal sync, and the thread that syncs ([`sync`]).
+    syncer: Arc<sync::Syncer>,
+    sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Held by whoever runs the before-commit work and then moves `last_committed`: the
+    /// sync thread or a checkpoint.
+    commit_turn: Mutex<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.syncer.stop();
+    }
 }
 
 /// Counts of group-commit batches begun and ended (committed and visible, or failed).
@@ -297,8 +319,8 @@ struct Batches {
 }
 
 /// Makes durable what a commit's transactions vouch for outside the store; see
-/// [`MdStore::set_before_commit`].
-pub type BeforeCommit = Box<dyn Fn() -> Result<(), Errno> + Send + Sync>;
+/// [`MdStore::set_before_commit`]. Says whether there was anything to make durable.
+pub type BeforeCommit = Box<dyn Fn() -> Result<bool, Errno> + Send + Sync>;
 
 /// A put waiting for the next batch: table, key, value.
 type DeferredPut = (Table, Vec<u8>, Vec<u8>);
@@ -360,12 +382,14 @@ impl Shared {
         Duration::from_millis(self.checkpoint_every_ms.load(Ordering::Acquire))
     }
 
-    /// Runs the before-commit work, if any: when it began.
+    /// Runs the before-commit work, if any: when it began, if it had anything to do.
+    /// (Work with nothing to do needs no record: no data it covers changed since the
+    /// last record's work took its list.)
     fn run_before_commit(&self) -> Result<Option<SystemTime>, Errno> {
         match self.before_commit.get() {
             Some(f) => {
                 let began = SystemTime::now();
-                f().map(|()| Some(began))
+                f().map(|did| did.then_some(began))
             }
             None => Ok(None),
         }
@@ -836,7 +860,9 @@ impl MdStore {
         for p in [dir, &db_path, &journal_path] {
             health.watch(p).map_err(|e| open_err(e.to_string()))?;
         }
+        let journal_sync = journal.sync_handle().map_err(|e| open_err(e.to_string()))?;
         let checkpointer = Arc::new(CheckpointSignal::default());
+        let syncer = Arc::new(sync::Syncer::default());
         let shared = Arc::new(Shared {
             db,
             queue: Mutex::new(Queue::default()),
@@ -862,7 +888,18 @@ impl MdStore {
             before_commit: std::sync::OnceLock::new(),
             crash_gen,
             batches: Batches::default(),
+            journaled: AtomicU64::new(transno),
+            journal_sync,
+            syncer: syncer.clone(),
+            sync_thread: Mutex::new(None),
+            commit_turn: Mutex::new(()),
         });
+        let weak = Arc::downgrade(&shared);
+        let handle = std::thread::Builder::new()
+            .name("mdstore-sync".into())
+            .spawn(move || sync::sync_thread(weak, syncer))
+            .map_err(|e| open_err(e.to_string()))?;
+        *shared.sync_thread.lock() = Some(handle);
         let weak = Arc::downgrade(&shared);
         let handle = std::thread::Builder::new()
             .name("mdstore-ckpt".into())
@@ -1114,6 +1151,12 @@ impl MdStore {
         if let Some(h) = handle {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }
+        // The last checkpoint covered every reply still waiting for a sync.
+        self.shared.syncer.stop();
+        let handle = self.shared.sync_thread.lock().take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
     }
 }
 
@@ -1318,8 +1361,7 @@ impl Executor {
         let _ = wtxn.set_durability(redb::Durability::None);
         let mut muts = Vec::new();
         let mut answers = Vec::with_capacity(batch.len());
-        let mut need_sync = s.sync_journal.load(Ordering::Acquire);
-        let mut work = Ok(());
+        let sync_all = s.sync_journal.load(Ordering::Acquire);
         {
             let mut tables = Vec::with_capacity(TABLE_COUNT);
             for t in ALL_TABLES {
@@ -1336,7 +1378,6 @@ impl Executor {
             // journal record carries the last, so numbers survive a restart.
             let mut next = self.transno;
             for Pending { f, sync, reply } in batch.drain(..) {
-                need_sync |= sync;
                 let mark = muts.len();
                 let mut tx = Tx {
                     tables: &mut tables,
@@ -1354,7 +1395,7 @@ impl Executor {
                 } else {
                     0
                 };
-                answers.push((reply, res, transno));
+                answers.push((reply, res, transno, sync || sync_all));
             }
             // Deferred puts: each follows a change committed in an earlier batch, so they
             // are never on disk without it. In a batch with transactions they take no
@@ -1375,33 +1416,13 @@ impl Executor {
                     tracing::warn!(target: "osd", "{} deferred puts not made: {e}", deferred.len());
                 }
             }
-            // A synced batch's work outside the store (DoM data) runs before the batch is
-            // journaled: every change it covers happened before its transaction ran. Its
-            // start goes in the batch, so what a crash leaves says when the work behind the
-            // last synced batch began.
-            if need_sync {
-                work = s.run_before_commit().and_then(|began| {
-                    let Some(t) = began else { return Ok(()) };
-                    let mut tx = Tx {
-                        tables: &mut tables,
-                        muts: &mut muts,
-                        undo: Vec::new(),
-                        crash_gen: s.crash_gen,
-                    };
-                    tx.put(Table::Meta, BEFORE_COMMIT_KEY, &time_bytes(t))
-                });
-            }
         }
-        let refuse = |answers: Vec<(oneshot::Sender<Numbered>, Answer, u64)>, errno: Errno| {
-            for (reply, _, _) in answers {
+        let refuse = |answers: Vec<(oneshot::Sender<Numbered>, Answer, u64, bool)>,
+                      errno: Errno| {
+            for (reply, _, _, _) in answers {
                 let _ = reply.send(Err(errno));
             }
         };
-        if let Err(errno) = work {
-            // Nothing journaled: nobody is told these changes happened.
-            let _ = wtxn.abort();
-            return refuse(answers, errno);
-        }
         let mark = self.journal.len();
         let last = answers.iter().map(|a| a.2).max().unwrap_or(0);
         if !muts.is_empty() {
@@ -1419,21 +1440,6 @@ impl Executor {
                 .journal_bytes
                 .fetch_add(self.journal.len() - mark, Ordering::Relaxed);
         }
-        if need_sync {
-            s.stats.journal_syncs.fetch_add(1, Ordering::Relaxed);
-            // Durable only in a journal that is still the target's: a removed one syncs too.
-            let synced = self
-                .journal
-                .sync()
-                .map_err(|e| s.health.io_error("the journal", e))
-                .and_then(|()| s.health.verify());
-            if let Err(errno) = synced {
-                // Nobody is told these changes happened: a restart must not replay them.
-                let _ = self.journal.truncate(mark);
-                let _ = wtxn.abort();
-                return refuse(answers, errno);
-            }
-        }
         if let Err(e) = wtxn.commit() {
             // The journal holds the batch but redb refused it: stop accepting changes rather
             // than diverge; a restart replays the journal.
@@ -1442,16 +1448,27 @@ impl Executor {
             ));
             return refuse(answers, Errno::EIO);
         }
-        if need_sync {
-            s.committed.advance(self.transno);
-        }
+        s.journaled.store(self.transno, Ordering::Release);
         s.stats.batches.fetch_add(1, Ordering::Relaxed);
         s.stats
             .transactions
             .fetch_add(answers.len() as u64, Ordering::Relaxed);
-        for (reply, res, transno) in answers {
-            let _ = reply.send(res.map(|r| (r, transno)));
+        // Replies that need a sync wait for the sync thread; the executor goes on.
+        let mut waiters = Vec::new();
+        for (reply, res, transno, sync) in answers {
+            match res {
+                Ok(answer) if sync => waiters.push(sync::Waiter {
+                    reply,
+                    answer,
+                    transno,
+                    through: self.transno,
+                }),
+                res => {
+                    let _ = reply.send(res.map(|r| (r, transno)));
+                }
+            }
         }
+        s.syncer.push(waiters);
     }
 
     fn checkpoint(&mut self, s: &Shared) {
@@ -1465,6 +1482,8 @@ impl Executor {
             self.last_checkpoint = Instant::now();
             return;
         }
+        // The sync thread's before-commit work and this one take turns (see `sync`).
+        let _turn = s.commit_turn.lock();
         let res = (|| -> Result<(), String> {
             let began = s.run_before_commit().map_err(|e| e.to_string())?;
             let mut wtxn = s.db.begin_write().map_err(|e| e.to_string())?;
@@ -1590,11 +1609,14 @@ mod tests {
             if f.load(Ordering::SeqCst) {
                 Err(Errno::EIO)
             } else {
-                Ok(())
+                Ok(true)
             }
         }))
         .expect("hook");
-        assert_eq!(s.set_before_commit(Box::new(|| Ok(()))), Err(Errno::EEXIST));
+        assert_eq!(
+            s.set_before_commit(Box::new(|| Ok(true))),
+            Err(Errno::EEXIST)
+        );
         s.write(|tx| tx.put(Table::Meta, b"a", b"1"))
             .await
             .expect("write");
@@ -1625,9 +1647,91 @@ mod tests {
         assert_eq!(s.checkpoint_interval(), Duration::from_secs(7));
     }
 
+    /// A sync in progress holds up no other write: a plain write commits and answers
+    /// while the sync thread is still busy, and the syncs queued meanwhile share the
+    /// next journal sync.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_go_on_while_a_sync_runs_and_later_syncs_share_one() {
+        let d = tempfile::tempdir().expect("tmp");
+        let health = Health::open("test-MDT0000", d.path()).expect("health");
+        let cfg = MdStoreConfig {
+            checkpoint_interval: Duration::from_secs(3600),
+            ..MdStoreConfig::default()
+        };
+        let s = MdStore::open(d.path(), cfg, health).expect("open");
+        // The first sync's before-commit work waits until the test lets it go; later ones
+        // find nothing to do.
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let gate = Mutex::new(Some((entered_tx, go_rx)));
+        s.set_before_commit(Box::new(move || {
+            let Some((entered, go)) = gate.lock().take() else {
+                return Ok(false);
+            };
+            let _ = entered.send(());
+            let _ = go.recv();
+            Ok(true)
+        }))
+        .expect("hook");
+        let first = tokio::spawn({
+            let s = s.clone();
+            async move { s.write_sync(|tx| tx.put(Table::Meta, b"a", b"1")).await }
+        });
+        tokio::task::spawn_blocking(move || entered_rx.recv())
+            .await
+            .expect("join")
+            .expect("the sync began");
+        let syncs = s.stats().journal_syncs.load(Ordering::Relaxed);
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            s.write(|tx| tx.put(Table::Meta, b"b", b"2")),
+        )
+        .await
+        .expect("a plain write waited for the sync in progress")
+        .expect("write");
+        let later: Vec<_> = (0..8u8)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    s.write_sync(move |tx| tx.put(Table::Meta, &[i], b"x"))
+                        .await
+                })
+            })
+            .collect();
+        // Every later sync is queued (committed, waiting for the sync thread) before the
+        // first one ends.
+        let queued = Instant::now();
+        while s.shared.syncer.waiting() < later.len() {
+            assert!(
+                queued.elapsed() < Duration::from_secs(10),
+                "the syncs never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            !first.is_finished(),
+            "the first sync ended before its work did"
+        );
+        go_tx.send(()).expect("go");
+        first.await.expect("join").expect("first sync");
+        for t in later {
+            t.await.expect("join").expect("later sync");
+        }
+        // The first sync counts once its before-commit work is done: it and one more.
+        let used = s.stats().journal_syncs.load(Ordering::Relaxed) - syncs;
+        assert_eq!(
+            used,
+            2,
+            "eight queued syncs took {} journal syncs",
+            used - 1
+        );
+        assert_eq!(s.last_committed(), s.last_transno());
+        s.close().await;
+    }
+
     /// When the last commit's before-commit work began is on record for the next start:
-    /// a journal sync's in its own batch, a checkpoint's durably; a store without such
-    /// work records none.
+    /// a journal sync's in a batch of its own that the sync covers, a checkpoint's
+    /// durably; a store without such work records none, nor does work with nothing to do.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_start_of_the_last_before_commit_work_is_kept() {
         let d = tempfile::tempdir().expect("tmp");
@@ -1642,7 +1746,23 @@ mod tests {
             .await
             .expect("write");
         assert_eq!(s.before_commit_began(), Ok(None), "no work, no record");
-        s.set_before_commit(Box::new(|| Ok(()))).expect("hook");
+        let busy = Arc::new(AtomicBool::new(false));
+        let b = busy.clone();
+        s.set_before_commit(Box::new(move || Ok(b.load(Ordering::SeqCst))))
+            .expect("hook");
+        s.write(|tx| tx.put(Table::Meta, b"b", b"2"))
+            .await
+            .expect("write");
+        s.sync().await.expect("sync");
+        assert_eq!(
+            s.before_commit_began(),
+            Ok(None),
+            "nothing to do, no record"
+        );
+        busy.store(true, Ordering::SeqCst);
+        s.write(|tx| tx.put(Table::Meta, b"c", b"3"))
+            .await
+            .expect("write");
         let before = SystemTime::now();
         s.sync().await.expect("sync");
         let synced = s.before_commit_began().expect("read").expect("recorded");
