@@ -99,8 +99,8 @@ struct Llite {
     next_fh: AtomicU64,
     notifier: Mutex<Option<fuser::Notifier>>,
     creds: cred::Creds,
-    /// Tasks last answered ESTALE, and when (see [`Llite::removed`]).
-    stale_tasks: Mutex<HashMap<u32, Instant>>,
+    /// Tasks last answered ESTALE: for which inode, and when (see [`Llite::removed`]).
+    stale_tasks: Mutex<HashMap<u32, (u64, Instant)>>,
 }
 
 /// Tasks remembered as last answered ESTALE, at most; beyond, those older than
@@ -262,33 +262,39 @@ impl Llite {
             .ok_or(Errno::ESTALE)
     }
 
-    /// What a getattr or open by task `pid` of an inode another client removed answers:
-    /// ESTALE, unless that task heard ESTALE last and has had no success since; then
-    /// ENOENT.
+    /// What a getattr or open by task `pid` of inode `ino`, which another client removed,
+    /// answers: ESTALE, unless that task heard ESTALE last for this same inode and has had
+    /// no success since; then ENOENT.
     ///
     /// On ESTALE the kernel walks the path once more (once), looking each name up again:
     /// a name this mount still maps to the removed inode (renamed over, or removed and
     /// made again, by another client) then finds the file it names now. A retry that meets
-    /// a removed inode again hears ENOENT: a walk from a descriptor of the removed inode
-    /// (a lookup or unlink through a directory's descriptor, as `rm -rf` makes), as
-    /// Lustre's llite answers (`ll_inode_revalidate_fini`) and `rm -rf` passes over; or a
-    /// name removed again meanwhile, which is then gone as far as the task can tell.
-    fn removed(&self, pid: u32) -> Errno {
+    /// the same removed inode again hears ENOENT: a walk from a descriptor of the removed
+    /// inode (a lookup or unlink through a directory's descriptor, as `rm -rf` makes), as
+    /// Lustre's llite answers (`ll_inode_revalidate_fini`) and `rm -rf` passes over.
+    ///
+    /// Keyed by inode, not by task alone: a task that heard ESTALE for one inode and then
+    /// meets another removed one (two clients' `rm -rf` of one tree: a file, then a
+    /// directory another client removed) must hear ESTALE for the second, so the kernel
+    /// looks its name up again and drops its cached entry. Answered ENOENT, `rm` took the
+    /// name for one it could not stat, unlinked it as a file, and the kernel, still caching
+    /// a directory there, failed that with EISDIR.
+    fn removed(&self, pid: u32, ino: u64) -> Errno {
         let now = Instant::now();
         let mut m = self.stale_tasks.lock();
         if m.get(&pid)
-            .is_some_and(|t| now.duration_since(*t) < STALE_RETRY_WINDOW)
+            .is_some_and(|&(i, t)| i == ino && now.duration_since(t) < STALE_RETRY_WINDOW)
         {
             m.remove(&pid);
             return Errno::ENOENT;
         }
         if m.len() >= STALE_TASKS_MAX {
-            m.retain(|_, t| now.duration_since(*t) < STALE_RETRY_WINDOW);
+            m.retain(|_, (_, t)| now.duration_since(*t) < STALE_RETRY_WINDOW);
             if m.len() >= STALE_TASKS_MAX {
                 m.clear();
             }
         }
-        m.insert(pid, now);
+        m.insert(pid, (ino, now));
         Errno::ESTALE
     }
 
@@ -483,7 +489,7 @@ impl fuser::Filesystem for Fs {
                     me.0.found(pid);
                     reply.attr(&me.0.ttl, &to_file_attr(&info))
                 }
-                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid))),
+                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid, ino.0))),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -678,7 +684,7 @@ impl fuser::Filesystem for Fs {
                     }
                     reply.opened(FileHandle(fh), fl);
                 }
-                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid))),
+                Err(Errno::ESTALE) => reply.error(errno(me.0.removed(pid, ino.0))),
                 Err(e) => reply.error(errno(e)),
             }
         });
