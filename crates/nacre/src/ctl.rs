@@ -81,6 +81,21 @@ pub struct MountEntry {
     pub fsname: String,
     pub socket: PathBuf,
     pub pid: u32,
+    /// When the process began (`/proc/PID/stat`'s start time): a pid another process
+    /// took after this one died, without unregistering, does not keep the entry alive.
+    /// Absent in entries written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+}
+
+impl MountEntry {
+    /// Whether the process that registered this entry still runs.
+    pub fn alive(&self) -> bool {
+        crate::daemon::pid_alive(self.pid)
+            && self
+                .started
+                .is_none_or(|t| crate::daemon::process_started(self.pid) == Some(t))
+    }
 }
 
 fn entry_name(mountpoint: &Path) -> String {
@@ -157,7 +172,7 @@ fn entries(kind: &str) -> Result<Vec<MountEntry>> {
         let Ok(m) = serde_json::from_str::<MountEntry>(&text) else {
             continue;
         };
-        if crate::daemon::pid_alive(m.pid) {
+        if m.alive() {
             out.push(m);
         }
     }
@@ -241,4 +256,42 @@ fn send_all(s: &std::os::unix::net::UnixStream, mut buf: &[u8]) -> std::io::Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry lives while its process does: the same pid with another start time is a
+    /// later process that took the pid, and an entry without a start time (written before
+    /// it was recorded) goes by the pid alone.
+    #[test]
+    fn an_entry_whose_pid_was_reused_is_not_alive() {
+        let pid = std::process::id();
+        let started = crate::daemon::process_started(pid).expect("own start time");
+        assert_eq!(crate::daemon::process_started(pid), Some(started), "stable");
+        let mut e = MountEntry {
+            mountpoint: PathBuf::from("/mnt/x"),
+            spec: "mgs@tcp:/x".into(),
+            fsname: "x".into(),
+            socket: PathBuf::from("/run/nacre/x.sock"),
+            pid,
+            started: Some(started),
+        };
+        assert!(e.alive());
+        e.started = Some(started + 1);
+        assert!(!e.alive(), "a reused pid");
+        e.started = None;
+        assert!(e.alive(), "an old entry");
+        let json = serde_json::to_string(&MountEntry {
+            started: None,
+            ..e.clone()
+        })
+        .expect("encode");
+        assert!(!json.contains("started"));
+        assert_eq!(
+            serde_json::from_str::<MountEntry>(&json).expect("decode"),
+            e
+        );
+    }
 }

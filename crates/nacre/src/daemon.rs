@@ -31,6 +31,20 @@ pub fn load_run(dir: &Path) -> Option<RunState> {
     serde_json::from_str(&text).ok()
 }
 
+/// When process `pid` began, in clock ticks after boot (`/proc/PID/stat` field 22): with
+/// the pid, it names one process, where a pid alone may be reused.
+pub fn process_started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may itself hold spaces and parentheses: the
+    // state is field 3, so the start time is the 20th after it.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks for existence.
     let r = unsafe { libc::kill(pid as i32, 0) };

@@ -226,6 +226,7 @@ fn serve_ctl(
         spec: s.name.full(fsname),
         fsname: fsname.to_string(),
         pid: std::process::id(),
+        started: crate::daemon::process_started(std::process::id()),
     };
     let lfsck = LocalLfsck {
         mdts: s.lfsck.iter().cloned().collect(),

@@ -79,6 +79,7 @@ pub fn mount_client(
         fsname: client.fsname.clone(),
         socket: ctl::socket_path(mountpoint)?,
         pid: std::process::id(),
+        started: crate::daemon::process_started(std::process::id()),
     };
     let listener = {
         let _g = rt.enter();
