@@ -293,6 +293,51 @@ fn a_name_another_client_renamed_a_file_over_is_found() {
     }
 }
 
+/// A task that just heard a removed file is gone, then meets a directory another client
+/// removed whose name this mount still caches, finds that name gone too, and removing it
+/// is ENOENT (which `rm -rf` passes over). Answered ENOENT at once for the directory, as for
+/// the kernel's retry after the file, `stat` failed while the kernel kept the cached
+/// directory; `rm` then unlinked the name as a file and got EISDIR (two clients' `rm -rf`
+/// of one tree).
+#[test]
+fn a_directory_another_client_removed_is_gone_after_a_file_that_was() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::create_dir_all(fs.path("t/d")).expect("mkdir");
+    for n in ["t/a", "t/d/x", "t/d/y"] {
+        std::fs::write(fs.path(n), b"x").expect("write");
+    }
+    // The second mount caches every name; its own changes leave the file's and the
+    // directory's attributes for the kernel to ask again, while their names stay cached.
+    assert_eq!(common::sh("find t | wc -l", &m2.0).trim(), "5");
+    std::fs::write(m2.path("t/a"), b"changed on m2").expect("write on m2");
+    std::fs::remove_file(m2.path("t/d/x")).expect("unlink on m2");
+    std::fs::remove_dir_all(fs.path("t/d")).expect("rm -rf t/d on m1");
+    std::fs::remove_file(fs.path("t/a")).expect("rm t/a on m1");
+    // One thread, as one `rm` process: the file first, then the directory.
+    let (a, d) = (m2.path("t/a"), m2.path("t/d"));
+    let kind = |r: std::io::Result<std::fs::Metadata>| r.map(|_| ()).map_err(|e| e.kind());
+    assert_eq!(
+        kind(std::fs::symlink_metadata(&a)),
+        Err(std::io::ErrorKind::NotFound),
+        "stat of the removed file"
+    );
+    assert_eq!(
+        kind(std::fs::symlink_metadata(&d)),
+        Err(std::io::ErrorKind::NotFound),
+        "stat of the removed directory"
+    );
+    let unlinked = std::fs::remove_file(&d).map_err(|e| e.raw_os_error());
+    assert_eq!(
+        unlinked,
+        Err(Some(libc::ENOENT)),
+        "unlink of the removed directory's name"
+    );
+}
+
 /// A directory another client removed holds no names, as on a local file system: a name
 /// looked up or removed through a descriptor of it is ENOENT (which `rm -rf` passes over),
 /// and so is reading it, not ESTALE. The kernel asks for the directory's attributes first (to check search
