@@ -91,10 +91,10 @@ pub struct MountEntry {
 impl MountEntry {
     /// Whether the process that registered this entry still runs.
     pub fn alive(&self) -> bool {
-        crate::daemon::pid_alive(self.pid)
-            && self
-                .started
-                .is_none_or(|t| crate::daemon::process_started(self.pid) == Some(t))
+        match self.started {
+            Some(t) => crate::daemon::process_runs(self.pid, t),
+            None => crate::daemon::pid_alive(self.pid),
+        }
     }
 }
 

@@ -31,18 +31,26 @@ pub fn load_run(dir: &Path) -> Option<RunState> {
     serde_json::from_str(&text).ok()
 }
 
-/// When process `pid` began, in clock ticks after boot (`/proc/PID/stat` field 22): with
-/// the pid, it names one process, where a pid alone may be reused.
-pub fn process_started(pid: u32) -> Option<u64> {
+/// Process `pid`'s state letter and start time, in clock ticks after boot (fields 3 and
+/// 22 of `/proc/PID/stat`). With the pid, the start time names one process, where a pid
+/// alone may be reused.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which may itself hold spaces and parentheses: the
-    // state is field 3, so the start time is the 20th after it.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
+    // The command name before them may itself hold spaces and parentheses.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let started = fields.nth(18)?.parse().ok()?;
+    Some((state, started))
+}
+
+/// When process `pid` began (see [`proc_stat`]).
+pub fn process_started(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(_, started)| started)
+}
+
+/// Whether the process that began at `started` as `pid` still runs (not a zombie).
+pub fn process_runs(pid: u32, started: u64) -> bool {
+    proc_stat(pid).is_some_and(|(state, t)| state != 'Z' && t == started)
 }
 
 pub fn pid_alive(pid: u32) -> bool {
@@ -52,13 +60,7 @@ pub fn pid_alive(pid: u32) -> bool {
         return false;
     }
     // A zombie still answers kill(0); check its state.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    proc_stat(pid).is_some_and(|(state, _)| state != 'Z')
 }
 
 /// Whether `p` is a mount point (its device differs from its parent's, or it is a dead FUSE mount).

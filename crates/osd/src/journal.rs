@@ -161,10 +161,6 @@ impl Journal {
         Ok(())
     }
 
-    pub fn sync(&self) -> std::io::Result<()> {
-        self.file.sync_data()
-    }
-
     /// A second handle on the journal's file, to sync it while records are appended
     /// through this one (the file is never replaced, only rewritten in place).
     pub fn sync_handle(&self) -> std::io::Result<File> {
