@@ -3239,6 +3239,11 @@ mod tests {
         assert_eq!(s.checksum_errors(), 2);
     }
 
+    /// How far an object's mtime may lag `SystemTime::now()` read before its write: file
+    /// times come from the kernel's coarse clock, up to a tick (4 ms at 250 Hz) behind. A
+    /// window opened at `now()` missed a write made just after, one run in ~15.
+    const FILE_CLOCK_LAG: std::time::Duration = std::time::Duration::from_millis(10);
+
     /// After a crash, a block of an object whose data changed after the last commit's
     /// sync began may not match its entry (the crash kept one of two unsynced writes):
     /// it reads as the disk has it, and its entry follows its data, for reads, scrub's
@@ -3257,7 +3262,7 @@ mod tests {
         let data = bytes(3 * BLOCK + 10, 1);
         s.write(&old, &parent, 0, &data).expect("write");
         std::thread::sleep(Duration::from_millis(20));
-        let synced_from = SystemTime::now();
+        let synced_from = SystemTime::now() - FILE_CLOCK_LAG;
         s.write(&torn, &parent, 0, &data).expect("write");
         // Past the inline entries: a checksum file.
         let big_data = bytes((cksum::INLINE_BLOCKS as usize + 3) * BLOCK, 2);
@@ -3310,7 +3315,7 @@ mod tests {
             comp_id: nacre_core::layout::pflr_id(mirror, 1),
         };
         let data = bytes(3 * BLOCK + 10, 1);
-        let synced_from = SystemTime::now();
+        let synced_from = SystemTime::now() - FILE_CLOCK_LAG;
         for (o, mirror) in [(&plain, 0), (&mirrored, 2)] {
             s.write_placed(o, &parent, Some(layout(mirror)), 0, &data, None, false)
                 .expect("write");
