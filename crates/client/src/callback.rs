@@ -30,7 +30,7 @@ impl Client {
     }
 
     /// Drops what this client caches of `fids` (of everything with `None`).
-    async fn drop_cached(&self, fids: Option<Vec<Fid>>) {
+    pub(crate) async fn drop_cached(&self, fids: Option<Vec<Fid>>) {
         match &fids {
             Some(v) => v.iter().for_each(|f| self.local_changes.bump(f)),
             None => self.local_changes.bump_all(),
@@ -77,6 +77,8 @@ pub(crate) async fn follow(
         match r {
             Ok((Reply::Callbacks { upto, fids, all }, _)) => {
                 let Some(c) = client.upgrade() else { return };
+                // A lock of one of these files may have gone: waiting locks ask again.
+                c.flocks.wake();
                 if all {
                     c.append_callback(None);
                     c.drop_cached(None).await;

@@ -18,6 +18,7 @@ pub mod cksum;
 pub mod ec;
 pub mod ec_shards;
 pub mod file;
+pub mod flock;
 pub mod grant;
 pub mod io;
 pub mod lmv;
@@ -108,6 +109,8 @@ pub struct Client {
     pub(crate) local_changes: LocalChanges,
     /// Append locks this client keeps, and appends in progress (see [`append`]).
     pub(crate) appends: append::AppendLocks,
+    /// `fcntl`/`flock` lock owners of this client, and the wake of waiting locks ([`flock`]).
+    pub(crate) flocks: flock::LockOwners,
     /// What the mount drops when an MDT says a file changed (the kernel's pages).
     pub(crate) cache_hook: RwLock<Option<callback::CacheHook>>,
     /// Turns true at unmount: background loops end.
@@ -177,6 +180,7 @@ impl Client {
             tunables: Arc::new(Tunables::default()),
             local_changes: LocalChanges::default(),
             appends: append::AppendLocks::default(),
+            flocks: flock::LockOwners::default(),
             cache_hook: RwLock::new(None),
             stopping: watch::channel(false).0,
             ra_bytes: std::sync::atomic::AtomicU64::new(0),

@@ -20,18 +20,28 @@
 //! placed after the requests answered before it opened and before those answered after
 //! (an uncommitted create is made again before its file is reopened, and an unlink of the
 //! open file finds it open and keeps it as an orphan).
+//!
+//! So are the `fcntl`/`flock` locks this client holds ([`LOCKS_KEPT_MAX`] owners' locks
+//! of a file): after the reopens, each is taken again ([`FlockOp::Reclaim`]) through a
+//! handle of its owner's, before the MDT lets anyone else ask for a lock.
 
 use bytes::Bytes;
+use nacre_core::flock::FileLock;
 use nacre_core::{Errno, Fid, TargetKind};
 use nacre_rpc::RpcError;
 use nacre_rpc::import::{ConnectHook, Import, NewLink};
-use nacre_rpc::msg::{ClientUuid, Cred, OpenFlags, ReplayOutcome, Reply, Request, WriteGrant};
+use nacre_rpc::msg::{
+    ClientUuid, Cred, FlockOp, OpenFlags, ReplayOutcome, Reply, Request, WriteGrant,
+};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
+
+/// Handles kept per owner's locks of a file, as on the MDT.
+const OWNER_HANDLES_MAX: usize = 8;
 
 /// Uncommitted requests kept per MDT. An MDT commits every few seconds (its checkpoint),
 /// so at nacre's create rate a list rarely holds more than a few thousand; past this the
@@ -54,6 +64,11 @@ pub const KEPT_WRITE_BYTES_MAX: u64 = 128 << 20;
 /// to commit. Smaller than the OSCs' bound: DoM holds small files' first bytes, and the
 /// MDT commits every few seconds anyway.
 pub const KEPT_DOM_BYTES_MAX: u64 = 32 << 20;
+
+/// Owners' locks of a file kept per MDT for their replay; past it an owner's locks of
+/// another file are not kept (they would not survive a restart of the MDT), with a
+/// warning. The MDT's own bound is larger (`nacre_mdt::flock::MAX_FILE_LOCKS`).
+pub const LOCKS_KEPT_MAX: usize = 1 << 16;
 
 /// What the client does with the files whose kept changes an eviction lost.
 pub type OnLost = Box<dyn Fn(&[Fid]) + Send + Sync>;
@@ -92,16 +107,28 @@ struct KeptOpen {
     after: u64,
 }
 
+/// One owner's locks of one file, as the MDT holds them.
+#[derive(Clone, Debug, Default)]
+struct KeptLocks {
+    /// The handles the owner took them through (the MDT's close of any gives them back).
+    handles: Vec<u64>,
+    /// Disjoint and maximal ([`nacre_core::flock::apply`]).
+    locks: Vec<FileLock>,
+}
+
 /// One step of a replay, in the order the MDT must see them.
 enum Step {
     Replay(u64, Request, Bytes, Option<ReplayOutcome>),
     Reopen(u64, KeptOpen),
+    /// A lock taken again: its file, owner, a handle of the owner's, the lock.
+    Relock(Fid, u64, u64, FileLock),
 }
 
-/// A step sent: a replay's transno, or a reopen's handle and file.
+/// A step sent: a replay's transno, a reopen's handle and file, a lock's file.
 enum Sent {
     Replay(u64),
     Reopen(u64, Fid),
+    Relock(Fid),
 }
 
 #[derive(Default)]
@@ -118,6 +145,10 @@ struct List {
     opens: HashMap<u64, KeptOpen>,
     /// Opens not kept because the list was full (warned about once).
     opens_dropped: u64,
+    /// Locks by file and owner.
+    locks: HashMap<(Fid, u64), KeptLocks>,
+    /// Owners' locks not kept because the list was full (warned about once).
+    locks_dropped: u64,
 }
 
 /// One MDC's or OSC's recovery state: its client identity, request numbers and replay
@@ -137,6 +168,8 @@ pub struct ReplayList {
     pub replayed: AtomicU64,
     /// Handles reopened after a restart.
     pub reopened: AtomicU64,
+    /// Locks taken again after a restart.
+    pub relocked: AtomicU64,
     /// Told the files whose kept changes an eviction lost ([`ReplayList::on_lost`]).
     on_lost: std::sync::OnceLock<OnLost>,
 }
@@ -188,6 +221,7 @@ impl ReplayList {
             timeout,
             replayed: AtomicU64::new(0),
             reopened: AtomicU64::new(0),
+            relocked: AtomicU64::new(0),
             on_lost: std::sync::OnceLock::new(),
         }
     }
@@ -331,9 +365,53 @@ impl ReplayList {
         let _ = self.on_lost.set(f);
     }
 
-    /// Handle `handle` closed.
+    /// Handle `handle` closed: with it go the locks of every owner that took one through
+    /// it, as on the MDT.
     pub fn closed(&self, handle: u64) {
-        self.list.lock().opens.remove(&handle);
+        let mut l = self.list.lock();
+        l.opens.remove(&handle);
+        if !l.locks.is_empty() {
+            l.locks.retain(|_, k| !k.handles.contains(&handle));
+        }
+    }
+
+    /// The MDT granted `lock` (which may be an unlock) on `fid` to `owner` through
+    /// `handle`: kept as the MDT keeps it, with the same rules.
+    pub fn locked(&self, fid: Fid, owner: u64, handle: u64, lock: &FileLock) {
+        let mut l = self.list.lock();
+        let full = l.locks.len() >= LOCKS_KEPT_MAX;
+        let k = match l.locks.get_mut(&(fid, owner)) {
+            Some(k) => k,
+            None if full => {
+                if l.locks_dropped == 0 {
+                    tracing::warn!(target: "client", "locks of more than {LOCKS_KEPT_MAX} files and owners on one MDT: later ones will not survive its restart");
+                }
+                l.locks_dropped += 1;
+                return;
+            }
+            None => l.locks.entry((fid, owner)).or_default(),
+        };
+        let (locks, _) = nacre_core::flock::apply(&k.locks, lock);
+        k.locks = locks;
+        if !k.handles.contains(&handle) {
+            if k.handles.len() >= OWNER_HANDLES_MAX {
+                k.handles.remove(0);
+            }
+            k.handles.push(handle);
+        }
+        if k.locks.is_empty() {
+            l.locks.remove(&(fid, owner));
+        }
+    }
+
+    /// Every lock of `owner` on `fid` went.
+    pub fn unlocked_owner(&self, fid: Fid, owner: u64) {
+        self.list.lock().locks.remove(&(fid, owner));
+    }
+
+    /// Locks kept now (ranges, over every file and owner).
+    pub fn locks_kept(&self) -> usize {
+        self.list.lock().locks.values().map(|k| k.locks.len()).sum()
     }
 
     /// Open handles kept now.
@@ -405,6 +483,16 @@ impl ReplayList {
                     .map(|(h, o)| ((o.after, 1), Step::Reopen(*h, o.clone()))),
             );
             steps.sort_by_key(|(k, _)| *k);
+            // Locks last, through a handle of the owner's that is reopened.
+            for ((fid, owner), k) in &l.locks {
+                let Some(h) = k.handles.iter().rev().find(|h| l.opens.contains_key(h)) else {
+                    continue;
+                };
+                for lock in &k.locks {
+                    let step = Step::Relock(*fid, *owner, *h, *lock);
+                    steps.push(((u64::MAX, 2), step));
+                }
+            }
             (l.kept.len(), l.opens.len(), steps)
         };
         let target = self.target_word();
@@ -433,6 +521,16 @@ impl ReplayList {
                     Bytes::new(),
                     Sent::Reopen(handle, o.fid),
                 ),
+                Step::Relock(fid, owner, handle, lock) => (
+                    Request::Flock {
+                        fid,
+                        handle,
+                        owner,
+                        op: FlockOp::Reclaim(lock),
+                    },
+                    Bytes::new(),
+                    Sent::Relock(fid),
+                ),
             };
             match (call(req, bulk).await, sent) {
                 (Ok(_), Sent::Replay(_)) => {
@@ -440,6 +538,15 @@ impl ReplayList {
                 }
                 (Ok(_), Sent::Reopen(..)) => {
                     self.reopened.fetch_add(1, Ordering::Relaxed);
+                }
+                (Ok(Reply::Flock { conflict: None }), Sent::Relock(_)) => {
+                    self.relocked.fetch_add(1, Ordering::Relaxed);
+                }
+                (Ok(_), Sent::Relock(fid)) => {
+                    tracing::warn!(target: "client", "a lock on {fid} could not be taken again after the MDT restarted: another client holds it");
+                }
+                (Err(RpcError::Errno(e)), Sent::Relock(fid)) => {
+                    tracing::warn!(target: "client", "a lock on {fid} could not be taken again after the MDT restarted: {e}");
                 }
                 (Err(RpcError::Errno(Errno::ESTALE)), _) => return self.evicted(instance),
                 (Err(RpcError::Errno(e)), Sent::Replay(transno)) => {
@@ -482,8 +589,9 @@ impl ReplayList {
         let kept = {
             let mut l = self.list.lock();
             l.instance = instance;
-            // Its handles are gone with the export.
+            // Its handles are gone with the export, and the locks taken through them.
             l.opens.clear();
+            l.locks.clear();
             l.kept_bytes = 0;
             std::mem::take(&mut l.kept)
         };

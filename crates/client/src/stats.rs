@@ -122,10 +122,12 @@ pub enum VfsOp {
     Getxattr,
     Listxattr,
     Removexattr,
+    /// `fcntl` and `flock` locks (getlk, setlk).
+    Flock,
 }
 
 impl VfsOp {
-    const ALL: [VfsOp; 26] = [
+    const ALL: [VfsOp; 27] = [
         VfsOp::Lookup,
         VfsOp::Getattr,
         VfsOp::Setattr,
@@ -152,6 +154,7 @@ impl VfsOp {
         VfsOp::Getxattr,
         VfsOp::Listxattr,
         VfsOp::Removexattr,
+        VfsOp::Flock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -182,6 +185,7 @@ impl VfsOp {
             VfsOp::Getxattr => "getxattr",
             VfsOp::Listxattr => "listxattr",
             VfsOp::Removexattr => "removexattr",
+            VfsOp::Flock => "flock",
         }
     }
 

@@ -66,7 +66,10 @@ errnos!(
     ENOTSOCK,
     EBADMSG,
     EREMOTE,
-    EREMCHG
+    EREMCHG,
+    EINTR,
+    EDEADLK,
+    ENOLCK
 );
 
 impl Errno {

@@ -12,6 +12,7 @@ pub mod ec;
 pub mod errno;
 pub mod fid;
 pub mod fiemap;
+pub mod flock;
 pub mod layout;
 pub mod layout_rules;
 pub mod lmv;

@@ -12,8 +12,8 @@ use bytes::Bytes;
 use fuser::{
     AccessFlags, Errno as FErrno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags as FOpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use nacre_client::Client;
 use nacre_client::file::OpenFile;
@@ -21,7 +21,7 @@ use nacre_client::md::CreateOutcome;
 use nacre_client::stats::VfsOp;
 use nacre_core::attr::{SetAttr, SetTime};
 use nacre_core::{Attr, Errno, Fid, FileKind, Timespec};
-use nacre_rpc::msg::{Cred, InodeInfo, LayoutRequest, OpenFlags};
+use nacre_rpc::msg::{Cred, FileLock, FlockMode, InodeInfo, LayoutRequest, OpenFlags};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -131,6 +131,50 @@ fn forget_inode(m: &mut HashMap<u64, InodeEntry>, ino: u64, nlookup: u64) {
 
 fn errno(e: Errno) -> FErrno {
     FErrno::from_i32(e.code())
+}
+
+/// A lock the kernel asks for: `typ` is `F_RDLCK`, `F_WRLCK` or `F_UNLCK`.
+fn file_lock(typ: i32, start: u64, end: u64, pid: u32) -> Result<FileLock, Errno> {
+    let mode = match typ {
+        libc::F_RDLCK => FlockMode::Read,
+        libc::F_WRLCK => FlockMode::Write,
+        libc::F_UNLCK => FlockMode::Unlock,
+        _ => return Err(Errno::EINVAL),
+    };
+    if start > end {
+        return Err(Errno::EINVAL);
+    }
+    Ok(FileLock {
+        mode,
+        start,
+        end,
+        pid,
+    })
+}
+
+fn lock_type(mode: FlockMode) -> i32 {
+    match mode {
+        FlockMode::Read => libc::F_RDLCK,
+        FlockMode::Write => libc::F_WRLCK,
+        FlockMode::Unlock => libc::F_UNLCK,
+    }
+}
+
+/// Whether thread `tid` has a signal pending that it does not block, or is gone: the
+/// kernel holds a task in a FUSE request until it is answered, with the signal pending.
+fn signal_pending(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    pending & !field("SigBlk:") != 0
 }
 
 fn ino_of(fid: &Fid) -> u64 {
@@ -454,7 +498,11 @@ impl fuser::Filesystem for Fs {
             | InitFlags::FUSE_DONT_MASK
             // An O_APPEND descriptor bypasses the page cache (`FOPEN_DIRECT_IO`); a
             // shared mapping of it still goes through the cache, as on a local file.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // `fcntl` and `flock` locks go to the MDT, so every client sees them (the
+            // kernel sends a `flock` as a whole-file lock owned by the open file).
+            | InitFlags::FUSE_POSIX_LOCKS
+            | InitFlags::FUSE_FLOCK_LOCKS;
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
@@ -866,12 +914,25 @@ impl fuser::Filesystem for Fs {
         _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         // close(2): written data goes to the OSTs now, and a background write's error is
         // reported here.
         let f = try_reply!(reply, self.0.file(fh));
+        if self.0.client.flock_taken(&f.fid, lock_owner.0) {
+            // POSIX: a close of any descriptor of the file gives back the process's locks.
+            let me = self.clone();
+            self.0.spawn(VfsOp::Flush, async move {
+                let flushed = me.0.client.flush(&f).await;
+                let released = me.0.client.flock_release_owner(&f, lock_owner.0).await;
+                match flushed.and(released) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(errno(e)),
+                }
+            });
+            return;
+        }
         match self.0.client.flush_ready(&f) {
             Some(Ok(())) => return reply.ok(),
             Some(Err(e)) => return reply.error(errno(e)),
@@ -892,7 +953,7 @@ impl fuser::Filesystem for Fs {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: FOpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
@@ -902,6 +963,13 @@ impl fuser::Filesystem for Fs {
         };
         let me = self.clone();
         self.0.spawn(VfsOp::Close, async move {
+            // The last close of an open file description gives back its `flock` locks
+            // (the MDT's close of the handle would too; this forgets them here as well).
+            if let Some(o) = lock_owner
+                && let Err(e) = me.0.client.flock_release_owner(&f, o.0).await
+            {
+                tracing::debug!(target: "llite", "flock release of {}: {e}", f.fid);
+            }
             if let Err(e) = me.0.client.release(&f).await {
                 tracing::debug!(target: "llite", "close of {}: {e}", f.fid);
             }
@@ -921,6 +989,62 @@ impl fuser::Filesystem for Fs {
         let me = self.clone();
         self.0.spawn(VfsOp::Fsync, async move {
             match me.0.client.fsync(&f).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let lock = try_reply!(reply, file_lock(typ, start, end, pid));
+        let me = self.clone();
+        self.0.spawn(VfsOp::Flock, async move {
+            match me.0.client.flock_test(&f, lock_owner.0, lock).await {
+                Ok(Some(c)) => reply.locked(c.start, c.end, lock_type(c.mode), c.pid),
+                Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let f = try_reply!(reply, self.0.file(fh));
+        let lock = try_reply!(reply, file_lock(typ, start, end, pid));
+        // The thread that asked: a signal to it ends a wait.
+        let caller = req.pid();
+        let me = self.clone();
+        self.0.spawn(VfsOp::Flock, async move {
+            let interrupted = || signal_pending(caller);
+            match me
+                .0
+                .client
+                .flock_set(&f, lock_owner.0, lock, sleep, interrupted)
+                .await
+            {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno(e)),
             }

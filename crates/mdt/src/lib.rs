@@ -27,6 +27,7 @@ pub mod dom;
 pub mod ec;
 pub mod exports;
 pub mod fail;
+pub mod flock;
 pub mod flr;
 pub mod layout_change;
 pub mod lod;
@@ -50,8 +51,8 @@ use nacre_rpc::Import;
 use nacre_rpc::conn::ConnConfig;
 use nacre_rpc::lfsck::LfsckService;
 use nacre_rpc::msg::{
-    Cred, Dirent, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, MirrorOp, OpenFlags, Reply,
-    Request, StatFs,
+    Cred, Dirent, FlockOp, FsConfig, InodeInfo, LayoutRequest, MAX_GROUPS, MirrorOp, OpenFlags,
+    Reply, Request, StatFs,
 };
 use nacre_rpc::server::{RequestCtx, Service};
 use open::{OpenHandle, OpenTable};
@@ -131,6 +132,8 @@ pub struct Mdt {
     opens: OpenTable,
     pub callbacks: callback::Callbacks,
     pub appends: append::AppendLocks,
+    /// `fcntl` and `flock` locks across clients ([`flock`]).
+    pub flocks: flock::FileLocks,
     llog_kick: Notify,
     /// Files whose exact size is unknown though nobody writes them ([`resettle`]).
     resettle: resettle::Resettle,
@@ -233,6 +236,7 @@ impl Mdt {
             opens: OpenTable::new(),
             callbacks: callback::Callbacks::default(),
             appends: append::AppendLocks::default(),
+            flocks: flock::FileLocks::default(),
             llog_kick: Notify::new(),
             resettle: resettle::Resettle::default(),
             owner_kick: Notify::new(),
@@ -956,6 +960,47 @@ impl Mdt {
         }
     }
 
+    /// A [`Request::Flock`] from connection `conn` (see [`flock`]).
+    fn flock(
+        &self,
+        conn: u64,
+        fid: Fid,
+        handle: u64,
+        owner: u64,
+        op: FlockOp,
+    ) -> Result<Reply, Errno> {
+        // A lock is taken through a handle of the caller's on that very file, so its
+        // close (or the client's eviction) gives the lock back.
+        if !self.opens.held_as(handle, &fid, conn) {
+            return Err(Errno::EBADF);
+        }
+        let who = flock::Owner { conn, owner };
+        let (conflict, wake) = match op {
+            FlockOp::Test(lock) => {
+                if lock.start > lock.end {
+                    return Err(Errno::EINVAL);
+                }
+                (self.flocks.test(&fid, who, &lock), Vec::new())
+            }
+            FlockOp::Set { lock, wait } => {
+                let o = self.flocks.set(fid, who, handle, lock, wait)?;
+                (o.conflict, o.wake)
+            }
+            FlockOp::ReleaseOwner => (None, self.flocks.release_owner(&fid, who)),
+            FlockOp::Reclaim(lock) => {
+                let o = self.flocks.set(fid, who, handle, lock, false)?;
+                if let Some(c) = &o.conflict {
+                    tracing::warn!(target: "mdt", "MDT{:04x}: file {fid}: a replayed lock of connection {conn} conflicts with {c:?}: not taken", self.index);
+                }
+                (o.conflict, o.wake)
+            }
+        };
+        if !wake.is_empty() {
+            self.callbacks.post(fid, &wake);
+        }
+        Ok(Reply::Flock { conflict })
+    }
+
     /// Closes what connection `conn` held open, as lost: its client is gone.
     async fn close_handles_of(self: &Arc<Self>, conn: u64) {
         for h in self.opens.handles_of(conn) {
@@ -980,6 +1025,10 @@ impl Mdt {
         };
         let fid = h.fid;
         self.appends.release(&fid, handle);
+        let waiting = self.flocks.release_handle(&fid, handle);
+        if !waiting.is_empty() {
+            self.callbacks.post(fid, &waiting);
+        }
         let ec_layout = match ec_gen {
             Some(layout_gen) if h.write && !wrote && !lost => {
                 match self.ec_untouched_close(fid, layout_gen, writers).await {
@@ -1742,6 +1791,12 @@ impl Mdt {
                 self.appends.release(&fid, handle);
                 Ok(Reply::Ok)
             }
+            Request::Flock {
+                fid,
+                handle,
+                owner,
+                op,
+            } => self.flock(ctx.conn_id, fid, handle, owner, op),
             Request::EcParitySynced {
                 fid,
                 handle,
@@ -1996,6 +2051,11 @@ fn runs_during_recovery(req: &Request) -> bool {
                 | Request::Sync { .. }
                 | Request::WaitCallbacks { .. }
                 | Request::DneStatus
+                // A client's replay takes its locks again, after its reopens.
+                | Request::Flock {
+                    op: FlockOp::Reclaim(_),
+                    ..
+                }
         )
 }
 
@@ -2041,6 +2101,7 @@ impl Service for Mdt {
             Request::MdtConnect { client } => {
                 self.exports.bind(&ctx, client, |old, new| {
                     let n = self.opens.rebind(old, new);
+                    self.flocks.rebind(old, new);
                     if n > 0 {
                         tracing::debug!(target: "mdt", "MDT{:04x}: client {client:#x} reconnected: {n} open handle(s) kept", self.index);
                     }

@@ -516,6 +516,16 @@ impl ParamSource for MdtParams {
             value: (self.mdt.exports.len() + self.mdt.exports.parked()).to_string(),
             writable: false,
         });
+        // Lustre's LDLM namespace of the MDT: the locks it holds for clients (here the
+        // `fcntl`/`flock` ranges and the append locks).
+        v.push(ParamValue {
+            name: format!(
+                "ldlm.namespaces.mdt-{}-MDT{:04x}_UUID.lock_count",
+                self.fsname, self.mdt.index
+            ),
+            value: (self.mdt.flocks.len() + self.mdt.appends.len()).to_string(),
+            writable: false,
+        });
         v.push(ParamValue {
             name: format!("{mdt}.export_grace"),
             value: self.mdt.exports.grace().as_secs().to_string(),

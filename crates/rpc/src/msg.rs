@@ -656,6 +656,39 @@ pub enum Request {
         fid: Fid,
         handle: u64,
     },
+
+    // --- File locks across clients (appended) ---
+    /// Client to MDT: a byte-range lock on `fid` (`fcntl` and `flock`; Lustre's LDLM flock
+    /// locks) for lock owner `owner` of this client, through `handle`, which this
+    /// connection holds open on `fid`. Answered with [`Reply::Flock`]. See
+    /// `nacre_mdt::flock`.
+    Flock {
+        fid: Fid,
+        handle: u64,
+        owner: u64,
+        op: FlockOp,
+    },
+}
+
+pub use nacre_core::flock::{FileLock, FlockMode};
+
+/// What a [`Request::Flock`] asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlockOp {
+    /// `F_GETLK`: the first lock of another owner that would keep this one from being
+    /// taken, if any.
+    Test(FileLock),
+    /// `F_SETLK` (take, change or give back a range); with `wait` (`F_SETLKW`) the MDT
+    /// remembers the waiter and calls it back when a lock of the file goes, and a
+    /// conflict that would deadlock is EDEADLK.
+    Set { lock: FileLock, wait: bool },
+    /// Every lock the owner holds on the file goes (a `close` of any of its descriptors
+    /// of the file, as POSIX has it).
+    ReleaseOwner,
+    /// A lock the client held before the MDT restarted, taken again in its replay (after
+    /// its handle's reopen): it runs while the MDT recovers, when nobody else can take a
+    /// lock yet.
+    Reclaim(FileLock),
 }
 
 /// Lustre's `OST_MAX_PRECREATE`: the most objects an OST precreates in one request and
@@ -925,6 +958,11 @@ pub enum Reply {
         inode: InodeInfo,
         keep: bool,
     },
+    /// [`Request::Flock`]'s answer: `None`, taken (or given back); else the lock of
+    /// another owner in the way (for [`FlockOp::Test`], the one that would be).
+    Flock {
+        conflict: Option<FileLock>,
+    },
 }
 
 /// The variants that carry the caller's credentials.
@@ -1037,6 +1075,7 @@ impl Request {
             Request::OstCleanOrphans { .. } => 85,
             Request::AppendLock { .. } => 86,
             Request::AppendUnlock { .. } => 87,
+            Request::Flock { .. } => 88,
         }
     }
 
@@ -1116,6 +1155,7 @@ impl Request {
             85 => "ost_clean_orphans",
             86 => "append_lock",
             87 => "append_unlock",
+            88 => "ldlm_flock",
             _ => "other",
         }
     }

@@ -23,6 +23,7 @@ mod dne_mount;
 mod dom_replay;
 mod ec;
 mod file_limits;
+mod file_locks;
 mod fsync;
 mod full_disk;
 mod hardening;

@@ -1271,3 +1271,80 @@ async fn a_replayed_create_is_squashed_as_it_first_was() {
     c.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// `fcntl` locks survive a power cut of the MDT (Lustre replays its flock locks): a
+/// client holding a write lock and a read lock takes both again in its replay, after its
+/// handle's reopen, so another client is still kept out after the restart; once the
+/// holder lets go the other gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_held_through_a_power_cut_are_taken_again_in_the_replay() {
+    use nacre_core::flock::{FileLock, FlockMode};
+    if !require_power_cut() {
+        return;
+    }
+    let mut rig = tokio::task::block_in_place(|| ReplayRig::new("rplock", "mdt0"));
+    let a = rig.cl.mount("replay-a").await;
+    let b = rig.cl.mount("replay-b").await;
+    let fid = create(&a, Fid::ROOT, b"locked", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    a.sync_dir(Fid::ROOT).await.expect("fsyncdir");
+    let lk = |mode, start, end| FileLock {
+        mode,
+        start,
+        end,
+        pid: 1,
+    };
+    let (ha, _) = a.open(fid, rw(), &cred()).await.expect("open on a");
+    let (hb, _) = b.open(fid, rw(), &cred()).await.expect("open on b");
+    const OWNER_A: u64 = 0xa;
+    const OWNER_B: u64 = 0xb;
+    a.flock_set(&ha, OWNER_A, lk(FlockMode::Write, 0, 99), false, || false)
+        .await
+        .expect("write lock on a");
+    a.flock_set(&ha, OWNER_A, lk(FlockMode::Read, 200, 299), false, || false)
+        .await
+        .expect("read lock on a");
+    assert_eq!(a.mdc_replay(0).expect("mdc").locks_kept(), 2);
+    assert_eq!(
+        b.flock_set(&hb, OWNER_B, lk(FlockMode::Read, 50, 50), false, || false)
+            .await,
+        Err(Errno::EAGAIN)
+    );
+
+    tokio::task::block_in_place(|| rig.cut());
+
+    // b's ask waits for the end of the recovery, by when a's locks are back.
+    assert_eq!(
+        b.flock_set(&hb, OWNER_B, lk(FlockMode::Read, 50, 50), false, || false)
+            .await,
+        Err(Errno::EAGAIN),
+        "a's write lock after the restart"
+    );
+    let relocked = a
+        .mdc_replay(0)
+        .expect("mdc")
+        .relocked
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(relocked, 2, "locks taken again");
+    let held = b
+        .flock_test(&hb, OWNER_B, lk(FlockMode::Write, 250, 250))
+        .await
+        .expect("getlk");
+    assert_eq!(held, Some(lk(FlockMode::Read, 200, 299)), "a's read lock");
+    b.flock_set(&hb, OWNER_B, lk(FlockMode::Read, 250, 250), false, || false)
+        .await
+        .expect("a read lock shares a's");
+    // a's close gives its locks back.
+    a.flock_release_owner(&ha, OWNER_A).await.expect("release");
+    a.release(&ha).await.expect("close on a");
+    b.flock_set(&hb, OWNER_B, lk(FlockMode::Write, 0, 99), false, || false)
+        .await
+        .expect("b's lock once a let go");
+    b.release(&hb).await.expect("close on b");
+    a.unmount();
+    b.unmount();
+    tokio::task::block_in_place(|| rig.stop_and_check());
+}

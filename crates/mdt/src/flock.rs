@@ -1,0 +1,472 @@
+//! File locks across clients: `fcntl` byte-range locks and `flock(2)` (Lustre's LDLM
+//! flock locks, `ldlm_flock.c`), one table per MDT for the files it holds.
+//!
+//! A lock belongs to an owner: a client connection and the lock owner its kernel names (a
+//! process's file table for `fcntl` locks, an open file description for `flock`, which
+//! the kernel emulates with whole-file POSIX locks). How an owner's own locks combine and
+//! which conflict is [`nacre_core::flock`]'s, shared with the client.
+//!
+//! Nothing waits on the MDT: a request that meets a conflict is answered at once with the
+//! lock in the way. A waiting one (`F_SETLKW`) is remembered, and when a lock of the file
+//! goes or shrinks, the waiters' clients are called back (the file's data-change
+//! callback) and ask again; so a request holds no slot of its client's `max_rpcs_in_flight`.
+//! A wait that would close a cycle of owners each waiting for the next is EDEADLK (Lustre's
+//! `ldlm_flock_deadlock`). A waiter that stops asking (interrupted, or its client gone) is
+//! forgotten after [`WAIT_FRESH`].
+//!
+//! An owner's locks go with its `close` of any descriptor of the file (the client sends
+//! [`FlockOp::ReleaseOwner`](nacre_rpc::msg::FlockOp)), and when the MDT closes a handle
+//! the owner took a lock through: at its client's close, at an eviction, or when the
+//! export's grace ends. They follow a reconnected client's handles to its new connection,
+//! and after a restart of the MDT its clients take them again in their replay
+//! ([`FlockOp::Reclaim`](nacre_rpc::msg::FlockOp), as Lustre replays its flock locks).
+//! The table holds at most [`MAX_FILE_LOCKS`] locks; past it a new one is ENOLCK.
+
+use nacre_core::flock::{FileLock, FlockMode, apply};
+use nacre_core::{Errno, Fid};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Bound on the locks one MDT holds; a lock past it is ENOLCK.
+pub const MAX_FILE_LOCKS: usize = 1 << 20;
+
+/// How long a waiter counts (for deadlock detection and callbacks) after its last ask: a
+/// waiting client asks again at least every `nacre_client::flock::RETRY_MAX`.
+pub const WAIT_FRESH: Duration = Duration::from_secs(5);
+
+/// Who holds a lock: a client connection and its kernel's lock owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub conn: u64,
+    pub owner: u64,
+}
+
+/// Bound on the handles one owner's locks of one file remember (a process rarely opens
+/// one file more often); past it the oldest is forgotten, and only `close` of a
+/// remembered one (or the owner's own release) gives the locks back.
+pub const OWNER_HANDLES_MAX: usize = 8;
+
+/// One owner's locks of one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Held {
+    who: Owner,
+    /// The open handles it took locks through: the MDT's close of any gives them back.
+    handles: Vec<u64>,
+    /// Disjoint and maximal ([`nacre_core::flock::apply`]).
+    locks: Vec<FileLock>,
+}
+
+/// An owner waiting for another's lock.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    fid: Fid,
+    blocker: Owner,
+    asked: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    files: HashMap<Fid, Vec<Held>>,
+    count: usize,
+    waiting: HashMap<Owner, Wait>,
+}
+
+/// The file locks of one MDT.
+pub struct FileLocks {
+    inner: Mutex<Inner>,
+    /// [`MAX_FILE_LOCKS`], smaller in tests.
+    max: usize,
+}
+
+impl Default for FileLocks {
+    fn default() -> Self {
+        FileLocks::with_max(MAX_FILE_LOCKS)
+    }
+}
+
+/// What [`FileLocks::set`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetOutcome {
+    /// The lock in the way; `None` when taken or given back.
+    pub conflict: Option<FileLock>,
+    /// Connections waiting on the file that should ask again: a lock of it went or shrank.
+    pub wake: Vec<u64>,
+}
+
+impl FileLocks {
+    pub fn with_max(max: usize) -> FileLocks {
+        FileLocks {
+            inner: Mutex::default(),
+            max,
+        }
+    }
+
+    /// `F_GETLK`: the first lock of another owner that conflicts with `lock`.
+    pub fn test(&self, fid: &Fid, who: Owner, lock: &FileLock) -> Option<FileLock> {
+        if lock.mode == FlockMode::Unlock {
+            return None;
+        }
+        let g = self.inner.lock();
+        let list = g.files.get(fid)?;
+        conflict(list, who, lock).map(|(l, _)| l)
+    }
+
+    /// `F_SETLK`/`F_SETLKW`: takes, changes or gives back `lock` for `who`, through
+    /// `handle`. With `wait`, a conflict is remembered (its client is called back when a
+    /// lock of the file goes), and one that would deadlock is EDEADLK.
+    pub fn set(
+        &self,
+        fid: Fid,
+        who: Owner,
+        handle: u64,
+        lock: FileLock,
+        wait: bool,
+    ) -> Result<SetOutcome, Errno> {
+        if lock.start > lock.end {
+            return Err(Errno::EINVAL);
+        }
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        let now = Instant::now();
+        g.waiting
+            .retain(|_, w| now.saturating_duration_since(w.asked) < WAIT_FRESH);
+        let list = g.files.get(&fid).map_or(&[][..], |l| l.as_slice());
+        if let Some((conflict, blocker)) = conflict(list, who, &lock) {
+            if wait {
+                if deadlocks(&g.waiting, who, blocker) {
+                    g.waiting.remove(&who);
+                    return Err(Errno::EDEADLK);
+                }
+                if g.waiting.len() >= self.max && !g.waiting.contains_key(&who) {
+                    return Err(Errno::ENOLCK);
+                }
+                g.waiting.insert(
+                    who,
+                    Wait {
+                        fid,
+                        blocker,
+                        asked: now,
+                    },
+                );
+            }
+            return Ok(SetOutcome {
+                conflict: Some(conflict),
+                wake: Vec::new(),
+            });
+        }
+        let at = list.iter().position(|h| h.who == who);
+        let mine = at.map_or(&[][..], |i| list[i].locks.as_slice());
+        let (locks, weakened) = apply(mine, &lock);
+        let count = g.count - mine.len() + locks.len();
+        if count > self.max && locks.len() > mine.len() {
+            return Err(Errno::ENOLCK);
+        }
+        g.count = count;
+        let list = g.files.entry(fid).or_default();
+        match at {
+            Some(i) if locks.is_empty() => {
+                list.swap_remove(i);
+            }
+            Some(i) => {
+                let h = &mut list[i];
+                h.locks = locks;
+                if !h.handles.contains(&handle) {
+                    if h.handles.len() >= OWNER_HANDLES_MAX {
+                        h.handles.remove(0);
+                    }
+                    h.handles.push(handle);
+                }
+            }
+            None if locks.is_empty() => {}
+            None => list.push(Held {
+                who,
+                handles: vec![handle],
+                locks,
+            }),
+        }
+        if list.is_empty() {
+            g.files.remove(&fid);
+        }
+        g.waiting.remove(&who);
+        let wake = if weakened {
+            waiters(&g.waiting, &fid)
+        } else {
+            Vec::new()
+        };
+        Ok(SetOutcome {
+            conflict: None,
+            wake,
+        })
+    }
+
+    /// Gives back every lock `who` holds on `fid`; the connections to call back.
+    pub fn release_owner(&self, fid: &Fid, who: Owner) -> Vec<u64> {
+        self.release_where(fid, |h| h.who == who)
+    }
+
+    /// Gives back the locks taken through `handle` on `fid` (closed); the connections to
+    /// call back.
+    pub fn release_handle(&self, fid: &Fid, handle: u64) -> Vec<u64> {
+        self.release_where(fid, |h| h.handles.contains(&handle))
+    }
+
+    fn release_where(&self, fid: &Fid, gone: impl Fn(&Held) -> bool) -> Vec<u64> {
+        let mut g = self.inner.lock();
+        let Some(list) = g.files.get_mut(fid) else {
+            return Vec::new();
+        };
+        let mut removed = 0;
+        list.retain(|h| {
+            let go = gone(h);
+            if go {
+                removed += h.locks.len();
+            }
+            !go
+        });
+        if list.is_empty() {
+            g.files.remove(fid);
+        }
+        if removed == 0 {
+            return Vec::new();
+        }
+        g.count -= removed;
+        waiters(&g.waiting, fid)
+    }
+
+    /// Moves the locks of connection `old` to `new` (their client reconnected, and its
+    /// handles moved with it).
+    pub fn rebind(&self, old: u64, new: u64) {
+        if old == new {
+            return;
+        }
+        let mut g = self.inner.lock();
+        for h in g.files.values_mut().flatten() {
+            if h.who.conn == old {
+                h.who.conn = new;
+            }
+        }
+        g.waiting.retain(|w, _| w.conn != old);
+    }
+
+    /// Locks held now.
+    pub fn len(&self) -> usize {
+        self.inner.lock().count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The first lock of another owner than `who` that keeps it from taking `lock`, and its
+/// owner.
+fn conflict(list: &[Held], who: Owner, lock: &FileLock) -> Option<(FileLock, Owner)> {
+    list.iter().filter(|h| h.who != who).find_map(|h| {
+        h.locks
+            .iter()
+            .find(|l| l.conflicts_with(lock))
+            .map(|l| (*l, h.who))
+    })
+}
+
+/// Whether `who` waiting for `blocker` closes a cycle: `blocker` waits, through others,
+/// for `who`. The chain is at most as long as the table of waiters.
+fn deadlocks(waiting: &HashMap<Owner, Wait>, who: Owner, blocker: Owner) -> bool {
+    let mut at = blocker;
+    for _ in 0..=waiting.len() {
+        if at == who {
+            return true;
+        }
+        match waiting.get(&at) {
+            Some(w) => at = w.blocker,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Connections with an owner waiting on `fid`.
+fn waiters(waiting: &HashMap<Owner, Wait>, fid: &Fid) -> Vec<u64> {
+    let mut conns: Vec<u64> = waiting
+        .iter()
+        .filter(|(_, w)| w.fid == *fid)
+        .map(|(o, _)| o.conn)
+        .collect();
+    conns.sort_unstable();
+    conns.dedup();
+    conns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FID: Fid = Fid {
+        seq: 0x200000401,
+        oid: 1,
+        ver: 0,
+    };
+    const A: Owner = Owner { conn: 1, owner: 10 };
+    const B: Owner = Owner { conn: 2, owner: 10 };
+    const C: Owner = Owner { conn: 2, owner: 11 };
+
+    fn lk(mode: FlockMode, start: u64, end: u64) -> FileLock {
+        FileLock {
+            mode,
+            start,
+            end,
+            pid: 7,
+        }
+    }
+
+    fn held(t: &FileLocks, who: Owner) -> Vec<(FlockMode, u64, u64)> {
+        let g = t.inner.lock();
+        g.files
+            .get(&FID)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.who == who)
+            .flat_map(|h| h.locks.iter())
+            .map(|l| (l.mode, l.start, l.end))
+            .collect()
+    }
+
+    #[test]
+    fn a_write_lock_keeps_another_owner_out_and_its_own_owner_in() {
+        let t = FileLocks::default();
+        let o = t
+            .set(FID, A, 1, lk(FlockMode::Write, 0, 99), false)
+            .unwrap();
+        assert_eq!(o.conflict, None);
+        let o = t
+            .set(FID, B, 2, lk(FlockMode::Read, 50, 50), false)
+            .unwrap();
+        assert_eq!(o.conflict, Some(lk(FlockMode::Write, 0, 99)));
+        assert_eq!(t.test(&FID, B, &lk(FlockMode::Read, 100, 200)), None);
+        // The same owner converts its own lock.
+        let o = t.set(FID, A, 1, lk(FlockMode::Read, 0, 99), false).unwrap();
+        assert_eq!(o.conflict, None);
+        assert_eq!(held(&t, A), vec![(FlockMode::Read, 0, 99)]);
+        // Read locks share.
+        let o = t
+            .set(FID, B, 2, lk(FlockMode::Read, 50, 50), false)
+            .unwrap();
+        assert_eq!(o.conflict, None);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn an_unlock_in_the_middle_splits_and_touching_ranges_merge() {
+        let t = FileLocks::default();
+        t.set(FID, A, 1, lk(FlockMode::Write, 0, 99), false)
+            .unwrap();
+        t.set(FID, A, 1, lk(FlockMode::Unlock, 40, 59), false)
+            .unwrap();
+        assert_eq!(
+            held(&t, A),
+            vec![(FlockMode::Write, 0, 39), (FlockMode::Write, 60, 99)]
+        );
+        assert_eq!(t.len(), 2);
+        // Filling the hole merges all three.
+        t.set(FID, A, 1, lk(FlockMode::Write, 40, 59), false)
+            .unwrap();
+        assert_eq!(held(&t, A), vec![(FlockMode::Write, 0, 99)]);
+        // A read lock inside a write lock splits it into three of two modes.
+        t.set(FID, A, 1, lk(FlockMode::Read, 10, 19), false)
+            .unwrap();
+        assert_eq!(
+            held(&t, A),
+            vec![
+                (FlockMode::Write, 0, 9),
+                (FlockMode::Read, 10, 19),
+                (FlockMode::Write, 20, 99)
+            ]
+        );
+        // To the end of the file, with no overflow at the last byte.
+        t.set(FID, A, 1, lk(FlockMode::Write, 100, u64::MAX), false)
+            .unwrap();
+        t.set(FID, A, 1, lk(FlockMode::Unlock, 0, u64::MAX), false)
+            .unwrap();
+        assert!(t.is_empty());
+        assert!(t.inner.lock().files.is_empty());
+    }
+
+    #[test]
+    fn a_waiter_is_called_back_when_the_lock_goes_and_a_cycle_is_edeadlk() {
+        let t = FileLocks::default();
+        let other = Fid { oid: 2, ..FID };
+        t.set(FID, A, 1, lk(FlockMode::Write, 0, 0), false).unwrap();
+        t.set(other, C, 3, lk(FlockMode::Write, 0, 0), false)
+            .unwrap();
+        // C waits for A.
+        let o = t.set(FID, C, 3, lk(FlockMode::Write, 0, 0), true).unwrap();
+        assert!(o.conflict.is_some());
+        // A waiting for C closes the cycle.
+        assert_eq!(
+            t.set(other, A, 1, lk(FlockMode::Write, 0, 0), true),
+            Err(Errno::EDEADLK)
+        );
+        // Without waiting it is only a conflict.
+        let o = t
+            .set(other, A, 1, lk(FlockMode::Write, 0, 0), false)
+            .unwrap();
+        assert!(o.conflict.is_some());
+        // A's unlock calls C's connection back, and C gets the lock.
+        let o = t
+            .set(FID, A, 1, lk(FlockMode::Unlock, 0, 0), false)
+            .unwrap();
+        assert_eq!(o.wake, vec![C.conn]);
+        let o = t.set(FID, C, 3, lk(FlockMode::Write, 0, 0), true).unwrap();
+        assert_eq!(o.conflict, None);
+        assert!(t.inner.lock().waiting.is_empty());
+    }
+
+    #[test]
+    fn locks_go_with_their_owner_or_their_handle() {
+        let t = FileLocks::default();
+        t.set(FID, A, 1, lk(FlockMode::Read, 0, 9), false).unwrap();
+        t.set(FID, A, 5, lk(FlockMode::Read, 20, 29), false)
+            .unwrap();
+        t.set(FID, B, 2, lk(FlockMode::Read, 0, 9), false).unwrap();
+        t.set(FID, B, 2, lk(FlockMode::Write, 40, 49), true)
+            .unwrap();
+        let o = t.set(FID, C, 3, lk(FlockMode::Write, 0, 0), true).unwrap();
+        assert!(o.conflict.is_some());
+        // POSIX: the close of any descriptor an owner locked through gives back all its
+        // locks of the file.
+        assert_eq!(t.release_handle(&FID, 5), vec![C.conn]);
+        assert!(held(&t, A).is_empty());
+        assert_eq!(t.len(), 2);
+        t.set(FID, A, 1, lk(FlockMode::Read, 0, 9), false).unwrap();
+        t.release_owner(&FID, A);
+        assert!(held(&t, A).is_empty());
+        assert_eq!(t.len(), 2);
+        // A reconnected client keeps its locks under its new connection.
+        t.rebind(B.conn, 9);
+        assert!(held(&t, B).is_empty());
+        assert_eq!(held(&t, Owner { conn: 9, ..B }).len(), 2);
+        assert_eq!(t.release_handle(&FID, 2), Vec::<u64>::new());
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn past_the_bound_a_new_lock_is_enolck_and_bad_ranges_einval() {
+        let t = FileLocks::with_max(2);
+        t.set(FID, A, 1, lk(FlockMode::Write, 0, 9), false).unwrap();
+        t.set(FID, A, 1, lk(FlockMode::Write, 20, 29), false)
+            .unwrap();
+        assert_eq!(
+            t.set(FID, A, 1, lk(FlockMode::Write, 40, 49), false),
+            Err(Errno::ENOLCK)
+        );
+        // Merging, converting and giving back still work at the bound.
+        t.set(FID, A, 1, lk(FlockMode::Write, 10, 19), false)
+            .unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.set(FID, A, 1, lk(FlockMode::Write, 5, 4), false),
+            Err(Errno::EINVAL)
+        );
+    }
+}
