@@ -526,6 +526,7 @@ impl ReplayList {
                         fid,
                         handle,
                         owner,
+                        node: crate::flock::node_id(),
                         op: FlockOp::Reclaim(lock),
                     },
                     Bytes::new(),

@@ -35,11 +35,14 @@ pub const MAX_FILE_LOCKS: usize = 1 << 20;
 /// waiting client asks again at least every `nacre_client::flock::RETRY_MAX`.
 pub const WAIT_FRESH: Duration = Duration::from_secs(5);
 
-/// Who holds a lock: a client connection and its kernel's lock owner.
+/// Who holds a lock: a client connection and its kernel's lock owner, and the client's
+/// node (its kernel): a process's locks through two mounts on one node have two owners,
+/// but one process waits in both, which deadlock detection must see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Owner {
     pub conn: u64,
     pub owner: u64,
+    pub node: u64,
 }
 
 /// Bound on the handles one owner's locks of one file remember (a process rarely opens
@@ -61,7 +64,11 @@ struct Held {
 #[derive(Clone, Copy, Debug)]
 struct Wait {
     fid: Fid,
+    /// The waiting process (0: unknown).
+    pid: u32,
     blocker: Owner,
+    /// The process that took the lock in the way.
+    blocker_pid: u32,
     asked: Instant,
 }
 
@@ -134,7 +141,8 @@ impl FileLocks {
         let list = g.files.get(&fid).map_or(&[][..], |l| l.as_slice());
         if let Some((conflict, blocker)) = conflict(list, who, &lock) {
             if wait {
-                if deadlocks(&g.waiting, who, blocker) {
+                let me = (who, lock.pid);
+                if deadlocks(&g.waiting, me, (blocker, conflict.pid)) {
                     g.waiting.remove(&who);
                     return Err(Errno::EDEADLK);
                 }
@@ -145,7 +153,9 @@ impl FileLocks {
                     who,
                     Wait {
                         fid,
+                        pid: lock.pid,
                         blocker,
+                        blocker_pid: conflict.pid,
                         asked: now,
                     },
                 );
@@ -270,16 +280,35 @@ fn conflict(list: &[Held], who: Owner, lock: &FileLock) -> Option<(FileLock, Own
     })
 }
 
-/// Whether `who` waiting for `blocker` closes a cycle: `blocker` waits, through others,
-/// for `who`. The chain is at most as long as the table of waiters.
-fn deadlocks(waiting: &HashMap<Owner, Wait>, who: Owner, blocker: Owner) -> bool {
+/// Whether owner `me.0` (process `me.1`) waiting for owner `blocker.0` (whose lock process
+/// `blocker.1` took) closes a cycle: the blocker waits, through others, for it. An owner
+/// stands for its process too (pid 0 is none), so a cycle through another process back to
+/// this one through another mount is seen, as Linux sees it on one file system. A process
+/// waiting directly for its own lock through another mount is not taken for a deadlock:
+/// another of its threads may hold it and let go. The chain is at most as long as the
+/// table of waiters.
+fn deadlocks(waiting: &HashMap<Owner, Wait>, me: (Owner, u32), blocker: (Owner, u32)) -> bool {
+    let same_process =
+        |a: (Owner, u32), b: (Owner, u32)| a.1 != 0 && a.0.node == b.0.node && a.1 == b.1;
     let mut at = blocker;
+    let mut through_another = false;
     for _ in 0..=waiting.len() {
-        if at == who {
+        if at.0 == me.0 {
             return true;
         }
-        match waiting.get(&at) {
-            Some(w) => at = w.blocker,
+        if !same_process(at, me) {
+            through_another = true;
+        } else if through_another {
+            return true;
+        }
+        let next = waiting.get(&at.0).or_else(|| {
+            waiting
+                .iter()
+                .find(|(o, w)| **o != me.0 && same_process((**o, w.pid), at))
+                .map(|(_, w)| w)
+        });
+        match next {
+            Some(w) => at = (w.blocker, w.blocker_pid),
             None => return false,
         }
     }
@@ -307,9 +336,21 @@ mod tests {
         oid: 1,
         ver: 0,
     };
-    const A: Owner = Owner { conn: 1, owner: 10 };
-    const B: Owner = Owner { conn: 2, owner: 10 };
-    const C: Owner = Owner { conn: 2, owner: 11 };
+    const A: Owner = Owner {
+        conn: 1,
+        owner: 10,
+        node: 1,
+    };
+    const B: Owner = Owner {
+        conn: 2,
+        owner: 10,
+        node: 2,
+    };
+    const C: Owner = Owner {
+        conn: 2,
+        owner: 11,
+        node: 2,
+    };
 
     fn lk(mode: FlockMode, start: u64, end: u64) -> FileLock {
         FileLock {
@@ -420,6 +461,63 @@ mod tests {
         let o = t.set(FID, C, 3, lk(FlockMode::Write, 0, 0), true).unwrap();
         assert_eq!(o.conflict, None);
         assert!(t.inner.lock().waiting.is_empty());
+    }
+
+    #[test]
+    fn one_process_waiting_through_two_mounts_is_one_in_the_cycle() {
+        let t = FileLocks::default();
+        let other = Fid { oid: 2, ..FID };
+        // Process 100 and process 200 of one node, each with an owner per mount.
+        let p1 = Owner {
+            conn: 5,
+            owner: 1,
+            node: 9,
+        };
+        let p2 = Owner {
+            conn: 6,
+            owner: 2,
+            node: 9,
+        };
+        let c1 = Owner {
+            conn: 5,
+            owner: 3,
+            node: 9,
+        };
+        let c2 = Owner {
+            conn: 6,
+            owner: 4,
+            node: 9,
+        };
+        let pl = |pid, mode| FileLock {
+            pid,
+            ..lk(mode, 0, 9)
+        };
+        t.set(other, p2, 1, pl(100, FlockMode::Write), false)
+            .unwrap();
+        t.set(FID, c1, 2, pl(200, FlockMode::Write), false).unwrap();
+        // 100 waits, through mount 5, for 200's lock.
+        let o = t.set(FID, p1, 3, pl(100, FlockMode::Write), true).unwrap();
+        assert!(o.conflict.is_some());
+        // 200 waiting, through mount 6, for 100's lock closes the cycle.
+        assert_eq!(
+            t.set(other, c2, 4, pl(200, FlockMode::Write), true),
+            Err(Errno::EDEADLK)
+        );
+        // A thread waiting through one mount for its own process's lock through another
+        // is no deadlock: another thread may let go.
+        let t2 = Owner {
+            conn: 6,
+            owner: 7,
+            node: 9,
+        };
+        let o = t.set(FID, t2, 5, pl(200, FlockMode::Write), true).unwrap();
+        assert!(o.conflict.is_some());
+        // On another node the same pids are other processes.
+        let elsewhere = Owner { node: 8, ..c2 };
+        let o = t
+            .set(other, elsewhere, 4, pl(200, FlockMode::Write), true)
+            .unwrap();
+        assert!(o.conflict.is_some());
     }
 
     #[test]

@@ -961,20 +961,12 @@ impl Mdt {
     }
 
     /// A [`Request::Flock`] from connection `conn` (see [`flock`]).
-    fn flock(
-        &self,
-        conn: u64,
-        fid: Fid,
-        handle: u64,
-        owner: u64,
-        op: FlockOp,
-    ) -> Result<Reply, Errno> {
+    fn flock(&self, fid: Fid, handle: u64, who: flock::Owner, op: FlockOp) -> Result<Reply, Errno> {
         // A lock is taken through a handle of the caller's on that very file, so its
         // close (or the client's eviction) gives the lock back.
-        if !self.opens.held_as(handle, &fid, conn) {
+        if !self.opens.held_as(handle, &fid, who.conn) {
             return Err(Errno::EBADF);
         }
-        let who = flock::Owner { conn, owner };
         let (conflict, wake) = match op {
             FlockOp::Test(lock) => {
                 if lock.start > lock.end {
@@ -990,7 +982,7 @@ impl Mdt {
             FlockOp::Reclaim(lock) => {
                 let o = self.flocks.set(fid, who, handle, lock, false)?;
                 if let Some(c) = &o.conflict {
-                    tracing::warn!(target: "mdt", "MDT{:04x}: file {fid}: a replayed lock of connection {conn} conflicts with {c:?}: not taken", self.index);
+                    tracing::warn!(target: "mdt", "MDT{:04x}: file {fid}: a replayed lock of connection {} conflicts with {c:?}: not taken", self.index, who.conn);
                 }
                 (o.conflict, o.wake)
             }
@@ -1795,8 +1787,16 @@ impl Mdt {
                 fid,
                 handle,
                 owner,
+                node,
                 op,
-            } => self.flock(ctx.conn_id, fid, handle, owner, op),
+            } => {
+                let who = flock::Owner {
+                    conn: ctx.conn_id,
+                    owner,
+                    node,
+                };
+                self.flock(fid, handle, who, op)
+            }
             Request::EcParitySynced {
                 fid,
                 handle,

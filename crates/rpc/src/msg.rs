@@ -666,6 +666,10 @@ pub enum Request {
         fid: Fid,
         handle: u64,
         owner: u64,
+        /// The client's node (its kernel and pid namespace): locks of one process through
+        /// two mounts on one node are told apart by owner but seen as one process's by
+        /// deadlock detection.
+        node: u64,
         op: FlockOp,
     },
 }

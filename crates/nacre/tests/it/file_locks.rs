@@ -16,6 +16,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `python3` under a bound: a wait that deadlock detection missed fails the test rather
+/// than hanging it.
+fn python() -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["60", "python3"]);
+    c
+}
+
 /// Longest a waiting lock may take to be granted once its holder lets go: the client
 /// asks again at the MDT's callback, or within a second without one.
 const GRANT_BOUND: Duration = Duration::from_secs(5);
@@ -167,6 +175,7 @@ fn a_waiting_lock_is_granted_when_the_other_client_lets_go() {
 
 /// A Python process on `p` that takes an exclusive `lockf` lock, says so, and sleeps.
 fn holder(p: &Path) -> std::process::Child {
+    // Not under `timeout`: the test kills this very process.
     let mut c = Command::new("python3")
         .arg("-c")
         .arg(
@@ -198,7 +207,7 @@ fn a_killed_holders_lock_goes_and_a_signal_ends_a_wait() {
     let mut h = holder(&fs.path("f"));
     // A waiter on m2 that an alarm interrupts: EINTR within the bound, not a hang.
     let start = Instant::now();
-    let out = Command::new("python3")
+    let out = python()
         .arg("-c")
         .arg(
             "import fcntl,signal,sys,errno\n\
@@ -296,4 +305,125 @@ fn a_counter_two_clients_increment_under_a_lock_loses_nothing() {
         .and_then(|f| f.read_exact_at(&mut b, 0))
         .expect("read the counter");
     assert_eq!(u64::from_le_bytes(b), 2 * ROUNDS);
+}
+
+/// Lustre's `flocks_test 3` (its bug 24040), in Python: two `flock`s of one file by
+/// one process through two opens conflict; a child that inherited the first open can
+/// unlock it, and then the child's own open's `flock` succeeds.
+const FLOCKS_TEST_3: &str = r#"
+import fcntl, os, sys
+p = sys.argv[1]
+NB = fcntl.LOCK_EX | fcntl.LOCK_NB
+fd = os.open(p, os.O_RDWR)
+fcntl.flock(fd, NB)
+fd2 = os.open(p, os.O_RDWR)
+try:
+    fcntl.flock(fd2, NB)
+    print("second flock succeeded")
+    sys.exit(1)
+except BlockingIOError:
+    pass
+os.close(fd2)
+pid = os.fork()
+if pid == 0:
+    fd3 = os.open(p, os.O_RDWR)
+    try:
+        fcntl.flock(fd3, NB)
+        os._exit(2)
+    except BlockingIOError:
+        pass
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    try:
+        fcntl.flock(fd3, NB)
+    except BlockingIOError:
+        os._exit(3)
+    os._exit(0)
+_, st = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(st))
+"#;
+
+#[test]
+fn flocks_of_two_opens_conflict_and_an_inherited_open_unlocks() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::write(fs.path("f"), b"x").expect("create");
+    for p in [fs.path("f"), m2.path("f")] {
+        let out = python()
+            .arg("-c")
+            .arg(FLOCKS_TEST_3)
+            .arg(&p)
+            .output()
+            .expect("python3");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "child 0",
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Lustre's `flocks_test 4` as `sanity-multi.sh` test 74 runs it ("flock deadlock:
+/// different mounts"), in Python: a parent and its child each lock one of two files, one
+/// opened through each mount, then wait for the other's: one of the two waits is EDEADLK,
+/// the other is granted once that one's process closes its files, and both exit cleanly.
+const FLOCKS_TEST_4: &str = r#"
+import errno, fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fd2 = os.open(sys.argv[2], os.O_RDWR)
+def lock(f):
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX, 10, 0)
+        return "granted"
+    except OSError as e:
+        if e.errno == errno.EDEADLK:
+            return "EDEADLK"
+        raise
+pid = os.fork()
+if pid == 0:
+    lock(fd)
+    time.sleep(1)
+    print("child", lock(fd2), flush=True)
+    os._exit(0)
+lock(fd2)
+time.sleep(1)
+print("parent", lock(fd), flush=True)
+time.sleep(1)
+os.close(fd)
+os.close(fd2)
+_, st = os.waitpid(pid, 0)
+print("exit", os.waitstatus_to_exitcode(st))
+"#;
+
+#[test]
+fn a_parent_and_child_waiting_for_each_others_file_get_one_edeadlk() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::write(fs.path("f1"), vec![0u8; 10]).expect("create");
+    std::fs::write(fs.path("f2"), vec![0u8; 10]).expect("create");
+    let out = python()
+        .arg("-c")
+        .arg(FLOCKS_TEST_4)
+        .arg(fs.path("f1"))
+        .arg(m2.path("f2"))
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.pop(),
+        Some("exit 0"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got: Vec<&str> = lines.iter().filter_map(|l| l.split(' ').nth(1)).collect();
+    got.sort_unstable();
+    assert_eq!(got, ["EDEADLK", "granted"], "{text}");
 }
