@@ -141,6 +141,13 @@ impl Client {
         self.flocks.taken.lock().contains(&(*fid, owner))
     }
 
+    /// The last close of an open file, whose `flock` locks `owner` names: the MDT's close
+    /// of the handle gives them back (and the replay list drops them with the handle), so
+    /// only this client's note of the owner goes; no request of its own.
+    pub fn flock_forget_owner(&self, f: &OpenFile, owner: u64) {
+        self.flocks.taken.lock().remove(&(f.fid, owner));
+    }
+
     /// A `close` by `owner` of a descriptor of the file: every lock it holds on the file
     /// goes (POSIX), its written data landed first. Asks the MDT nothing unless `owner`
     /// took a lock of the file through this client.

@@ -963,12 +963,10 @@ impl fuser::Filesystem for Fs {
         };
         let me = self.clone();
         self.0.spawn(VfsOp::Close, async move {
-            // The last close of an open file description gives back its `flock` locks
-            // (the MDT's close of the handle would too; this forgets them here as well).
-            if let Some(o) = lock_owner
-                && let Err(e) = me.0.client.flock_release_owner(&f, o.0).await
-            {
-                tracing::debug!(target: "llite", "flock release of {}: {e}", f.fid);
+            // The last close of an open file description: the MDT's close of the handle
+            // gives back its `flock` locks.
+            if let Some(o) = lock_owner {
+                me.0.client.flock_forget_owner(&f, o.0);
             }
             if let Err(e) = me.0.client.release(&f).await {
                 tracing::debug!(target: "llite", "close of {}: {e}", f.fid);
