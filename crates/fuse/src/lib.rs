@@ -716,6 +716,16 @@ impl fuser::Filesystem for Fs {
         let me = self.clone();
         self.0.spawn(VfsOp::Open, async move {
             match me.0.client.open(fid, flags, &cred).await {
+                // An open orphan (unlinked, still open somewhere): the kernel came to it
+                // through a name this mount caches, which another client has since
+                // renamed over or removed. Lustre's open resolves the name on the MDT
+                // (the open intent) and so opens what the name is now; here ESTALE makes
+                // the kernel look the name up again (close-to-open, as on NFS). A
+                // descriptor already open keeps the orphan.
+                Ok((f, info)) if info.attr.nlink == 0 && !info.attr.is_dir() => {
+                    let _ = me.0.client.release(&f).await;
+                    reply.error(errno(me.0.removed(pid, ino.0)));
+                }
                 Ok((f, info)) => {
                     me.0.found(pid);
                     let keep = me.refresh_kernel_view(&info).await;

@@ -293,6 +293,40 @@ fn a_name_another_client_renamed_a_file_over_is_found() {
     }
 }
 
+/// Close-to-open consistency for a name: an open by path on one mount after another
+/// client renamed a new file over that name opens the new file, even while the replaced
+/// one is still open (here held by a descriptor of this very mount; in the race this pins
+/// down, by the kernel's RELEASE of the last read, which comes after `close` returned).
+/// The name this mount caches still leads to the replaced inode, which the MDT keeps as an
+/// open orphan; opening it read the replaced bytes. The held descriptor keeps reading
+/// them, as POSIX wants.
+#[test]
+fn an_open_after_another_client_renamed_over_the_name_opens_the_new_file() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&[]);
+    let m2 = Second::mount(&fs);
+    std::fs::write(fs.path("f"), b"old").expect("write");
+    let mut held = File::open(m2.path("f")).expect("open on m2");
+    for i in 1..6u32 {
+        let tmp = fs.path("f.tmp");
+        std::fs::write(&tmp, format!("new {i}")).expect("write");
+        std::fs::rename(&tmp, fs.path("f")).expect("rename over f");
+        assert_eq!(
+            read_all(&m2.path("f")),
+            format!("new {i}").as_bytes(),
+            "pass {i}: an open by name on m2"
+        );
+    }
+    let mut v = Vec::new();
+    held.read_to_end(&mut v).expect("read the held descriptor");
+    assert_eq!(
+        v, b"old",
+        "the descriptor held open reads the replaced file"
+    );
+}
+
 /// A task that just heard a removed file is gone, then meets a directory another client
 /// removed whose name this mount still caches, finds that name gone too, and removing it
 /// is ENOENT (which `rm -rf` passes over). Answered ENOENT at once for the directory, as for
