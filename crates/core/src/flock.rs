@@ -28,6 +28,16 @@ pub struct FileLock {
 }
 
 impl FileLock {
+    /// A range the MDT may hold or test: EINVAL when it ends before it starts (the
+    /// client turns `fcntl`'s start and length into an inclusive end; nothing else could
+    /// make one).
+    pub fn check(&self) -> Result<(), crate::Errno> {
+        if self.start > self.end {
+            return Err(crate::Errno::EINVAL);
+        }
+        Ok(())
+    }
+
     /// Whether the two ranges share a byte.
     pub fn overlaps(&self, other: &FileLock) -> bool {
         self.start <= other.end && other.start <= self.end
@@ -109,6 +119,13 @@ mod tests {
             end,
             pid: 7,
         }
+    }
+
+    #[test]
+    fn a_range_that_ends_before_it_starts_is_einval() {
+        assert_eq!(lk(FlockMode::Read, 5, 4).check(), Err(crate::Errno::EINVAL));
+        assert_eq!(lk(FlockMode::Write, 5, 5).check(), Ok(()));
+        assert_eq!(lk(FlockMode::Unlock, 0, u64::MAX).check(), Ok(()));
     }
 
     fn ranges(v: &[FileLock]) -> Vec<(FlockMode, u64, u64)> {

@@ -130,9 +130,7 @@ impl FileLocks {
         lock: FileLock,
         wait: bool,
     ) -> Result<SetOutcome, Errno> {
-        if lock.start > lock.end {
-            return Err(Errno::EINVAL);
-        }
+        lock.check()?;
         let mut g = self.inner.lock();
         let g = &mut *g;
         let now = Instant::now();

@@ -969,9 +969,7 @@ impl Mdt {
         }
         let (conflict, wake) = match op {
             FlockOp::Test(lock) => {
-                if lock.start > lock.end {
-                    return Err(Errno::EINVAL);
-                }
+                lock.check()?;
                 (self.flocks.test(&fid, who, &lock), Vec::new())
             }
             FlockOp::Set { lock, wait } => {

@@ -238,6 +238,9 @@ fn a_killed_holders_lock_goes_and_a_signal_ends_a_wait() {
     assert!(start.elapsed() < GRANT_BOUND);
 }
 
+/// How long a wait in a lock cycle may block before the test calls it a missed deadlock.
+const DEADLOCK_BOUND: Duration = Duration::from_secs(30);
+
 #[test]
 fn two_waits_that_would_deadlock_get_edeadlk() {
     if !require_fuse() {
@@ -250,27 +253,40 @@ fn two_waits_that_would_deadlock_get_edeadlk() {
     fcntl_lock(&a, libc::F_SETLK, libc::F_WRLCK, 0, 1).expect("m1 takes byte 0");
     let p2 = m2.path("f");
     let (tx, rx) = std::sync::mpsc::channel();
-    let other = std::thread::spawn(move || {
+    let (theirs_tx, theirs_rx) = std::sync::mpsc::channel();
+    let _other = std::thread::spawn(move || {
         let b = open_rw(&p2);
         fcntl_lock(&b, libc::F_SETLK, libc::F_WRLCK, 1, 1).expect("m2 takes byte 1");
         tx.send(()).expect("send");
         // Waits for m1's byte 0.
         let r = fcntl_lock(&b, libc::F_SETLKW, libc::F_WRLCK, 0, 1).map(|_| ());
-        (r, b)
+        let _ = theirs_tx.send(r);
+        b
     });
     rx.recv().expect("m2 locked");
     std::thread::sleep(Duration::from_millis(300));
-    // m1 waiting for m2's byte 1 closes the cycle.
-    let mine = fcntl_lock(&a, libc::F_SETLKW, libc::F_WRLCK, 1, 1).map(|_| ());
+    // m1 waiting for m2's byte 1 closes the cycle. Waited for on a thread of its own, so
+    // a cycle nobody refused fails the test within the bound instead of hanging it.
+    let (mine_tx, mine_rx) = std::sync::mpsc::channel();
+    let a = std::thread::spawn(move || {
+        let r = fcntl_lock(&a, libc::F_SETLKW, libc::F_WRLCK, 1, 1).map(|_| ());
+        let _ = mine_tx.send(r);
+        a
+    });
+    let ended = |rx: &std::sync::mpsc::Receiver<Result<(), i32>>, who: &str| {
+        rx.recv_timeout(DEADLOCK_BOUND).unwrap_or_else(|_| {
+            panic!("{who}'s wait still blocked after {DEADLOCK_BOUND:?}: a deadlock nobody refused")
+        })
+    };
+    let mine = ended(&mine_rx, "m1");
+    let a = a.join().expect("m1 thread");
     if mine.is_err() {
         assert_eq!(mine, Err(libc::EDEADLK));
         fcntl_lock(&a, libc::F_SETLK, libc::F_UNLCK, 0, 0).expect("m1 lets go");
-        let (theirs, _b) = other.join().expect("m2 thread");
-        assert_eq!(theirs, Ok(()));
+        assert_eq!(ended(&theirs_rx, "m2"), Ok(()));
     } else {
         // m2's wait was the one refused (it asked again after m1 began waiting).
-        let (theirs, _b) = other.join().expect("m2 thread");
-        assert_eq!(theirs, Err(libc::EDEADLK));
+        assert_eq!(ended(&theirs_rx, "m2"), Err(libc::EDEADLK));
     }
 }
 
