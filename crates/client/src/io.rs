@@ -1333,6 +1333,17 @@ impl Client {
 
     /// Sets `attr`'s size, blocks and (if data changed since) times from the objects.
     pub async fn glimpse(&self, layout: &Layout, attr: &mut Attr) -> Result<(), Errno> {
+        self.glimpse_as(layout, attr, false).await
+    }
+
+    /// [`Client::glimpse`]; with `fail_fast`, an OST that has stopped answering fails it at
+    /// once (ENOTCONN) instead of being waited for through its recovery.
+    pub(crate) async fn glimpse_as(
+        &self,
+        layout: &Layout,
+        attr: &mut Attr,
+        fail_fast: bool,
+    ) -> Result<(), Errno> {
         // An erasure-coded file is sized by its data objects alone.
         let data_layout;
         let layout = if nacre_core::ec::is_ec(layout) {
@@ -1352,7 +1363,7 @@ impl Client {
         {
             Err(Errno::ENOTCONN)
         } else {
-            self.object_attrs(layout, mirrored).await
+            self.object_attrs(layout, mirrored || fail_fast).await
         };
         let attrs = match whole {
             Ok(a) => a,
@@ -1360,7 +1371,7 @@ impl Client {
             Err(e) if layout.is_mirrored() => {
                 let mut one = Err(e);
                 for m in self.mirror_order(layout, 0, nacre_core::layout::EOF) {
-                    one = self.object_attrs(&layout.mirror(m), false).await;
+                    one = self.object_attrs(&layout.mirror(m), fail_fast).await;
                     if one.is_ok() {
                         break;
                     }

@@ -97,15 +97,6 @@ impl Client {
         rep.call_tracked(imp, req.clone(), bulk).await
     }
 
-    async fn md_inode(&self, mdt: u32, req: Request) -> Result<InodeInfo, Errno> {
-        match self.md_call(mdt, req).await? {
-            Reply::Inode(i) => self.merge_stripes(self.complete(i).await?).await,
-            // The name is here, its inode on another MDT.
-            Reply::RemoteFid(fid) => self.getattr(fid).await,
-            _ => Err(Errno::EPROTO),
-        }
-    }
-
     /// Fills in the size from the OSTs when the MDT's is not exact.
     pub async fn complete(&self, mut info: InodeInfo) -> Result<InodeInfo, Errno> {
         let fid = info.attr.fid;
@@ -127,6 +118,32 @@ impl Client {
             self.glimpse(l, &mut info.attr).await?;
         }
         Ok(info)
+    }
+
+    /// [`Client::complete`] for the answer of a change the MDT has made: the change
+    /// stands whatever the OSTs say, so an OST that stopped answering is not waited for,
+    /// and a size they cannot give now leaves the MDT's (Lustre's client keeps the size it
+    /// has there) instead of turning a change that was made into an error. The size is
+    /// then a lower bound, marked not authoritative; the next `getattr` asks again.
+    async fn complete_made(&self, info: InodeInfo) -> Result<InodeInfo, Errno> {
+        let fid = info.attr.fid;
+        if self.has_dirty(&fid) {
+            return self.complete(info).await;
+        }
+        if info.size_authoritative {
+            return Ok(info);
+        }
+        let Some(l) = &info.layout else {
+            return Ok(info);
+        };
+        let mut attr = info.attr.clone();
+        match self.glimpse_as(l, &mut attr, true).await {
+            Ok(()) => Ok(InodeInfo { attr, ..info }),
+            Err(e) => {
+                tracing::debug!(target: "client", "file {fid}: changed, but its size is unknown for now: {e}");
+                Ok(info)
+            }
+        }
     }
 
     /// Whether `cred` has `mask` (r 4, w 2, x 1) on `fid`, as its MDT decides.
@@ -226,17 +243,16 @@ impl Client {
                 self.truncate_objects(fid, l, size).await?;
             }
         }
-        let info = self
-            .md_inode(
-                self.mdt_of(&fid),
-                Request::Setattr {
-                    fid,
-                    attr: attr.clone(),
-                    cred: cred.clone(),
-                    handle,
-                },
-            )
-            .await?;
+        let req = Request::Setattr {
+            fid,
+            attr: attr.clone(),
+            cred: cred.clone(),
+            handle,
+        };
+        let info = match self.md_call(self.mdt_of(&fid), req).await? {
+            Reply::Inode(i) => self.merge_stripes(self.complete_made(i).await?).await?,
+            _ => return Err(Errno::EPROTO),
+        };
         if info.lmv.is_some() && attr.size.is_none() {
             // The stripes carry the times a striped directory shows (the newest wins).
             self.to_stripes(fid, |s| Request::Setattr {

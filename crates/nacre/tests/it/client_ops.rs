@@ -594,3 +594,40 @@ async fn a_size_the_last_close_could_not_settle_is_settled_after_the_ost_is_back
     drop(c);
     cluster.stop().await;
 }
+
+/// A chown (a setattr that changes no size) of a file whose size the MDT does not know,
+/// with one of the file's OSTs stopped, is made and says so, without waiting out the
+/// recovery timeout: the reply's size is what the MDT and the OSTs that answer can tell,
+/// as Lustre's client keeps its own size there. The size lookup that ends the reply used
+/// to wait 30 s for the stopped OST and then turn the chown it had made into EIO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chown_with_an_ost_down_is_made_and_says_so() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "chowndn", 1, 2).await;
+    let c = mount(&cluster).await;
+    let (fi, f) = create_open(&c, c.root(), b"f", Layout::plain(2, 1 << 20, 0)).await;
+    let fid = fi.attr.fid;
+    let data = pattern(3 << 20, 5);
+    c.write(&f, 0, Bytes::from(data)).await.expect("write");
+    c.fsync(&f).await.expect("fsync");
+    // Held open for writing: the MDT's size is not exact, and a reply asks the OSTs.
+    cluster.stop_ost(1).await;
+    let a = SetAttr {
+        uid: Some(7),
+        gid: Some(8),
+        ..SetAttr::default()
+    };
+    let info = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        c.setattr(fid, a, &Cred::root(), None),
+    )
+    .await
+    .expect("the chown waited for the stopped OST")
+    .expect("the chown was made, and must say so");
+    assert_eq!((info.attr.uid, info.attr.gid), (7, 8));
+    cluster.start_ost(1).await.expect("restart OST1");
+    let i = c.getattr(fid).await.expect("getattr");
+    assert_eq!((i.attr.uid, i.attr.gid, i.attr.size), (7, 8, 3 << 20));
+    c.release(&f).await.expect("close");
+    cluster.stop().await;
+}
