@@ -120,7 +120,8 @@ impl Client {
         Ok(info)
     }
 
-    /// [`Client::complete`] for the answer of a change the MDT has made: the change
+    /// [`Client::complete`] for the answer of a change the MDT has made that touched no
+    /// object (`chown`, `chmod`, `utimes`): the change
     /// stands whatever the OSTs say, so an OST that stopped answering is not waited for,
     /// and a size they cannot give now leaves the MDT's (Lustre's client keeps the size it
     /// has there) instead of turning a change that was made into an error. The size is
@@ -250,6 +251,11 @@ impl Client {
             handle,
         };
         let info = match self.md_call(self.mdt_of(&fid), req).await? {
+            // A size change went through the objects: its answer's size is theirs, asked
+            // as any getattr asks.
+            Reply::Inode(i) if attr.size.is_some() => {
+                self.merge_stripes(self.complete(i).await?).await?
+            }
             Reply::Inode(i) => self.merge_stripes(self.complete_made(i).await?).await?,
             _ => return Err(Errno::EPROTO),
         };

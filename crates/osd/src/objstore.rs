@@ -352,10 +352,6 @@ pub struct ObjStore {
     /// Object subdirectories (`O/<seq>/d<n>`) whose own entry a sync has made durable:
     /// a later sync of an object in one needs to sync only the subdirectory, not its parent.
     durable_subdirs: Mutex<HashSet<(u64, u32)>>,
-    /// Objects made at their first write whose own entry a sync has made durable: a later
-    /// sync of one (a Data-on-MDT file's `fsync`, then its close's) syncs the object
-    /// alone. Making or removing an object's file forgets it ([`ObjStore::entry_changed`]).
-    durable_entries: Mutex<HashSet<Fid>>,
     /// Opened only to be looked at ([`ObjStore::open_read_only`]).
     read_only: bool,
     /// The target is stopping: a precreate under way ends early ([`ObjStore::close`]).
@@ -368,9 +364,6 @@ const PRECREATE_CHECK_EVERY: u32 = 256;
 /// Subdirectories [`ObjStore::sync`] remembers as durable; past it, it starts over (and
 /// syncs each parent once more). 32 per sequence, a handful of sequences per MDT.
 const DURABLE_SUBDIRS_MAX: usize = 65536;
-/// Objects whose entry is remembered durable (some 40 bytes each); past it the memory
-/// starts over, costing one directory sync per object forgotten.
-const DURABLE_ENTRIES_MAX: usize = 65536;
 
 /// Directories synced above an object made at its first write whose subdirectory is not
 /// known durable yet: the subdirectory, the sequence's directory, the store's root.
@@ -490,7 +483,6 @@ impl ObjStore {
             torn_reported: AtomicU64::new(0),
             name: OnceLock::new(),
             durable_subdirs: Mutex::new(HashSet::new()),
-            durable_entries: Mutex::new(HashSet::new()),
             read_only,
             closing: AtomicBool::new(false),
         }
@@ -694,7 +686,6 @@ impl ObjStore {
                 if let Some(d) = path.parent() {
                     self.make_dirs(d)?;
                 }
-                self.entry_changed(fid);
                 crate::private_file()
                     .read(true)
                     .write(true)
@@ -732,7 +723,6 @@ impl ObjStore {
         if let Some(d) = p.parent() {
             self.make_dirs(d)?;
         }
-        self.entry_changed(fid);
         match crate::private_file().write(true).create_new(true).open(&p) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
@@ -1791,7 +1781,6 @@ impl ObjStore {
         self.fds.lock().remove(fid);
         self.sidecars.lock().remove(fid);
         self.tagged.lock().remove(fid);
-        self.entry_changed(fid);
         let mut removed = false;
         for p in [self.object_path(fid), self.sidecar_path(fid)] {
             match std::fs::remove_file(p) {
@@ -1837,11 +1826,6 @@ impl ObjStore {
         self.health.verify()
     }
 
-    /// Forgets that `fid`'s entry is durable: its file is being made or removed.
-    fn entry_changed(&self, fid: &Fid) {
-        self.durable_entries.lock().remove(fid);
-    }
-
     /// Makes an object durable: its data, its size and filter fid, and, for an object
     /// that got its file at its first write (a lazy store's, or one made by
     /// [`ObjStore::ensure`] as Data-on-MDT objects are), the directory entries that name
@@ -1869,8 +1853,6 @@ impl ObjStore {
         let precreated = fid.oid > ids.lazy && fid.oid <= ids.last;
         let levels = if precreated {
             usize::from(sidecar.is_some())
-        } else if sidecar.is_none() && self.durable_entries.lock().contains(fid) {
-            0
         } else if self.durable_subdirs.lock().contains(&subdir) {
             1
         } else {
@@ -1894,13 +1876,6 @@ impl ObjStore {
                 d.clear();
             }
             d.insert(subdir);
-        }
-        if synced.is_ok() && !precreated && levels > 0 {
-            let mut e = self.durable_entries.lock();
-            if e.len() >= DURABLE_ENTRIES_MAX {
-                e.clear();
-            }
-            e.insert(*fid);
         }
         if let Err(e) = synced {
             // A directory gone under an open object is the store failing, not a missing
@@ -2699,35 +2674,6 @@ mod tests {
             *b = (i as u8).wrapping_mul(7) ^ seed;
         }
         (v, pad)
-    }
-
-    #[test]
-    fn an_entry_synced_once_is_not_synced_again_until_its_file_is_made_anew() {
-        let d = tempfile::tempdir().expect("tmp");
-        let s = open_store(d.path(), ObjStoreConfig::default());
-        // A Data-on-MDT object: made by `ensure`, not precreated.
-        let dom = Fid::new(0x200000401, 7, 0);
-        let parent = Fid::new(0x200000401, 3, 0);
-        s.ensure(&dom).expect("ensure");
-        s.write(&dom, &parent, 0, b"data").expect("write");
-        assert!(!s.durable_entries.lock().contains(&dom));
-        s.sync(&dom).expect("sync");
-        assert!(s.durable_entries.lock().contains(&dom), "entry synced");
-        s.sync(&dom).expect("sync again");
-        // Removed and made again: a new entry, synced again.
-        s.destroy(&dom).expect("destroy");
-        assert!(!s.durable_entries.lock().contains(&dom));
-        s.ensure(&dom).expect("ensure");
-        assert!(!s.durable_entries.lock().contains(&dom));
-        s.sync(&dom).expect("sync");
-        assert!(s.durable_entries.lock().contains(&dom));
-        // A precreated object's entry was synced when it was made: nothing to remember.
-        let seq = 0x240000400;
-        s.precreate(seq, 4).expect("precreate");
-        let pre = Fid::new(seq, 1, 0);
-        s.write(&pre, &parent, 0, b"data").expect("write");
-        s.sync(&pre).expect("sync");
-        assert!(!s.durable_entries.lock().contains(&pre));
     }
 
     #[test]
