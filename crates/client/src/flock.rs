@@ -34,8 +34,19 @@ pub fn node_id() -> u64 {
     static NODE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *NODE.get_or_init(|| {
         use std::os::unix::fs::MetadataExt;
-        let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        let pid_ns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
+        // Without either, nodes are told apart less well: deadlock detection may then
+        // take processes of two nodes with one pid for one. Said once, not hidden.
+        let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_else(|e| {
+            tracing::warn!(target: "client", "no boot id for lock deadlock detection: {e}");
+            Vec::new()
+        });
+        let pid_ns = std::fs::metadata("/proc/self/ns/pid").map_or_else(
+            |e| {
+                tracing::warn!(target: "client", "no pid namespace for lock deadlock detection: {e}");
+                0
+            },
+            |m| m.ino(),
+        );
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in boot.iter().chain(pid_ns.to_le_bytes().iter()) {
             h ^= u64::from(*b);
