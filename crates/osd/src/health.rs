@@ -279,11 +279,18 @@ impl Health {
         }
     }
 
+    /// Whether a request that failed with `e` is worth [`after_error`](Self::after_error):
+    /// only errors of the device. Most failed requests are answers (no such name, no
+    /// permission), and a check's thread switch would cost them more than their work.
+    pub fn worth_checking(e: Errno) -> bool {
+        is_device_error(e.0)
+    }
+
     /// After a request failed with `e`: a storage error is worth a check, so a target
     /// whose storage went away stops answering from it at once. The probe (an fsync) runs
     /// at most once per [`HEALTH_INTERVAL`], however many requests fail.
     pub fn after_error(&self, e: Errno) -> Result<(), Errno> {
-        if !is_device_error(e.0) {
+        if !Self::worth_checking(e) {
             return Ok(());
         }
         if self.last_probe.lock().elapsed() >= HEALTH_INTERVAL {
