@@ -12,6 +12,14 @@
 //! with the OSTs of one and of two of the data stripes of task 0's file stopped (every
 //! file of the run has an object on each of the 6 OSTs). Settings alternate run by run, so
 //! drift in the machine's speed falls on all alike.
+//!
+//! A mirrored write puts every byte on the disk twice, so its ratio to a plain write can
+//! be no better than the disk's own: how long the disk takes to take twice the bytes
+//! against once. That is not a constant: a virtual disk whose host absorbs the first GiB
+//! at memory speed and the rest at the device's is far below 0.5x past that point. So
+//! with `mirror` and `plain` measured, the same IOR writes the same bytes once and twice
+//! into a local directory on the targets' disk, and the table prints the disk's ratio
+//! beside the mirrored one.
 
 use super::bench_checksums::{set_checksums, write_then_read};
 use super::bench_fs::BenchFs;
@@ -46,7 +54,10 @@ Examples:
 What it prints: MiB/s per layout with checksums on and off (median of the runs), then the
 ratios the integrity issue sets goals for: checksums on/off (goal: at least 0.90x of
 streaming), mirrored/plain write (goal: at least 0.45x), degraded/healthy mirrored read,
-degraded/healthy 4+2 read with one and with two OSTs stopped (goal: at least 0.5x).";
+degraded/healthy 4+2 read with one and with two OSTs stopped (goal: at least 0.5x). With
+mirror and plain both measured, the disk's own ratio for taking every byte twice (the same
+IOR on a local directory, writing --size and twice --size per task) is printed beside the
+mirrored one: the best any mirrored write on this disk can do.";
 
 /// Streaming IOR and the small-file mix on plain and mirrored layouts, checksums on
 /// and off.
@@ -77,7 +88,15 @@ pub struct ProtectionBenchArgs {
     /// Write every figure as JSON here
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// The local directory the disk's own ratio is measured in (default: one beside the
+    /// file system's targets, so on the same disk)
+    #[arg(long)]
+    pub local: Option<std::path::PathBuf>,
 }
+
+/// The pseudo-layout of the disk's own figures: `write 1x` (IOR writing `--size` per
+/// task into a local directory) and `write 2x` (twice that).
+const DISK: &str = "disk";
 
 /// One measured rate.
 #[derive(Debug, Clone, Serialize)]
@@ -233,8 +252,31 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
     let jobs = mix::scale(&mix::seed_mix(), a.mix_scale);
     let mut cells = Vec::new();
+    let disk_ceiling =
+        a.layouts.iter().any(|n| n == "mirror") && a.layouts.iter().any(|n| n == "plain");
+    let local = match &a.local {
+        Some(l) => l.clone(),
+        None => fs
+            .dir
+            .parent()
+            .context("the file system's directory has no parent")?
+            .join("local"),
+    };
     let res = (|| -> Result<()> {
         for rep in 0..a.reps {
+            if disk_ceiling {
+                for (op, block) in disk_order(rep, size) {
+                    let mib_s = local_write(&env, &local, &a, xfer, block)?;
+                    eprintln!("run {rep}: disk {op}: {mib_s:.1} MiB/s");
+                    cells.push(Cell {
+                        layout: DISK.into(),
+                        checksums: false,
+                        op: op.into(),
+                        rep,
+                        mib_s,
+                    });
+                }
+            }
             let order = if rep % 2 == 0 {
                 [true, false]
             } else {
@@ -348,6 +390,63 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// The disk's two writes of run `rep` (once and twice `size` per task), their order
+/// alternating as the settings do.
+fn disk_order(rep: u32, size: u64) -> [(&'static str, u64); 2] {
+    let (once, twice) = (("write 1x", size), ("write 2x", 2 * size));
+    if rep.is_multiple_of(2) {
+        [once, twice]
+    } else {
+        [twice, once]
+    }
+}
+
+/// IOR's write rate (MiB/s, fsync included) into `dir` on the local disk, `block` bytes
+/// per task; the directory is removed afterwards.
+fn local_write(
+    env: &RunEnv<'_>,
+    dir: &Path,
+    a: &ProtectionBenchArgs,
+    xfer: u64,
+    block: u64,
+) -> Result<f64> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    let cfg = IorConfig {
+        test_file: dir.join("ior"),
+        file_per_proc: true,
+        xfer,
+        block,
+        fsync: true,
+        write: true,
+        read: false,
+        tasks: Some(a.tasks),
+        command_line: format!(
+            "ior -F -e -w -t {} -b {block} -N {} (local disk)",
+            a.xfer, a.tasks
+        ),
+        ..IorConfig::default()
+    };
+    let r = ior::run(env, &cfg);
+    let removed =
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()));
+    let r = r?.context("IOR gave no report for the local disk")?;
+    removed?;
+    r.summary
+        .iter()
+        .find(|s| s.operation == Access::Write)
+        .map(|s| s.bw_mean_mib)
+        .context("IOR gave no write figure for the local disk")
+}
+
+/// The disk's own ratio for taking every byte twice: the time to write `size` per task
+/// over the time to write twice that, from the two rates (`r1 = B / t1`, `r2 = 2B / t2`).
+fn disk_twice_ratio(once: Option<f64>, twice: Option<f64>) -> Option<f64> {
+    match (once, twice) {
+        (Some(r1), Some(r2)) if r1 > 0.0 => Some(r2 / (2.0 * r1)),
+        _ => None,
+    }
+}
+
 /// Bound on the wait for the mount to use restarted OSTs again.
 const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -457,6 +556,18 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
                     median(cells, "plain", "write", on)
                 )
             );
+            if on {
+                let once = median(cells, DISK, "write 1x", false);
+                let twice = median(cells, DISK, "write 2x", false);
+                if let Some(d) = disk_twice_ratio(once, twice) {
+                    println!(
+                        "  the disk itself, every byte twice / once: {d:.2}x (local IOR: {:.1} MiB/s at -b {}, {:.1} at twice that: what bounds a mirrored write here)",
+                        once.unwrap_or_default(),
+                        a.size,
+                        twice.unwrap_or_default()
+                    );
+                }
+            }
             if a.mix_scale > 0.0 {
                 println!(
                     "  mirrored/plain mix, checksums {cs}: {}",
@@ -499,5 +610,27 @@ fn print_table(a: &ProtectionBenchArgs, layouts: &[(String, Layout)], cells: &[C
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_ratio_is_the_time_for_the_bytes_once_over_the_time_for_them_twice() {
+        // Twice the bytes at the same rate: twice the time.
+        assert_eq!(disk_twice_ratio(Some(400.0), Some(400.0)), Some(0.5));
+        // 1 GiB at 1300 MiB/s, 2 GiB at 440 MiB/s: 0.79 s against 4.65 s.
+        let r = disk_twice_ratio(Some(1300.0), Some(440.0)).expect("a ratio");
+        assert!((r - 0.169).abs() < 0.001, "{r}");
+        assert_eq!(disk_twice_ratio(Some(0.0), Some(400.0)), None);
+        assert_eq!(disk_twice_ratio(None, Some(400.0)), None);
+    }
+
+    #[test]
+    fn the_disk_writes_alternate_their_order_and_double_the_block() {
+        assert_eq!(disk_order(0, 8), [("write 1x", 8), ("write 2x", 16)]);
+        assert_eq!(disk_order(1, 8), [("write 2x", 16), ("write 1x", 8)]);
     }
 }

@@ -1,6 +1,6 @@
 //! `nacre bench protection` end to end with tiny sizes: every case runs (plain, mirrored
 //! and 4+2, checksums on and off, a mirrored read with an OST stopped, 4+2 reads with one
-//! and two OSTs stopped, the mix) and the table has a rate for each. A correctness test of the program; its figures mean nothing
+//! and two OSTs stopped, the mix, the disk's own writes) and the table has a rate for each. A correctness test of the program; its figures mean nothing
 //! at this size.
 
 use crate::common;
@@ -72,14 +72,22 @@ fn every_protection_case_is_measured() {
     assert!(
         stdout.contains("mirrored/plain write, checksums on: ")
             && stdout.contains("mirrored degraded/healthy read, checksums off: ")
-            && stdout.contains("degraded 4+2 read / healthy, 2 OSTs stopped, checksums on: "),
+            && stdout.contains("degraded 4+2 read / healthy, 2 OSTs stopped, checksums on: ")
+            && stdout.contains("the disk itself, every byte twice / once: "),
         "{stdout}"
     );
     let cells: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
     // 2 settings x (plain: write, read, mix + mirror: write, read, degraded, mix + 4+2:
-    // write, read, 2 degraded, mix).
-    assert_eq!(cells.as_array().map(Vec::len), Some(24), "{cells}");
+    // write, read, 2 degraded, mix), and the disk's own writes, once and twice the bytes.
+    assert_eq!(cells.as_array().map(Vec::len), Some(26), "{cells}");
+    let disk = cells
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["layout"] == "disk" && c["mib_s"].as_f64().is_some_and(|r| r > 0.0))
+        .count();
+    assert_eq!(disk, 2, "{cells}");
 }
 
 /// SIGTERM (a `kill`, a batch system's time limit) in the middle of a run stops it at a
