@@ -359,6 +359,26 @@ impl Health {
 mod tests {
     use super::*;
 
+    /// Only device errors send a failed request to the health check; the answers most
+    /// failed requests are (no such name, no permission, exists) do not.
+    #[test]
+    fn only_device_errors_are_worth_a_check() {
+        for e in [Errno::EIO, Errno::EROFS, Errno::ENODEV, Errno::ENXIO] {
+            assert!(Health::worth_checking(e), "{e:?}");
+        }
+        for e in [
+            Errno::ENOENT,
+            Errno::EACCES,
+            Errno::EPERM,
+            Errno::EEXIST,
+            Errno::ENOTEMPTY,
+            Errno::ENOSPC,
+            Errno::EINVAL,
+        ] {
+            assert!(!Health::worth_checking(e), "{e:?}");
+        }
+    }
+
     /// The periodic check and the checks after errors run side by side; a healthy store
     /// passes every one (they once raced on the probe file and failed the target).
     #[test]
