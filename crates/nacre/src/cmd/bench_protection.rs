@@ -88,8 +88,9 @@ pub struct ProtectionBenchArgs {
     /// Write every figure as JSON here
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
-    /// The local directory the disk's own ratio is measured in (default: one beside the
-    /// file system's targets, so on the same disk)
+    /// The local directory the disk's own ratio is measured in, in subdirectories it
+    /// makes and removes (default: one beside the file system's targets, so on the same
+    /// disk)
     #[arg(long)]
     pub local: Option<std::path::PathBuf>,
 }
@@ -266,7 +267,9 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
         for rep in 0..a.reps {
             if disk_ceiling {
                 for (op, block) in disk_order(rep, size) {
-                    let mib_s = local_write(&env, &local, &a, xfer, block)?;
+                    // A directory of its own, so a --local given keeps what it held.
+                    let dir = local.join(format!("protection-disk-{rep}-{}", op.replace(' ', "-")));
+                    let mib_s = local_write(&env, &dir, &a, xfer, block)?;
                     eprintln!("run {rep}: disk {op}: {mib_s:.1} MiB/s");
                     cells.push(Cell {
                         layout: DISK.into(),
@@ -381,6 +384,9 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     })();
     drop(env);
     fs.down();
+    if a.local.is_none() {
+        let _ = std::fs::remove_dir_all(&local);
+    }
     res?;
     print_table(&a, &layouts, &cells, cold);
     if let Some(p) = &a.json {
@@ -402,7 +408,7 @@ fn disk_order(rep: u32, size: u64) -> [(&'static str, u64); 2] {
 }
 
 /// IOR's write rate (MiB/s, fsync included) into `dir` on the local disk, `block` bytes
-/// per task; the directory is removed afterwards.
+/// per task; `dir` (made here) is removed afterwards.
 fn local_write(
     env: &RunEnv<'_>,
     dir: &Path,

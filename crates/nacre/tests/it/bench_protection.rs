@@ -28,6 +28,10 @@ fn positive(v: &str, what: &str) {
 fn every_protection_case_is_measured() {
     let tmp = tempfile::tempdir().expect("tmp");
     let json = tmp.path().join("p.json");
+    // A --local directory that holds something of its own, which must stay.
+    let local = tmp.path().join("local");
+    std::fs::create_dir(&local).expect("mkdir local");
+    std::fs::write(local.join("keep"), b"mine").expect("write keep");
     let out = common::run(&[
         "bench",
         "protection",
@@ -43,6 +47,8 @@ fn every_protection_case_is_measured() {
         &tmp.path().join("w").to_string_lossy(),
         "--json",
         &json.to_string_lossy(),
+        "--local",
+        &local.to_string_lossy(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -88,6 +94,13 @@ fn every_protection_case_is_measured() {
         .filter(|c| c["layout"] == "disk" && c["mib_s"].as_f64().is_some_and(|r| r > 0.0))
         .count();
     assert_eq!(disk, 2, "{cells}");
+    let left: Vec<String> = std::fs::read_dir(&local)
+        .expect("local")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["keep"], "the disk runs leave --local as it was");
+    assert_eq!(std::fs::read(local.join("keep")).expect("keep"), b"mine");
 }
 
 /// SIGTERM (a `kill`, a batch system's time limit) in the middle of a run stops it at a
