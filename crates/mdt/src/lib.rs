@@ -2228,12 +2228,9 @@ impl Service for Mdt {
                 self.clone().dispatch_bulk(ctx, req, bulk).await
             }
         };
-        if let Err(e) = &r
-            && nacre_osd::Health::worth_checking(*e)
-        {
-            // A storage error may mean the storage is going: check it now.
-            let (h, e) = (self.health().clone(), *e);
-            let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
+        if let Err(e) = &r {
+            // A storage error may mean the storage is going.
+            self.health().after_failed_request(*e).await;
         }
         if trace {
             tracing::trace!(target: "mdt::req", "{shown} -> {:?}", r.as_ref().map(|(reply, _)| reply));

@@ -282,8 +282,19 @@ impl Health {
     /// Whether a request that failed with `e` is worth [`after_error`](Self::after_error):
     /// only errors of the device. Most failed requests are answers (no such name, no
     /// permission), and a check's thread switch would cost them more than their work.
-    pub fn worth_checking(e: Errno) -> bool {
+    fn worth_checking(e: Errno) -> bool {
         is_device_error(e.0)
+    }
+
+    /// A target's request failed with `e`: a device error is checked now, on a blocking
+    /// thread ([`after_error`](Self::after_error) may probe, an fsync), rather than at the
+    /// next periodic check; any other failure is an answer, and costs nothing here.
+    pub async fn after_failed_request(self: &Arc<Self>, e: Errno) {
+        if !Self::worth_checking(e) {
+            return;
+        }
+        let h = self.clone();
+        let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
     }
 
     /// After a request failed with `e`: a storage error is worth a check, so a target

@@ -476,13 +476,9 @@ impl Service for Ost {
     ) -> Result<(Reply, Bytes), Errno> {
         self.health().ensure()?;
         let r = self.clone().recovery_or_dispatch(ctx, req, bulk).await;
-        if let Err(e) = r
-            && nacre_osd::Health::worth_checking(e)
-        {
-            // A storage error may mean the storage is going: check it now, not at the next
-            // periodic check.
-            let h = self.health().clone();
-            let _ = tokio::task::spawn_blocking(move || h.after_error(e)).await;
+        if let Err(e) = r {
+            // A storage error may mean the storage is going.
+            self.health().after_failed_request(e).await;
         }
         r
     }

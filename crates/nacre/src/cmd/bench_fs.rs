@@ -28,6 +28,19 @@ pub struct BenchFs {
 }
 
 impl BenchFs {
+    /// The local directory a bench compares the file system with: `given`, or one beside
+    /// the targets' directory, so on the same disk.
+    pub fn local_dir(&self, given: Option<&Path>) -> Result<PathBuf> {
+        match given {
+            Some(l) => Ok(l.to_path_buf()),
+            None => Ok(self
+                .dir
+                .parent()
+                .ok_or_else(|| anyhow::anyhow!("the file system's directory has no parent"))?
+                .join("local")),
+        }
+    }
+
     /// Formats `fsname` (1 MDT, `osts` OSTs) under `workdir` (or a new temporary
     /// directory named after `bench`), starts it and mounts it.
     pub fn up(bench: &str, fsname: &str, osts: u32, workdir: Option<&Path>) -> Result<BenchFs> {

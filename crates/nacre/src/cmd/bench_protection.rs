@@ -243,6 +243,7 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
         .map(|n| Ok((n.clone(), layout_of(n)?)))
         .collect::<Result<_>>()?;
     let mut fs = BenchFs::up("protection", "protfs", OSTS, a.workdir.as_deref())?;
+    let local = fs.local_dir(a.local.as_deref())?;
     let (rt, client, mnt) = (&fs.rt, fs.client.clone(), fs.mnt.clone());
     let cluster = &mut fs.cluster;
     let cold = nacre_bench::compare::drop_caches().is_ok();
@@ -255,14 +256,6 @@ pub fn run(a: ProtectionBenchArgs) -> Result<()> {
     let mut cells = Vec::new();
     let disk_ceiling =
         a.layouts.iter().any(|n| n == "mirror") && a.layouts.iter().any(|n| n == "plain");
-    let local = match &a.local {
-        Some(l) => l.clone(),
-        None => fs
-            .dir
-            .parent()
-            .context("the file system's directory has no parent")?
-            .join("local"),
-    };
     let res = (|| -> Result<()> {
         for rep in 0..a.reps {
             if disk_ceiling {

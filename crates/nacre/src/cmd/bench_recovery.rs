@@ -175,14 +175,7 @@ pub fn run(a: RecoveryBenchArgs) -> Result<()> {
         bail!("--sync-size must be at least 1");
     }
     let fs = BenchFs::up("recovery", "rcvbench", 4, c.workdir.as_deref())?;
-    let local = match &a.local {
-        Some(l) => l.clone(),
-        None => fs
-            .dir
-            .parent()
-            .context("the file system's directory has no parent")?
-            .join("local"),
-    };
+    let local = fs.local_dir(a.local.as_deref())?;
     let world = World::single();
     let env = RunEnv::quiet(Arc::new(nacre_bench::PosixFs::new()), &world);
     let job = fsync_job(a.sync_files, sync_size, c.tasks);
