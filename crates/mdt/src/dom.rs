@@ -252,7 +252,7 @@ impl Mdt {
         Ok((obj, c.end))
     }
 
-    async fn dom_blocking<T: Send + 'static>(
+    pub(crate) async fn dom_blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&ObjStore) -> Result<T, Errno> + Send + 'static,
     ) -> Result<T, Errno> {

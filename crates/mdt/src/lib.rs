@@ -39,6 +39,7 @@ pub mod perm;
 pub mod records;
 pub mod recovery;
 pub mod resettle;
+pub mod settle;
 pub mod squash;
 
 use bytes::Bytes;
@@ -75,17 +76,6 @@ const LLOG_GATHER: Duration = Duration::from_millis(20);
 /// once the change that dropped them from a layout is durable, and their space comes back
 /// within moments.
 const LLOG_COMMIT_WAIT: Duration = Duration::from_secs(1);
-
-/// How a size settle ([`Mdt::settle`]) ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SettleEnd {
-    /// The exact size is recorded, or there is nothing to settle (the file gone).
-    Settled,
-    /// A writer opened or the size changed meanwhile; they settle it in turn.
-    Abandoned,
-    /// It could not finish (an OST away, an error): the size is still unknown.
-    GaveUp,
-}
 
 #[derive(Clone, Debug)]
 pub struct MdtConfig {
@@ -137,6 +127,8 @@ pub struct Mdt {
     llog_kick: Notify,
     /// Files whose exact size is unknown though nobody writes them ([`resettle`]).
     resettle: resettle::Resettle,
+    /// Files whose last writer closed, to settle ([`settle`]).
+    settles: settle::SettleQueue,
     /// A chown wrote an owner record ([`owner`]).
     owner_kick: Notify,
     shutdown: watch::Sender<bool>,
@@ -239,6 +231,7 @@ impl Mdt {
             flocks: flock::FileLocks::default(),
             llog_kick: Notify::new(),
             resettle: resettle::Resettle::default(),
+            settles: settle::SettleQueue::default(),
             owner_kick: Notify::new(),
             shutdown,
             dne: dne::Dne::new(cfg.index, config.clone(), cfg.conn.clone()),
@@ -263,6 +256,7 @@ impl Mdt {
         tokio::spawn(cfg.health.clone().monitor(sd_rx.clone()));
         tokio::spawn(mdt.clone().llog_loop(sd_rx.clone()));
         tokio::spawn(mdt.clone().resettle_loop(sd_rx.clone()));
+        tokio::spawn(mdt.clone().settle_loop(sd_rx.clone()));
         tokio::spawn(mdt.clone().owner_loop(sd_rx.clone()));
         // Scrub reports name files by path, which this MDT (or another) resolves.
         let me = Arc::downgrade(&mdt);
@@ -1000,7 +994,7 @@ impl Mdt {
 
     /// Closes a handle. `wrote` says the handle changed the file's data; `lost` that its
     /// client vanished (it may have written). When the last writer of a dirty file is gone,
-    /// the size is settled from the objects in the background. For an untouched write
+    /// the size is settled from the objects in the background ([`settle`]). For an untouched write
     /// handle of an erasure-coded file, returns what [`Mdt::ec_untouched_close`] did.
     async fn close(
         self: &Arc<Self>,
@@ -1042,16 +1036,11 @@ impl Mdt {
         if last_writer {
             match self.opens.begin_settle(&fid) {
                 Some(generation) => {
-                    // A settle waiting on an OST that is gone must not keep a stopping
-                    // MDT (and its store) alive: the size is left to glimpses.
-                    let mut stopping = self.shutdown.subscribe();
-                    let settle = self.clone().settle(fid, generation);
-                    tokio::spawn(async move {
-                        tokio::select! {
-                            () = settle => {}
-                            _ = stopping.wait_for(|s| *s) => {}
-                        }
-                    });
+                    if !self.settles.push(fid, generation) {
+                        // The queue is full: the size is left to glimpses, and the next
+                        // stat queues the file to be settled again.
+                        self.opens.settle_gave_up(&fid, generation);
+                    }
                 }
                 None => self.opens.mark_clean(fid),
             }
@@ -1120,76 +1109,6 @@ impl Mdt {
         self.callbacks.wait(&waits).await;
     }
 
-    /// Sizes a file from its objects after its last writer left, and records the exact size
-    /// (Lazy Size-on-MDT). Abandoned if anything changed the file meanwhile. The objects
-    /// are synced first: a size the MDT trusts must not outlive the data behind it when an
-    /// OST loses its unsynced writes in a power cut.
-    ///
-    /// One that could not finish (an OST away) leaves the size to glimpses and the file
-    /// dirty, and the next stat queues it to be settled again ([`resettle`]). One abandoned
-    /// because a writer opened or the size changed meanwhile leaves the file to whoever did
-    /// that: a writer's last close, a truncate.
-    async fn settle(self: Arc<Self>, fid: Fid, generation: u64) {
-        match self.clone().try_settle(fid, generation).await {
-            SettleEnd::Settled => self.opens.settled(&fid, generation),
-            SettleEnd::Abandoned => {}
-            SettleEnd::GaveUp => self.opens.settle_gave_up(&fid, generation),
-        }
-    }
-
-    async fn try_settle(self: Arc<Self>, fid: Fid, generation: u64) -> SettleEnd {
-        let ino = match self.view().and_then(|mut v| mdd::get_inode(&mut v, &fid)) {
-            Ok(ino) => ino,
-            // Gone: nothing to settle.
-            Err(Errno::ENOENT) => return SettleEnd::Settled,
-            Err(e) => {
-                tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: {e}", self.index);
-                return SettleEnd::GaveUp;
-            }
-        };
-        let Some(layout) = ino.layout.clone() else {
-            // No objects: the stored size is the size.
-            return SettleEnd::Settled;
-        };
-        if let Err(e) = self.sync_objects(fid, &layout).await {
-            tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: {e}", self.index);
-            return SettleEnd::GaveUp;
-        }
-        let Some((size, blocks, mtime)) = self.glimpse(&layout).await else {
-            tracing::debug!(target: "mdt", "MDT{:04x}: size of {fid} left to glimpses: an object's attributes unknown", self.index);
-            return SettleEnd::GaveUp;
-        };
-        let me = self.clone();
-        let r = self
-            .store
-            .write(move |tx| {
-                // Checked in the transaction: an open or truncate after this point is ordered
-                // after it; dirtiness is cleared only once the size is committed, so nobody
-                // trusts the old size in between.
-                if !me.opens.may_settle(&fid, generation) {
-                    return Ok(SettleEnd::Abandoned);
-                }
-                let mut ino = match mdd::get_inode(tx, &fid) {
-                    Ok(i) => i,
-                    Err(Errno::ENOENT) => return Ok(SettleEnd::Settled),
-                    Err(e) => return Err(e),
-                };
-                ino.attr.size = size.max(ino.attr.size.min(layout.dom_size()));
-                ino.attr.blocks = blocks;
-                if mtime > ino.attr.ctime {
-                    ino.attr.mtime = mtime;
-                    ino.attr.ctime = mtime;
-                }
-                ino.lsom_valid = true;
-                mdd::put_inode(tx, &ino).map(|_| SettleEnd::Settled)
-            })
-            .await;
-        r.unwrap_or_else(|e| {
-            tracing::warn!(target: "mdt", "MDT{:04x}: settling the size of {fid}: {e}", self.index);
-            SettleEnd::GaveUp
-        })
-    }
-
     /// Makes a layout's objects durable on their OSTs (one sync request per OST), and its
     /// DoM object here.
     async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
@@ -1213,38 +1132,6 @@ impl Mdt {
             self.dom_sync(fid).await?;
         }
         Ok(())
-    }
-
-    /// Size, blocks and latest data change of a layout's objects, asked of the OSTs.
-    async fn glimpse(&self, layout: &Layout) -> Option<(u64, u64, Timespec)> {
-        let mut by_ost: std::collections::BTreeMap<u32, Vec<Fid>> = Default::default();
-        for o in layout.objects() {
-            by_ost.entry(o.ost_idx).or_default().push(o.fid);
-        }
-        let mut found: std::collections::HashMap<Fid, nacre_rpc::msg::ObjAttr> = Default::default();
-        for (ost, objs) in by_ost {
-            let osp = self.lod.osp(ost)?;
-            let req = Request::OstGetattr { objs: objs.clone() };
-            match osp.import.call(&req, Bytes::new()).await {
-                Ok((Reply::ObjAttrs(attrs), _)) if attrs.len() == objs.len() => {
-                    for (f, a) in objs.into_iter().zip(attrs) {
-                        if let Some(a) = a {
-                            found.insert(f, a);
-                        }
-                    }
-                }
-                _ => return None,
-            }
-        }
-        let (mut size, mut blocks, mut mtime) =
-            layout.merge_object_attrs(|o| found.get(&o.fid).map(|a| (a.size, a.blocks, a.mtime)));
-        if let Some(obj) = layout.dom_object() {
-            let (ds, db, dm) = dom::object_attr(&self.dom, &obj).ok()?;
-            size = size.max(ds);
-            blocks += db;
-            mtime = mtime.max(dm);
-        }
-        Some((size, blocks, mtime))
     }
 
     async fn layout_intent(&self, fid: Fid, end: u64) -> Result<Reply, Errno> {

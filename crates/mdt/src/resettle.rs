@@ -86,7 +86,7 @@ impl Mdt {
             return;
         };
         tokio::select! {
-            () = self.clone().settle(fid, generation) => {}
+            () = self.settle_batch(vec![(fid, generation)]) => {}
             _ = shutdown.wait_for(|s| *s) => {}
         }
     }

@@ -63,6 +63,23 @@ fn check_read(len: u32) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Makes an object durable; one that is gone has nothing to keep.
+fn sync_object(s: &ObjStore, obj: &Fid) -> Result<(), Errno> {
+    match s.sync(obj) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// An object's size, blocks and data change for a glimpse (`None`: not known here).
+fn object_attr(s: &ObjStore, obj: &Fid) -> Option<ObjAttr> {
+    s.getattr(obj).ok().map(|(size, blocks, mtime)| ObjAttr {
+        size,
+        blocks,
+        mtime,
+    })
+}
+
 pub struct Ost {
     pub index: u32,
     store: Arc<ObjStore>,
@@ -713,18 +730,7 @@ impl Ost {
             }
             Request::OstGetattr { objs } => {
                 let attrs = self
-                    .blocking(move |s| {
-                        Ok(objs
-                            .iter()
-                            .map(|o| {
-                                s.getattr(o).ok().map(|(size, blocks, mtime)| ObjAttr {
-                                    size,
-                                    blocks,
-                                    mtime,
-                                })
-                            })
-                            .collect())
-                    })
+                    .blocking(move |s| Ok(objs.iter().map(|o| object_attr(s, o)).collect()))
                     .await?;
                 Ok((Reply::ObjAttrs(attrs), none))
             }
@@ -767,15 +773,25 @@ impl Ost {
             Request::OstSync { objs } => {
                 self.blocking(move |s| {
                     for o in &objs {
-                        match s.sync(o) {
-                            Ok(()) | Err(Errno::ENOENT) => {}
-                            Err(e) => return Err(e),
-                        }
+                        sync_object(s, o)?;
                     }
                     Ok(())
                 })
                 .await?;
                 Ok((Reply::Ok, none))
+            }
+            Request::OstSyncGetattr { objs } => {
+                let attrs = self
+                    .blocking(move |s| {
+                        objs.iter()
+                            .map(|o| {
+                                sync_object(s, o)?;
+                                Ok(object_attr(s, o))
+                            })
+                            .collect()
+                    })
+                    .await?;
+                Ok((Reply::ObjAttrs(attrs), none))
             }
             Request::OstStatfs | Request::Statfs => Ok((Reply::Statfs(self.statfs()?), none)),
             Request::OstPrecreate { seq, last } => {

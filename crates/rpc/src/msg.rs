@@ -672,6 +672,14 @@ pub enum Request {
         node: u64,
         op: FlockOp,
     },
+
+    // --- Size settles (appended) ---
+    /// Makes `objs` durable, then answers as [`Request::OstGetattr`] does (Lustre's
+    /// `OST_SYNC`, whose reply carries the object's attributes): what an MDT's size settle
+    /// asks of each OST, once for a batch of files, instead of a sync and a glimpse.
+    OstSyncGetattr {
+        objs: Vec<Fid>,
+    },
 }
 
 pub use nacre_core::flock::{FileLock, FlockMode};
@@ -1080,6 +1088,7 @@ impl Request {
             Request::AppendLock { .. } => 86,
             Request::AppendUnlock { .. } => 87,
             Request::Flock { .. } => 88,
+            Request::OstSyncGetattr { .. } => 89,
         }
     }
 
@@ -1160,6 +1169,7 @@ impl Request {
             86 => "append_lock",
             87 => "append_unlock",
             88 => "ldlm_flock",
+            89 => "ost_sync_getattr",
             _ => "other",
         }
     }

@@ -631,3 +631,69 @@ async fn a_chown_with_an_ost_down_is_made_and_says_so() {
     c.release(&f).await.expect("close");
     cluster.stop().await;
 }
+
+/// Whether the MDT holds `fid`'s exact size (settled after its last writer's close).
+fn size_settled(cluster: &LocalCluster, fid: Fid) -> bool {
+    let mdt = cluster.mdts[0]
+        .as_ref()
+        .and_then(|s| s.mdt())
+        .expect("MDT0 runs");
+    let mut v = mdt.store().read().expect("read the MDT's store");
+    nacre_mdt::mdd::get_inode(&mut v, &fid).is_ok_and(|i| i.lsom_valid)
+}
+
+/// Sizes are settled in batches after the last close (`nacre_mdt::settle`). A file whose
+/// OST stopped cannot be settled; another file closed with it, in the same batch, is
+/// settled within the batch's wait for an OST (5 s), not held for the stopped OST's
+/// recovery timeout (30 s). The first is settled once its OST is back and a stat asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_ost_holds_back_only_its_own_files_sizes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cluster = start(dir.path(), "settle", 1, 2).await;
+    let c = mount(&cluster).await;
+    let (ai, a) = create_open(&c, c.root(), b"on-ost1", Layout::plain(1, 1 << 20, 1)).await;
+    let (bi, b) = create_open(&c, c.root(), b"on-ost0", Layout::plain(1, 1 << 20, 0)).await;
+    for (f, n) in [(&a, 5u8), (&b, 6)] {
+        c.write(f, 0, Bytes::from(pattern(100_000, n)))
+            .await
+            .expect("write");
+        c.fsync(f).await.expect("fsync");
+    }
+    cluster.stop_ost(1).await;
+    // Closed together: one batch holds both.
+    let (ra, rb) = futures::join!(c.release(&a), c.release(&b));
+    ra.expect("close a");
+    rb.expect("close b");
+    let t0 = std::time::Instant::now();
+    while !size_settled(&cluster, bi.attr.fid) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(15),
+            "the size of the file on the running OST waited for the stopped one"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        !size_settled(&cluster, ai.attr.fid),
+        "a size settled while its OST was stopped"
+    );
+    cluster.start_ost(1).await.expect("restart OST1");
+    let t0 = std::time::Instant::now();
+    loop {
+        // A stat of a file whose size is not exact queues it to be settled again.
+        let i = c.getattr(ai.attr.fid).await;
+        if size_settled(&cluster, ai.attr.fid) {
+            assert_eq!(i.expect("getattr").attr.size, 100_000);
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the size never settled after its OST came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        c.getattr(bi.attr.fid).await.expect("getattr").attr.size,
+        100_000
+    );
+    cluster.stop().await;
+}
