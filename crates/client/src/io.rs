@@ -24,7 +24,9 @@ use nacre_core::cksum::{
 };
 use nacre_core::layout::Pattern;
 use nacre_core::{Attr, Errno, Fid, Layout, OstLayout, StripeObject, TargetKind, TargetName};
-use nacre_rpc::msg::{BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant};
+use nacre_rpc::msg::{
+    BulkCksum, Cred, InodeInfo, MirrorOp, ObjAttr, Reply, Request, WriteGrant, ost_obj_lists,
+};
 use nacre_rpc::{Import, RpcError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -1275,26 +1277,28 @@ impl Client {
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(*o);
         }
-        let calls = by_ost.into_iter().map(|(ost, objs)| async move {
-            let imp = self.osc(ost)?;
-            let req = Request::OstGetattr {
-                objs: objs.iter().map(|o| o.fid).collect(),
-            };
-            let call = imp.call(&req, Bytes::new());
-            let r = if fail_fast {
-                self.unless_failing(ost, call)
-                    .await
-                    .ok_or(Errno::ENOTCONN)?
-            } else {
-                call.await
-            };
-            match r.map_err(rpc_errno)? {
-                (Reply::ObjAttrs(a), _) if a.len() == objs.len() => {
-                    Ok(objs.into_iter().zip(a).collect::<Vec<_>>())
+        let calls = ost_obj_lists(by_ost)
+            .into_iter()
+            .map(|(ost, objs)| async move {
+                let imp = self.osc(ost)?;
+                let req = Request::OstGetattr {
+                    objs: objs.iter().map(|o| o.fid).collect(),
+                };
+                let call = imp.call(&req, Bytes::new());
+                let r = if fail_fast {
+                    self.unless_failing(ost, call)
+                        .await
+                        .ok_or(Errno::ENOTCONN)?
+                } else {
+                    call.await
+                };
+                match r.map_err(rpc_errno)? {
+                    (Reply::ObjAttrs(a), _) if a.len() == objs.len() => {
+                        Ok(objs.into_iter().zip(a).collect::<Vec<_>>())
+                    }
+                    _ => Err(Errno::EPROTO),
                 }
-                _ => Err(Errno::EPROTO),
-            }
-        });
+            });
         let mut out = Vec::new();
         for r in join_all(calls).await {
             out.extend(r?);
@@ -1463,19 +1467,21 @@ impl Client {
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(o.fid);
         }
-        let calls = by_ost.into_iter().map(|(ost, objs)| async move {
-            let imp = self.osc(ost).map_err(|e| (ost, e))?;
-            let req = Request::OstSync { objs };
-            let call = imp.call(&req, Bytes::new());
-            let r = if mirrored {
-                self.unless_failing(ost, call)
-                    .await
-                    .unwrap_or(Err(RpcError::Errno(Errno::ENOTCONN)))
-            } else {
-                call.await
-            };
-            r.map(|_| ()).map_err(|e| (ost, rpc_errno(e)))
-        });
+        let calls = ost_obj_lists(by_ost)
+            .into_iter()
+            .map(|(ost, objs)| async move {
+                let imp = self.osc(ost).map_err(|e| (ost, e))?;
+                let req = Request::OstSync { objs };
+                let call = imp.call(&req, Bytes::new());
+                let r = if mirrored {
+                    self.unless_failing(ost, call)
+                        .await
+                        .unwrap_or(Err(RpcError::Errno(Errno::ENOTCONN)))
+                } else {
+                    call.await
+                };
+                r.map(|_| ()).map_err(|e| (ost, rpc_errno(e)))
+            });
         let failed: Vec<(u32, Errno)> = join_all(calls)
             .await
             .into_iter()

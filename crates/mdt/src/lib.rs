@@ -1116,7 +1116,7 @@ impl Mdt {
         for o in layout.objects() {
             by_ost.entry(o.ost_idx).or_default().push(o.fid);
         }
-        for (ost, objs) in by_ost {
+        for (ost, objs) in nacre_rpc::msg::ost_obj_lists(by_ost) {
             let osp = self.lod.osp(ost).ok_or(Errno::EIO)?;
             match osp
                 .import

@@ -537,13 +537,16 @@ impl Osp {
         Ok(failed)
     }
 
-    /// Destroys objects on the OST (missing objects count as destroyed).
+    /// Destroys objects on the OST (missing objects count as destroyed), in requests of
+    /// at most [`nacre_rpc::msg::OST_OBJS_MAX`].
     pub async fn destroy(&self, objs: Vec<Fid>) -> Result<(), Errno> {
-        self.import
-            .call(&Request::OstDestroy { objs }, Default::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.errno())
+        for (_, objs) in nacre_rpc::msg::ost_obj_lists([(self.ost_idx, objs)]) {
+            self.import
+                .call(&Request::OstDestroy { objs }, Default::default())
+                .await
+                .map_err(|e| e.errno())?;
+        }
+        Ok(())
     }
 }
 

@@ -23,7 +23,7 @@
 use crate::{Mdt, dom, mdd};
 use bytes::Bytes;
 use nacre_core::{Errno, Fid, Layout, Timespec};
-use nacre_rpc::msg::{ObjAttr, Reply, Request};
+use nacre_rpc::msg::{ObjAttr, Reply, Request, ost_obj_lists};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -227,7 +227,7 @@ impl Mdt {
     }
 
     /// Makes the objects of `files` durable and sizes each file from them: one request
-    /// per OST and one blocking call for the DoM objects. `None` for a file an OST or its
+    /// per OST (per [`nacre_rpc::msg::OST_OBJS_MAX`] objects) and one blocking call for the DoM objects. `None` for a file an OST or its
     /// DoM object could not answer for.
     async fn sync_and_size(&self, files: &[(Fid, u64, Layout)]) -> Vec<Option<Sized>> {
         let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
@@ -236,12 +236,14 @@ impl Mdt {
                 by_ost.entry(o.ost_idx).or_default().push(o.fid);
             }
         }
-        let asks = by_ost.into_iter().map(|(ost, objs)| async move {
-            let r = tokio::time::timeout(SETTLE_OST_WAIT, self.sync_getattr(ost, &objs))
-                .await
-                .unwrap_or(Err(Errno::ETIMEDOUT));
-            (ost, objs, r)
-        });
+        let asks = ost_obj_lists(by_ost)
+            .into_iter()
+            .map(|(ost, objs)| async move {
+                let r = tokio::time::timeout(SETTLE_OST_WAIT, self.sync_getattr(ost, &objs))
+                    .await
+                    .unwrap_or(Err(Errno::ETIMEDOUT));
+                (ost, objs, r)
+            });
         let mut found: HashMap<(u32, Fid), ObjAttr> = HashMap::new();
         let mut failed: HashSet<u32> = HashSet::new();
         for (ost, objs, r) in futures::future::join_all(asks).await {

@@ -492,6 +492,9 @@ impl Service for Ost {
         bulk: Bytes,
     ) -> Result<(Reply, Bytes), Errno> {
         self.health().ensure()?;
+        if !req.objects_within_bounds() {
+            return Err(Errno::EINVAL);
+        }
         let r = self.clone().recovery_or_dispatch(ctx, req, bulk).await;
         if let Err(e) = r {
             // A storage error may mean the storage is going.

@@ -712,6 +712,29 @@ pub const OST_MAX_PRECREATE: u32 = 20_000;
 /// has precreated and not handed out.
 pub const ORPHAN_CLEANUP_MAX: u32 = OST_MAX_PRECREATE;
 
+/// The most objects one object-list request to an OST names ([`Request::OstGetattr`],
+/// [`Request::OstSync`], [`Request::OstSyncGetattr`], [`Request::OstDestroy`]): an OST
+/// refuses a longer list with EINVAL, so one request cannot hold its I/O thread for
+/// millions of objects (a 16 MiB body holds a million FIDs). Twice a layout's stripes
+/// ([`nacre_core::layout::MAX_STRIPE_COUNT`]); senders split longer lists with
+/// [`ost_obj_lists`].
+pub const OST_OBJS_MAX: usize = 4096;
+
+/// Each OST's objects in lists of at most [`OST_OBJS_MAX`], one per request, in order.
+pub fn ost_obj_lists<T: Clone>(
+    by_ost: impl IntoIterator<Item = (u32, Vec<T>)>,
+) -> Vec<(u32, Vec<T>)> {
+    let mut out = Vec::new();
+    for (ost, objs) in by_ost {
+        if objs.len() <= OST_OBJS_MAX {
+            out.push((ost, objs));
+        } else {
+            out.extend(objs.chunks(OST_OBJS_MAX).map(|c| (ost, c.to_vec())));
+        }
+    }
+    out
+}
+
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
 /// closes).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1292,6 +1315,20 @@ impl Request {
     }
 }
 
+impl Request {
+    /// Whether an object-list request names at most [`OST_OBJS_MAX`] objects (other
+    /// requests bound their lists elsewhere).
+    pub fn objects_within_bounds(&self) -> bool {
+        match self {
+            Request::OstGetattr { objs }
+            | Request::OstSync { objs }
+            | Request::OstSyncGetattr { objs }
+            | Request::OstDestroy { objs } => objs.len() <= OST_OBJS_MAX,
+            _ => true,
+        }
+    }
+}
+
 /// Body encoding: postcard. Our types encode into a `Vec` without error unless a
 /// `Serialize` impl refuses its value; that is a defect, reported as EPROTO and logged,
 /// never sent as an empty body.
@@ -1309,6 +1346,39 @@ pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, postcard::Error>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_lists_past_the_bound_are_split_in_order_and_refused_whole() {
+        let fids: Vec<Fid> = (0..OST_OBJS_MAX as u32 * 2 + 3)
+            .map(|i| Fid::new(0x100000000, i + 1, 0))
+            .collect();
+        let lists = ost_obj_lists([(3, fids.clone()), (1, vec![fids[0]])]);
+        let sizes: Vec<(u32, usize)> = lists.iter().map(|(o, l)| (*o, l.len())).collect();
+        assert_eq!(
+            sizes,
+            [(3, OST_OBJS_MAX), (3, OST_OBJS_MAX), (3, 3), (1, 1)]
+        );
+        let rejoined: Vec<Fid> = lists[..3].iter().flat_map(|(_, l)| l.clone()).collect();
+        assert_eq!(rejoined, fids);
+        assert!(
+            lists.iter().all(|(_, objs)| {
+                Request::OstSync { objs: objs.clone() }.objects_within_bounds()
+            })
+        );
+        let long = fids[..=OST_OBJS_MAX].to_vec();
+        for req in [
+            Request::OstGetattr { objs: long.clone() },
+            Request::OstSync { objs: long.clone() },
+            Request::OstSyncGetattr { objs: long.clone() },
+            Request::OstDestroy { objs: long },
+        ] {
+            assert!(
+                !req.objects_within_bounds(),
+                "{}",
+                Request::op_name(req.opcode())
+            );
+        }
+    }
 
     #[test]
     fn requests_round_trip() {

@@ -718,3 +718,69 @@ async fn hand_crafted_requests_get_errors_and_leave_the_file_system_clean() {
     let rep = nacre::check::check_local(dir.path()).expect("check");
     assert!(rep.is_clean(), "{}", rep.summary());
 }
+
+/// An object list longer than `OST_OBJS_MAX` is refused whole with EINVAL before the OST
+/// touches an object; a list at the bound is answered for every object; and a file's
+/// sync and glimpse still work (its senders split longer lists).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_lists_past_the_bound_are_refused_and_lists_at_it_answered() {
+    use nacre_rpc::msg::{OST_OBJS_MAX, Reply};
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "boundfs", 1, 1).await;
+    let c = mount(&cluster).await;
+    let (_, fh) = create_open(&c, c.root(), b"f", Layout::plain(1, 65536, -1)).await;
+    c.write(&fh, 0, Bytes::from(pattern(8192, 3)))
+        .await
+        .expect("write");
+    c.fsync(&fh).await.expect("fsync");
+    let ost = c.config().osts[0].addr.clone();
+    let conn = Conn::connect(
+        &ost,
+        &ConnConfig {
+            fsname: "boundfs".into(),
+            client: "bounds".into(),
+            key: cluster.key.client_key(),
+            max_in_flight: 8,
+            timeout: ANSWER_BOUND,
+        },
+    )
+    .await
+    .expect("the client key connects");
+    let made_up = |n: usize| -> Vec<Fid> {
+        (0..n as u32)
+            .map(|i| Fid::new(0x2_8000_0400, i + 1, 0))
+            .collect()
+    };
+    for objs in [made_up(OST_OBJS_MAX + 1), made_up(1 << 20)] {
+        for req in [
+            Request::OstGetattr { objs: objs.clone() },
+            Request::OstSync { objs: objs.clone() },
+            Request::OstSyncGetattr { objs: objs.clone() },
+        ] {
+            let name = Request::op_name(req.opcode());
+            let r = tokio::time::timeout(ANSWER_BOUND, conn.call(&req, Bytes::new()))
+                .await
+                .unwrap_or_else(|_| panic!("{name} of {} objects: no answer", objs.len()));
+            assert!(
+                matches!(r, Err(RpcError::Errno(nacre_core::Errno::EINVAL))),
+                "{name} of {} objects: {:?}",
+                objs.len(),
+                r.map(|(reply, _)| format!("{reply:?}").len())
+            );
+        }
+    }
+    let at_bound = made_up(OST_OBJS_MAX);
+    let r = conn
+        .call(&Request::OstGetattr { objs: at_bound }, Bytes::new())
+        .await
+        .expect("a list at the bound is served");
+    assert!(
+        matches!(&r.0, Reply::ObjAttrs(a) if a.len() == OST_OBJS_MAX),
+        "{:?}",
+        format!("{:?}", r.0).len()
+    );
+    // The OST still serves the file.
+    let back = c.read(&fh, 0, 8192).await.expect("read");
+    assert_eq!(&back[..], &pattern(8192, 3)[..]);
+    c.release(&fh).await.expect("close");
+}
