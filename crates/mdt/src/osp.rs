@@ -503,13 +503,16 @@ impl Osp {
         }
     }
 
-    /// Gives objects on the OST a new owner (a chown of their file).
+    /// Gives objects on the OST a new owner (a chown of their file), in requests of at
+    /// most [`nacre_rpc::msg::OST_OBJS_MAX`].
     pub async fn set_owner(&self, objs: Vec<Fid>, uid: u32, gid: u32) -> Result<(), Errno> {
-        self.import
-            .call(&Request::OstSetOwner { objs, uid, gid }, Default::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.errno())
+        for (_, objs) in nacre_rpc::msg::ost_obj_lists([(self.ost_idx, objs)]) {
+            self.import
+                .call(&Request::OstSetOwner { objs, uid, gid }, Default::default())
+                .await
+                .map_err(|e| e.errno())?;
+        }
+        Ok(())
     }
 
     /// Points objects at the file and stripe that now hold them, with their component's

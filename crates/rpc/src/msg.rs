@@ -713,7 +713,8 @@ pub const OST_MAX_PRECREATE: u32 = 20_000;
 pub const ORPHAN_CLEANUP_MAX: u32 = OST_MAX_PRECREATE;
 
 /// The most objects one object-list request to an OST names ([`Request::OstGetattr`],
-/// [`Request::OstSync`], [`Request::OstSyncGetattr`], [`Request::OstDestroy`]): an OST
+/// [`Request::OstSync`], [`Request::OstSyncGetattr`], [`Request::OstDestroy`],
+/// [`Request::OstSetOwner`]): an OST
 /// refuses a longer list with EINVAL, so one request cannot hold its I/O thread for
 /// millions of objects (a 16 MiB body holds a million FIDs). Twice a layout's stripes
 /// ([`nacre_core::layout::MAX_STRIPE_COUNT`]); senders split longer lists with
@@ -1323,7 +1324,8 @@ impl Request {
             Request::OstGetattr { objs }
             | Request::OstSync { objs }
             | Request::OstSyncGetattr { objs }
-            | Request::OstDestroy { objs } => objs.len() <= OST_OBJS_MAX,
+            | Request::OstDestroy { objs }
+            | Request::OstSetOwner { objs, .. } => objs.len() <= OST_OBJS_MAX,
             _ => true,
         }
     }
@@ -1370,7 +1372,12 @@ mod tests {
             Request::OstGetattr { objs: long.clone() },
             Request::OstSync { objs: long.clone() },
             Request::OstSyncGetattr { objs: long.clone() },
-            Request::OstDestroy { objs: long },
+            Request::OstDestroy { objs: long.clone() },
+            Request::OstSetOwner {
+                objs: long,
+                uid: 0,
+                gid: 0,
+            },
         ] {
             assert!(
                 !req.objects_within_bounds(),
