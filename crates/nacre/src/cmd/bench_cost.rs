@@ -115,7 +115,22 @@ pub fn ratio(cells: &[Cell], case: &str, op: &str) -> Option<f64> {
 
 /// Prints one line per case and operation: the means with the feature on and off and
 /// their ratio, beside `goal` (the lowest acceptable on/off) when there is one.
-pub fn print_table(cells: &[Cell], cases: &[String], ops: &[&str], unit: &str, goal: Option<f64>) {
+/// A ratio an issue asks of some operations (the others are shown without a verdict).
+#[derive(Clone, Copy, Debug)]
+pub struct Goal<'a> {
+    /// The lowest on/off ratio that meets it.
+    pub ratio: f64,
+    /// The operations it is for.
+    pub ops: &'a [&'a str],
+}
+
+pub fn print_table(
+    cells: &[Cell],
+    cases: &[String],
+    ops: &[&str],
+    unit: &str,
+    goal: Option<Goal<'_>>,
+) {
     println!(
         "{:<10} {:<8} {:>14} {:>14} {:>8}  {}",
         "case",
@@ -134,16 +149,21 @@ pub fn print_table(cells: &[Cell], cases: &[String], ops: &[&str], unit: &str, g
                 continue;
             };
             let r = ratio(cells, case, op);
-            let verdict = match (goal, r) {
-                (Some(g), Some(r)) if r >= g => format!(">= {g:.2}x: met"),
-                (Some(g), Some(_)) => format!(">= {g:.2}x: NOT met"),
-                _ => String::new(),
-            };
+            let verdict = verdict(goal, op, r);
             println!(
                 "{case:<10} {op:<8} {on:>14.1} {off:>14.1} {:>8}  {verdict}",
                 r.map_or("-".into(), |r| format!("{r:.3}x"))
             );
         }
+    }
+}
+
+/// What a table row says of `goal`: nothing for an operation it is not for.
+fn verdict(goal: Option<Goal<'_>>, op: &str, ratio: Option<f64>) -> String {
+    match (goal.filter(|g| g.ops.contains(&op)), ratio) {
+        (Some(g), Some(r)) if r >= g.ratio => format!(">= {:.2}x: met", g.ratio),
+        (Some(g), Some(_)) => format!(">= {:.2}x: NOT met", g.ratio),
+        _ => String::new(),
     }
 }
 
@@ -184,6 +204,19 @@ pub fn warm_up(env: &RunEnv<'_>, dir: &Path, c: &CostArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_goal_judges_only_its_own_operations() {
+        let g = Goal {
+            ratio: 0.95,
+            ops: &["create"],
+        };
+        assert_eq!(verdict(Some(g), "create", Some(0.96)), ">= 0.95x: met");
+        assert_eq!(verdict(Some(g), "create", Some(0.90)), ">= 0.95x: NOT met");
+        assert_eq!(verdict(Some(g), "remove", Some(0.50)), "");
+        assert_eq!(verdict(Some(g), "create", None), "");
+        assert_eq!(verdict(None, "create", Some(0.5)), "");
+    }
 
     fn cell(case: &str, on: bool, rate: f64) -> Cell {
         Cell {
