@@ -16,6 +16,57 @@ use crate::layout::{
 /// `LOV_MAXPOOLNAME`.
 pub const MAX_POOL_NAME: usize = 15;
 
+/// The most bytes a layout may take as Lustre stores it (its LOV EA): ldiskfs keeps it in
+/// an xattr, which holds at most `XATTR_SIZE_MAX`. One component of 2,000 stripes takes
+/// 48,112; the bound keeps a client from making a file of a million components.
+pub const MAX_LAYOUT_BYTES: usize = 65536;
+/// `lov_comp_md_v1`, `lov_comp_md_entry_v1`, `lov_mds_md_v1`, `lov_mds_md_v3` (with a
+/// pool name) and `lov_ost_data_v1`: the sizes `lov_comp_md_size` adds up.
+const LCM_BYTES: usize = 32;
+const LCME_BYTES: usize = 48;
+const LMM_V1_BYTES: usize = 32;
+const LMM_V3_BYTES: usize = 48;
+const LOST_DATA_BYTES: usize = 24;
+
+/// Bytes of `layout`'s LOV EA once every component is instantiated
+/// (`lov_comp_md_size`): a component counts the objects it has, or else the stripes it
+/// asks for, every OST `ctx` knows for -1 (1 when unknown), the default 1 for 0, at most
+/// the OSTs `ctx` knows (the MDT gives no more).
+pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
+    let osts = ctx.osts.as_ref().map(Vec::len);
+    let stripes = |c: &Component| -> usize {
+        if c.pattern == Pattern::Mdt {
+            return 0;
+        }
+        if !c.objects.is_empty() {
+            return c.objects.len();
+        }
+        if !c.ost_list.is_empty() {
+            return c.ost_list.len();
+        }
+        let asked = match c.stripe_count {
+            STRIPE_COUNT_ALL => osts.unwrap_or(1),
+            n => usize::try_from(n).unwrap_or(0).max(1),
+        };
+        osts.map_or(asked, |n| asked.min(n.max(1)))
+    };
+    let one = |c: &Component| -> usize {
+        let lmm = if c.pool.is_empty() {
+            LMM_V1_BYTES
+        } else {
+            LMM_V3_BYTES
+        };
+        lmm + stripes(c).saturating_mul(LOST_DATA_BYTES)
+    };
+    if !layout.composite {
+        return layout.components.iter().map(one).sum();
+    }
+    layout
+        .components
+        .iter()
+        .fold(LCM_BYTES, |n, c| n.saturating_add(LCME_BYTES + one(c)))
+}
+
 /// What [`validate`] knows about the file system.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LayoutCtx {
@@ -115,6 +166,10 @@ pub enum LayoutError {
     MirrorDom { comp: usize },
     #[error("component {comp}: mirror {mirror} ends at {end}; every mirror must extend to EOF")]
     IncompleteMirror { comp: usize, mirror: u32, end: u64 },
+    #[error(
+        "the layout takes {bytes} bytes as Lustre stores it, over the {MAX_LAYOUT_BYTES}-byte limit (fewer components or stripes)"
+    )]
+    TooLarge { bytes: usize },
     #[error(transparent)]
     Ec(#[from] crate::ec::EcError),
 }
@@ -124,6 +179,8 @@ impl LayoutError {
     pub fn errno(&self) -> Errno {
         match self {
             LayoutError::MirrorDom { .. } => Errno::ENOTSUP,
+            // What setxattr answers for a value over `XATTR_SIZE_MAX`.
+            LayoutError::TooLarge { .. } => Errno::E2BIG,
             _ => Errno::EINVAL,
         }
     }
@@ -145,6 +202,11 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
     let comps = &layout.components;
     if comps.is_empty() {
         return Err(LayoutError::NoComponents);
+    }
+    // First, so a huge layout costs no more than this sum.
+    let bytes = lov_ea_size(layout, ctx);
+    if bytes > MAX_LAYOUT_BYTES {
+        return Err(LayoutError::TooLarge { bytes });
     }
     if !layout.composite {
         let c = &comps[0];
@@ -388,4 +450,67 @@ fn check_raid0(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `count` components of 64 KiB each (the last to EOF), `stripes` stripes each.
+    fn many(count: u64, stripes: i32) -> Layout {
+        Layout::composite(
+            (0..count)
+                .map(|i| {
+                    let end = if i + 1 == count {
+                        EOF
+                    } else {
+                        (i + 1) * u64::from(MIN_STRIPE_SIZE)
+                    };
+                    Component::raid0(
+                        i * u64::from(MIN_STRIPE_SIZE),
+                        end,
+                        stripes,
+                        MIN_STRIPE_SIZE,
+                        -1,
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_layout_lustre_could_not_store_is_refused_with_e2big() {
+        let ctx = LayoutCtx::with_ost_count(4);
+        // Lustre's sizes: a header, then an entry and a lov_mds_md with its objects each.
+        assert_eq!(lov_ea_size(&Layout::plain(1, 1 << 20, -1), &ctx), 32 + 24);
+        assert_eq!(lov_ea_size(&many(2, -1), &ctx), 32 + 2 * (48 + 32 + 4 * 24));
+        // A stripe count over the OSTs gets every OST, so it counts as their number.
+        assert_eq!(
+            lov_ea_size(&many(2, 2000), &ctx),
+            lov_ea_size(&many(2, -1), &ctx)
+        );
+        let big = LayoutCtx::with_ost_count(2000);
+        assert_eq!(
+            lov_ea_size(&Layout::plain(-1, 1 << 20, -1), &big),
+            32 + 2000 * 24
+        );
+        assert_eq!(validate(&many(1, 2000), &big), Ok(()));
+        // Two components of 2,000 stripes, or a thousand components, do not fit.
+        let e = validate(&many(2, 2000), &big).expect_err("too large");
+        assert_eq!(
+            e,
+            LayoutError::TooLarge {
+                bytes: 32 + 2 * (48 + 32 + 2000 * 24)
+            }
+        );
+        assert_eq!(e.errno(), Errno::E2BIG);
+        // 4 stripes: 176 bytes a component, so 372 fit and 373 do not.
+        assert_eq!(validate(&many(372, -1), &ctx), Ok(()));
+        assert!(matches!(
+            validate(&many(373, -1), &ctx),
+            Err(LayoutError::TooLarge { .. })
+        ));
+        // Without the OST count (a client's own check), -1 counts one stripe.
+        assert!(validate(&many(100_000, 1), &LayoutCtx::default()).is_err());
+    }
 }

@@ -784,3 +784,62 @@ async fn object_lists_past_the_bound_are_refused_and_lists_at_it_answered() {
     assert_eq!(&back[..], &pattern(8192, 3)[..]);
     c.release(&fh).await.expect("close");
 }
+
+/// A layout Lustre could not store (its LOV EA over 64 KiB) is refused by the MDT with
+/// E2BIG, whoever skipped `lfs`'s own check: a create with thousands of components, and
+/// one that fits just under the bound is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_too_large_to_store_is_refused_by_the_mdt() {
+    use nacre_core::layout::{Component, EOF, MIN_STRIPE_SIZE};
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = start(dir.path(), "bigfs", 1, 2).await;
+    let c = mount(&cluster).await;
+    let cred = Cred::root();
+    let many = |count: u64| {
+        Layout::composite(
+            (0..count)
+                .map(|i| {
+                    let end = if i + 1 == count {
+                        EOF
+                    } else {
+                        (i + 1) * u64::from(MIN_STRIPE_SIZE)
+                    };
+                    Component::raid0(i * u64::from(MIN_STRIPE_SIZE), end, 1, MIN_STRIPE_SIZE, -1)
+                })
+                .collect(),
+        )
+    };
+    let create = |name: &'static [u8], layout: Layout| {
+        let c = &c;
+        let cred = &cred;
+        async move {
+            c.create(
+                c.root(),
+                name,
+                libc::S_IFREG | 0o644,
+                0,
+                cred,
+                None,
+                nacre_rpc::msg::LayoutRequest::Explicit(layout),
+                None,
+                false,
+            )
+            .await
+        }
+    };
+    // 104 bytes a one-stripe component: 629 fit in 64 KiB, 630 do not.
+    assert_eq!(
+        create(b"huge", many(5000)).await.err(),
+        Some(nacre_core::Errno::E2BIG)
+    );
+    assert_eq!(
+        create(b"over", many(630)).await.err(),
+        Some(nacre_core::Errno::E2BIG)
+    );
+    let (made, _) = create(b"fits", many(629))
+        .await
+        .expect("a layout that fits");
+    let l = made.layout.expect("layout");
+    assert_eq!(l.components.len(), 629);
+    assert!(c.lookup(c.root(), b"huge", &cred).await.is_err());
+}
