@@ -29,11 +29,12 @@ const LMM_V3_BYTES: usize = 48;
 const LOST_DATA_BYTES: usize = 24;
 
 /// Bytes of `layout`'s LOV EA once every component is instantiated
-/// (`lov_comp_md_size`): a component counts the objects it has, or else the stripes it
-/// asks for, every OST `ctx` knows for -1 (1 when unknown), the default 1 for 0, at most
-/// the OSTs `ctx` knows (the MDT gives no more).
+/// (`lov_comp_md_size`): a component counts the objects it has, or its OST list, or else
+/// the stripes it asks for: every OST `ctx` knows for -1, the default 1 for 0, and at
+/// most the OSTs `ctx` knows (the MDT gives no more). Without the OST count, one stripe:
+/// the fewest the MDT could give, so no layout a file system accepts is refused in itself.
 pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
-    let osts = ctx.osts.as_ref().map(Vec::len);
+    let osts = ctx.osts.as_ref().map_or(1, Vec::len);
     let stripes = |c: &Component| -> usize {
         if c.pattern == Pattern::Mdt {
             return 0;
@@ -45,10 +46,10 @@ pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
             return c.ost_list.len();
         }
         let asked = match c.stripe_count {
-            STRIPE_COUNT_ALL => osts.unwrap_or(1),
+            STRIPE_COUNT_ALL => osts,
             n => usize::try_from(n).unwrap_or(0).max(1),
         };
-        osts.map_or(asked, |n| asked.min(n.max(1)))
+        asked.min(osts.max(1))
     };
     let one = |c: &Component| -> usize {
         let lmm = if c.pool.is_empty() {
@@ -56,15 +57,19 @@ pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
         } else {
             LMM_V3_BYTES
         };
-        lmm + stripes(c).saturating_mul(LOST_DATA_BYTES)
+        stripes(c)
+            .saturating_mul(LOST_DATA_BYTES)
+            .saturating_add(lmm)
     };
     if !layout.composite {
-        return layout.components.iter().map(one).sum();
+        return layout
+            .components
+            .iter()
+            .fold(0, |n: usize, c| n.saturating_add(one(c)));
     }
-    layout
-        .components
-        .iter()
-        .fold(LCM_BYTES, |n, c| n.saturating_add(LCME_BYTES + one(c)))
+    layout.components.iter().fold(LCM_BYTES, |n, c| {
+        n.saturating_add(LCME_BYTES).saturating_add(one(c))
+    })
 }
 
 /// What [`validate`] knows about the file system.
@@ -510,7 +515,12 @@ mod tests {
             validate(&many(373, -1), &ctx),
             Err(LayoutError::TooLarge { .. })
         ));
-        // Without the OST count (a client's own check), -1 counts one stripe.
+        // Without the OST count (a client's own check) every component counts one
+        // stripe, the fewest the MDT could give: what a file system accepts, the check
+        // of the layout in itself accepts too.
+        assert_eq!(validate(&many(2, 2000), &LayoutCtx::default()), Ok(()));
+        assert_eq!(validate(&many(629, 2000), &LayoutCtx::default()), Ok(()));
+        assert!(validate(&many(630, 1), &LayoutCtx::default()).is_err());
         assert!(validate(&many(100_000, 1), &LayoutCtx::default()).is_err());
     }
 }
