@@ -1273,11 +1273,7 @@ impl Client {
         layout: &Layout,
         fail_fast: bool,
     ) -> Result<Vec<(StripeObject, Option<ObjAttr>)>, Errno> {
-        let mut by_ost: BTreeMap<u32, Vec<StripeObject>> = BTreeMap::new();
-        for o in layout.objects() {
-            by_ost.entry(o.ost_idx).or_default().push(*o);
-        }
-        let calls = ost_obj_lists(by_ost)
+        let calls = ost_obj_lists(layout.objects().map(|o| (o.ost_idx, *o)))
             .into_iter()
             .map(|(ost, objs)| async move {
                 let imp = self.osc(ost)?;
@@ -1463,11 +1459,7 @@ impl Client {
     /// instead (their copy may not be durable), as long as another mirror is synced.
     pub async fn sync_ost_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
         let mirrored = layout.is_mirrored();
-        let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
-        for o in layout.objects() {
-            by_ost.entry(o.ost_idx).or_default().push(o.fid);
-        }
-        let calls = ost_obj_lists(by_ost)
+        let calls = ost_obj_lists(layout.objects().map(|o| (o.ost_idx, o.fid)))
             .into_iter()
             .map(|(ost, objs)| async move {
                 let imp = self.osc(ost).map_err(|e| (ost, e))?;

@@ -11,6 +11,7 @@
 //! the owning group's entry when there is no mask), so a chmod changes the ACL too.
 
 use crate::Errno;
+use crate::attr::XATTR_SIZE_MAX;
 
 pub const XATTR_ACCESS: &[u8] = b"system.posix_acl_access";
 pub const XATTR_DEFAULT: &[u8] = b"system.posix_acl_default";
@@ -19,8 +20,8 @@ pub const XATTR_DEFAULT: &[u8] = b"system.posix_acl_default";
 const VERSION: u32 = 2;
 const HEADER: usize = 4;
 const ENTRY: usize = 8;
-/// Entries an ACL may have: what an xattr of `XATTR_SIZE_MAX` (64 KiB) holds.
-pub const MAX_ENTRIES: usize = (65536 - HEADER) / ENTRY;
+/// Entries an ACL may have: what an xattr of [`XATTR_SIZE_MAX`] holds.
+pub const MAX_ENTRIES: usize = (XATTR_SIZE_MAX - HEADER) / ENTRY;
 
 pub const USER_OBJ: u16 = 0x01;
 pub const USER: u16 = 0x02;

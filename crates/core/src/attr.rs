@@ -3,6 +3,10 @@
 use crate::fid::Fid;
 use serde::{Deserialize, Serialize};
 
+/// `XATTR_SIZE_MAX`: the largest xattr value Linux takes, and so the largest ACL and the
+/// largest layout Lustre can store (ldiskfs keeps both in xattrs).
+pub const XATTR_SIZE_MAX: usize = 65536;
+
 /// Seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Timespec {

@@ -7,6 +7,7 @@
 //! `lod.*.dom_stripesize` is cut to it), these rules accept and the MDT adjusts.
 
 use crate::Errno;
+use crate::attr::XATTR_SIZE_MAX;
 pub use crate::layout::mirror_id_of;
 use crate::layout::{
     Component, EOF, LCME_FL_INIT, Layout, MAX_DOM_SIZE, MAX_MIRROR_COUNT, MAX_STRIPE_COUNT,
@@ -17,9 +18,9 @@ use crate::layout::{
 pub const MAX_POOL_NAME: usize = 15;
 
 /// The most bytes a layout may take as Lustre stores it (its LOV EA): ldiskfs keeps it in
-/// an xattr, which holds at most `XATTR_SIZE_MAX`. One component of 2,000 stripes takes
-/// 48,112; the bound keeps a client from making a file of a million components.
-pub const MAX_LAYOUT_BYTES: usize = 65536;
+/// an xattr. One component of 2,000 stripes takes 48,112; the bound keeps a client from
+/// making a file of a million components.
+pub const MAX_LAYOUT_BYTES: usize = XATTR_SIZE_MAX;
 /// `lov_comp_md_v1`, `lov_comp_md_entry_v1`, `lov_mds_md_v1`, `lov_mds_md_v3` (with a
 /// pool name) and `lov_ost_data_v1`: the sizes `lov_comp_md_size` adds up.
 const LCM_BYTES: usize = 32;
@@ -34,7 +35,7 @@ const LOST_DATA_BYTES: usize = 24;
 /// most the OSTs `ctx` knows (the MDT gives no more). Without the OST count, one stripe:
 /// the fewest the MDT could give, so no layout a file system accepts is refused in itself.
 pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
-    let osts = ctx.osts.as_ref().map_or(1, Vec::len);
+    let osts = ctx.osts.as_ref().map_or(1, |o| o.len().max(1));
     let stripes = |c: &Component| -> usize {
         if c.pattern == Pattern::Mdt {
             return 0;
@@ -49,7 +50,7 @@ pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
             STRIPE_COUNT_ALL => osts,
             n => usize::try_from(n).unwrap_or(0).max(1),
         };
-        asked.min(osts.max(1))
+        asked.min(osts)
     };
     let one = |c: &Component| -> usize {
         let lmm = if c.pool.is_empty() {

@@ -1112,11 +1112,8 @@ impl Mdt {
     /// Makes a layout's objects durable on their OSTs (one sync request per OST), and its
     /// DoM object here.
     async fn sync_objects(&self, fid: Fid, layout: &Layout) -> Result<(), Errno> {
-        let mut by_ost: std::collections::BTreeMap<u32, Vec<Fid>> = Default::default();
-        for o in layout.objects() {
-            by_ost.entry(o.ost_idx).or_default().push(o.fid);
-        }
-        for (ost, objs) in nacre_rpc::msg::ost_obj_lists(by_ost) {
+        let objs = layout.objects().map(|o| (o.ost_idx, o.fid));
+        for (ost, objs) in nacre_rpc::msg::ost_obj_lists(objs) {
             let osp = self.lod.osp(ost).ok_or(Errno::EIO)?;
             match osp
                 .import

@@ -19,8 +19,7 @@ use nacre_rpc::msg::{Cred, cap};
 pub const NAME_MAX: usize = 255;
 /// `XATTR_NAME_MAX`.
 pub const XATTR_NAME_MAX: usize = 255;
-/// `XATTR_SIZE_MAX`.
-pub const XATTR_SIZE_MAX: usize = 65536;
+pub use nacre_core::attr::XATTR_SIZE_MAX;
 /// Largest symlink target (`PATH_MAX`).
 pub const SYMLINK_MAX: usize = 4096;
 /// Hard links per inode (ldiskfs's limit with dir_nlink is 65000).

@@ -506,7 +506,8 @@ impl Osp {
     /// Gives objects on the OST a new owner (a chown of their file), in requests of at
     /// most [`nacre_rpc::msg::OST_OBJS_MAX`].
     pub async fn set_owner(&self, objs: Vec<Fid>, uid: u32, gid: u32) -> Result<(), Errno> {
-        for (_, objs) in nacre_rpc::msg::ost_obj_lists([(self.ost_idx, objs)]) {
+        let each = objs.into_iter().map(|o| (self.ost_idx, o));
+        for (_, objs) in nacre_rpc::msg::ost_obj_lists(each) {
             self.import
                 .call(&Request::OstSetOwner { objs, uid, gid }, Default::default())
                 .await
@@ -543,7 +544,8 @@ impl Osp {
     /// Destroys objects on the OST (missing objects count as destroyed), in requests of
     /// at most [`nacre_rpc::msg::OST_OBJS_MAX`].
     pub async fn destroy(&self, objs: Vec<Fid>) -> Result<(), Errno> {
-        for (_, objs) in nacre_rpc::msg::ost_obj_lists([(self.ost_idx, objs)]) {
+        let each = objs.into_iter().map(|o| (self.ost_idx, o));
+        for (_, objs) in nacre_rpc::msg::ost_obj_lists(each) {
             self.import
                 .call(&Request::OstDestroy { objs }, Default::default())
                 .await

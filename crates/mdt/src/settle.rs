@@ -25,7 +25,7 @@ use bytes::Bytes;
 use nacre_core::{Errno, Fid, Layout, Timespec};
 use nacre_rpc::msg::{ObjAttr, Reply, Request, ost_obj_lists};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, watch};
@@ -85,6 +85,10 @@ impl SettleQueue {
     fn len(&self) -> usize {
         self.queue.lock().len()
     }
+
+    fn is_empty(&self) -> bool {
+        self.queue.lock().is_empty()
+    }
 }
 
 /// The size, blocks and latest data change a settle records.
@@ -95,7 +99,7 @@ impl Mdt {
     pub(crate) async fn settle_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let slots = Arc::new(Semaphore::new(SETTLE_BATCHES_IN_FLIGHT));
         loop {
-            if self.settles.len() == 0 {
+            if self.settles.is_empty() {
                 tokio::select! {
                     () = self.settles.kick.notified() => {}
                     _ = shutdown.wait_for(|s| *s) => return,
@@ -227,16 +231,13 @@ impl Mdt {
     }
 
     /// Makes the objects of `files` durable and sizes each file from them: one request
-    /// per OST (per [`nacre_rpc::msg::OST_OBJS_MAX`] objects) and one blocking call for the DoM objects. `None` for a file an OST or its
-    /// DoM object could not answer for.
+    /// per OST (per [`nacre_rpc::msg::OST_OBJS_MAX`] objects) and one blocking call for
+    /// the DoM objects. `None` for a file an OST or its DoM object could not answer for.
     async fn sync_and_size(&self, files: &[(Fid, u64, Layout)]) -> Vec<Option<Sized>> {
-        let mut by_ost: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
-        for (_, _, layout) in files {
-            for o in layout.objects() {
-                by_ost.entry(o.ost_idx).or_default().push(o.fid);
-            }
-        }
-        let asks = ost_obj_lists(by_ost)
+        let objs = files
+            .iter()
+            .flat_map(|(_, _, l)| l.objects().map(|o| (o.ost_idx, o.fid)));
+        let asks = ost_obj_lists(objs)
             .into_iter()
             .map(|(ost, objs)| async move {
                 let r = tokio::time::timeout(SETTLE_OST_WAIT, self.sync_getattr(ost, &objs))
@@ -281,7 +282,11 @@ impl Mdt {
                     .collect())
             })
             .await
-            .unwrap_or_default()
+            .unwrap_or_else(|e| {
+                // None synced: their files are left to glimpses.
+                tracing::debug!(target: "mdt", "MDT{:04x}: DoM objects not synced for a settle: {e}", self.index);
+                HashSet::new()
+            })
         };
         files
             .iter()

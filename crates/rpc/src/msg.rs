@@ -714,26 +714,27 @@ pub const ORPHAN_CLEANUP_MAX: u32 = OST_MAX_PRECREATE;
 
 /// The most objects one object-list request to an OST names ([`Request::OstGetattr`],
 /// [`Request::OstSync`], [`Request::OstSyncGetattr`], [`Request::OstDestroy`],
-/// [`Request::OstSetOwner`]): an OST
-/// refuses a longer list with EINVAL, so one request cannot hold its I/O thread for
-/// millions of objects (a 16 MiB body holds a million FIDs). Twice a layout's stripes
-/// ([`nacre_core::layout::MAX_STRIPE_COUNT`]); senders split longer lists with
-/// [`ost_obj_lists`].
+/// [`Request::OstSetOwner`]): an OST refuses a longer list with EINVAL, so one request
+/// cannot hold its I/O thread for millions of objects (a 16 MiB body holds a million
+/// FIDs). Twice a layout's stripes ([`nacre_core::layout::MAX_STRIPE_COUNT`]); senders
+/// make their requests with [`ost_obj_lists`].
 pub const OST_OBJS_MAX: usize = 4096;
 
-/// Each OST's objects in lists of at most [`OST_OBJS_MAX`], one per request, in order.
-pub fn ost_obj_lists<T: Clone>(
-    by_ost: impl IntoIterator<Item = (u32, Vec<T>)>,
-) -> Vec<(u32, Vec<T>)> {
-    let mut out = Vec::new();
-    for (ost, objs) in by_ost {
-        if objs.len() <= OST_OBJS_MAX {
-            out.push((ost, objs));
-        } else {
-            out.extend(objs.chunks(OST_OBJS_MAX).map(|c| (ost, c.to_vec())));
+/// `objs` (each with its OST) as requests: by OST in index order, each OST's in the
+/// order given, at most [`OST_OBJS_MAX`] a request.
+pub fn ost_obj_lists<T>(objs: impl IntoIterator<Item = (u32, T)>) -> Vec<(u32, Vec<T>)> {
+    let mut by_ost: std::collections::BTreeMap<u32, Vec<Vec<T>>> = Default::default();
+    for (ost, o) in objs {
+        let lists = by_ost.entry(ost).or_default();
+        match lists.last_mut() {
+            Some(l) if l.len() < OST_OBJS_MAX => l.push(o),
+            _ => lists.push(vec![o]),
         }
     }
-    out
+    by_ost
+        .into_iter()
+        .flat_map(|(ost, lists)| lists.into_iter().map(move |l| (ost, l)))
+        .collect()
 }
 
 /// What [`Request::Mirror`] asks the MDT to do (Lustre's FLR layout intents and lease
@@ -1285,6 +1286,19 @@ impl Request {
         )
     }
 
+    /// Whether an object-list request names at most [`OST_OBJS_MAX`] objects (other
+    /// requests bound their lists elsewhere).
+    pub fn objects_within_bounds(&self) -> bool {
+        match self {
+            Request::OstGetattr { objs }
+            | Request::OstSync { objs }
+            | Request::OstSyncGetattr { objs }
+            | Request::OstDestroy { objs }
+            | Request::OstSetOwner { objs, .. } => objs.len() <= OST_OBJS_MAX,
+            _ => true,
+        }
+    }
+
     /// Safe to send again after a lost connection: running it twice has the effect of once.
     pub fn is_idempotent(&self) -> bool {
         if let Request::Tracked { .. } = self {
@@ -1316,21 +1330,6 @@ impl Request {
     }
 }
 
-impl Request {
-    /// Whether an object-list request names at most [`OST_OBJS_MAX`] objects (other
-    /// requests bound their lists elsewhere).
-    pub fn objects_within_bounds(&self) -> bool {
-        match self {
-            Request::OstGetattr { objs }
-            | Request::OstSync { objs }
-            | Request::OstSyncGetattr { objs }
-            | Request::OstDestroy { objs }
-            | Request::OstSetOwner { objs, .. } => objs.len() <= OST_OBJS_MAX,
-            _ => true,
-        }
-    }
-}
-
 /// Body encoding: postcard. Our types encode into a `Vec` without error unless a
 /// `Serialize` impl refuses its value; that is a defect, reported as EPROTO and logged,
 /// never sent as an empty body.
@@ -1354,13 +1353,17 @@ mod tests {
         let fids: Vec<Fid> = (0..OST_OBJS_MAX as u32 * 2 + 3)
             .map(|i| Fid::new(0x100000000, i + 1, 0))
             .collect();
-        let lists = ost_obj_lists([(3, fids.clone()), (1, vec![fids[0]])]);
+        let lists = ost_obj_lists(
+            fids.iter()
+                .map(|f| (3, *f))
+                .chain(std::iter::once((1, fids[0]))),
+        );
         let sizes: Vec<(u32, usize)> = lists.iter().map(|(o, l)| (*o, l.len())).collect();
         assert_eq!(
             sizes,
-            [(3, OST_OBJS_MAX), (3, OST_OBJS_MAX), (3, 3), (1, 1)]
+            [(1, 1), (3, OST_OBJS_MAX), (3, OST_OBJS_MAX), (3, 3)]
         );
-        let rejoined: Vec<Fid> = lists[..3].iter().flat_map(|(_, l)| l.clone()).collect();
+        let rejoined: Vec<Fid> = lists[1..].iter().flat_map(|(_, l)| l.clone()).collect();
         assert_eq!(rejoined, fids);
         assert!(
             lists.iter().all(|(_, objs)| {

@@ -113,8 +113,6 @@ pub fn ratio(cells: &[Cell], case: &str, op: &str) -> Option<f64> {
     }
 }
 
-/// Prints one line per case and operation: the means with the feature on and off and
-/// their ratio, beside `goal` (the lowest acceptable on/off) when there is one.
 /// A ratio an issue asks of some operations (the others are shown without a verdict).
 #[derive(Clone, Copy, Debug)]
 pub struct Goal<'a> {
@@ -124,6 +122,8 @@ pub struct Goal<'a> {
     pub ops: &'a [&'a str],
 }
 
+/// Prints one line per case and operation: the means with the feature on and off and
+/// their ratio, beside `goal`'s verdict for the operations it names.
 pub fn print_table(
     cells: &[Cell],
     cases: &[String],
