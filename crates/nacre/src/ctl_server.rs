@@ -538,9 +538,21 @@ impl CtlServer {
             }
             CtlRequest::MirrorSplit { path, id, new_file } => {
                 let f = resolve(c, &path).await?;
-                let victim = match new_file {
+                // A mirror the file does not have is refused before the new file is
+                // made, as Lustre's lfs looks first: a failed split leaves nothing behind.
+                let has_mirror = f
+                    .layout
+                    .as_ref()
+                    .is_some_and(|l| l.is_mirrored() && l.mirror_ids().contains(&id));
+                if !has_mirror {
+                    return Ok(CtlReply::err(
+                        Errno::EINVAL,
+                        format!("specified mirror with id {id} not found"),
+                    ));
+                }
+                let victim = match &new_file {
                     Some(nf) => {
-                        let (p, name) = resolve_parent(c, &nf).await?;
+                        let (p, name) = resolve_parent(c, nf).await?;
                         let (info, _) = c
                             .create(
                                 p.attr.fid,
@@ -554,13 +566,30 @@ impl CtlServer {
                                 true,
                             )
                             .await?;
-                        Some(info.attr.fid)
+                        Some((p.attr.fid, name, info.attr.fid))
                     }
                     None => None,
                 };
-                let info = c.mirror_split(f.attr.fid, id, victim).await?;
-                let mdt = c.mdt_of(&info.attr.fid);
-                CtlReply::Inode { info, mdt }
+                match c.mirror_split(f.attr.fid, id, victim.map(|v| v.2)).await {
+                    Ok(info) => {
+                        let mdt = c.mdt_of(&info.attr.fid);
+                        CtlReply::Inode { info, mdt }
+                    }
+                    Err(e) => {
+                        // The MDT refused (the last mirror in sync, a file open for
+                        // writing): the file made for the mirror goes again.
+                        if let Some((parent, name, _)) = victim
+                            && let Err(u) = c.unlink(parent, name, &Cred::root()).await
+                        {
+                            tracing::warn!(
+                                "lfs mirror split: {}: the split failed ({e}) and the new file \
+                                 it made could not be removed: {u}",
+                                String::from_utf8_lossy(name)
+                            );
+                        }
+                        return Err(e);
+                    }
+                }
             }
             CtlRequest::Mkdir {
                 path,

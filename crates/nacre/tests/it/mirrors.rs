@@ -610,6 +610,23 @@ fn lfs_mirror_resync_verify_read_write_extend_split() {
     // --stale marks the differing mirror stale; resync repairs it.
     let _ = run(&["lfs", "mirror", "verify", "--stale", fp]);
     assert_eq!(flags(&lfs(&["getstripe", fp])), vec!["init", "init,stale"]);
+    // A split the MDT refuses (mirror 1 is the only one in sync) and one of a mirror the
+    // file does not have fail and leave no new file behind.
+    for id in ["1", "9"] {
+        let err = fail(&["lfs", "mirror", "split", "--mirror-id", id, fp]);
+        let victim = format!("{fp}.mirror~{id}");
+        assert!(
+            !std::path::Path::new(&victim).exists(),
+            "a failed split left {victim}: {err}"
+        );
+        if id == "9" {
+            assert!(
+                err.contains("specified mirror with id 9 not found"),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(flags(&lfs(&["getstripe", fp])), vec!["init", "init,stale"]);
     lfs(&["mirror", "resync", fp]);
     lfs(&["mirror", "verify", fp]);
     assert!(std::fs::read(&f).expect("read") == data, "contents differ");
