@@ -276,6 +276,22 @@ fn ctl_cred(uid: u32, gid: u32) -> Cred {
 }
 
 /// The directory that would hold `rel`, and the name `rel` has in it.
+/// The first of `ids` that no component of `f` belongs to, as Lustre's `lfs mirror` looks
+/// before it acts.
+fn missing_mirror(f: &InodeInfo, ids: &[u32]) -> Option<u32> {
+    let have = f
+        .layout
+        .as_ref()
+        .map(|l| l.mirror_ids())
+        .unwrap_or_default();
+    ids.iter().copied().find(|id| !have.contains(id))
+}
+
+/// `lfs mirror read` and `write` of a mirror the file does not have, in Lustre's words.
+fn no_such_mirror(id: u32) -> CtlReply {
+    CtlReply::err(Errno::EINVAL, format!("cannot find mirror with ID {id}"))
+}
+
 async fn resolve_parent<'a>(
     client: &Client,
     rel: &'a Path,
@@ -510,10 +526,22 @@ impl CtlServer {
             }
             CtlRequest::MirrorResync { path, only } => {
                 let f = resolve(c, &path).await?;
+                if let Some(id) = missing_mirror(&f, &only) {
+                    return Ok(CtlReply::err(
+                        Errno::EINVAL,
+                        format!("invalid specified mirror id: {id}"),
+                    ));
+                }
                 CtlReply::Resynced(c.mirror_resync(f.attr.fid, &only).await?)
             }
             CtlRequest::MirrorVerify { path, only, stale } => {
                 let f = resolve(c, &path).await?;
+                if let Some(id) = missing_mirror(&f, &only) {
+                    return Ok(CtlReply::err(
+                        Errno::EINVAL,
+                        format!("invalid specified mirror id: {id}"),
+                    ));
+                }
                 let v = c.mirror_verify(f.attr.fid, &only).await?;
                 if stale {
                     c.mark_disagreeing_stale(f.attr.fid, &v).await?;
@@ -522,11 +550,17 @@ impl CtlServer {
             }
             CtlRequest::MirrorRead { path, id, out } => {
                 let f = resolve(c, &path).await?;
+                if missing_mirror(&f, &[id]).is_some() {
+                    return Ok(no_such_mirror(id));
+                }
                 mirror_read_to(c, f.attr.fid, id, &out).await?;
                 CtlReply::Ok
             }
             CtlRequest::MirrorWrite { path, id, input } => {
                 let f = resolve(c, &path).await?;
+                if missing_mirror(&f, &[id]).is_some() {
+                    return Ok(no_such_mirror(id));
+                }
                 mirror_write_from(c, f.attr.fid, id, &input).await?;
                 CtlReply::Ok
             }
@@ -540,14 +574,10 @@ impl CtlServer {
                 let f = resolve(c, &path).await?;
                 // A mirror the file does not have is refused before the new file is
                 // made, as Lustre's lfs looks first: a failed split leaves nothing behind.
-                let has_mirror = f
-                    .layout
-                    .as_ref()
-                    .is_some_and(|l| l.is_mirrored() && l.mirror_ids().contains(&id));
-                if !has_mirror {
+                if missing_mirror(&f, &[id]).is_some() {
                     return Ok(CtlReply::err(
                         Errno::EINVAL,
-                        format!("specified mirror with id {id} not found"),
+                        format!("does not contain mirror with id {id}"),
                     ));
                 }
                 let victim = match &new_file {

@@ -620,11 +620,29 @@ fn lfs_mirror_resync_verify_read_write_extend_split() {
             "a failed split left {victim}: {err}"
         );
         if id == "9" {
-            assert!(
-                err.contains("specified mirror with id 9 not found"),
-                "{err}"
-            );
+            assert!(err.contains("does not contain mirror with id 9"), "{err}");
         }
+    }
+    assert_eq!(flags(&lfs(&["getstripe", fp])), vec!["init", "init,stale"]);
+    // Mirror ids the file does not have are refused, never taken for nothing to do.
+    for (args, msg) in [
+        (
+            vec!["resync", "--only", "2,7"],
+            "invalid specified mirror id: 7",
+        ),
+        (
+            vec!["verify", "--only", "1,7"],
+            "invalid specified mirror id: 7",
+        ),
+        (vec!["read", "-N", "7"], "cannot find mirror with ID 7"),
+    ] {
+        let cmd: Vec<&str> = ["lfs", "mirror"]
+            .into_iter()
+            .chain(args)
+            .chain([fp])
+            .collect();
+        let err = fail(&cmd);
+        assert!(err.contains(msg), "{cmd:?}: {err}");
     }
     assert_eq!(flags(&lfs(&["getstripe", fp])), vec!["init", "init,stale"]);
     lfs(&["mirror", "resync", fp]);
