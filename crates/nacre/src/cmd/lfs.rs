@@ -630,6 +630,7 @@ fn mirror_extend(args: &[String]) -> Result<i32> {
     };
     let components = template(layout.clone()).components;
     Ok(each_file(CMD, &req.paths, |_, m, rel| {
+        no_pool(m, &components)?;
         let r = CtlRequest::MirrorExtend {
             path: rel.to_path_buf(),
             components: components.clone(),
@@ -709,6 +710,7 @@ fn add_components(
     rel: &Path,
     comps: Vec<nacre_core::Component>,
 ) -> Result<(), (Errno, String)> {
+    no_pool(m, &comps)?;
     let (info, _) = stat(m, rel)?;
     let existing = info
         .layout
@@ -727,6 +729,36 @@ fn add_components(
         },
     )
     .map(|_| ())
+}
+
+/// Checks a layout a user gave before it is sent: Lustre's rules for this file system's OST
+/// count, and no OST pool. nacre has no OST pools (no `lctl pool_new`), so, as Lustre's
+/// lfs does for a pool that does not exist, a pool name is refused: stored as a label it
+/// would place the objects anywhere without saying so.
+fn check_given_layout(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
+    let osts = ost_count(m)?;
+    validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
+    no_pool(m, &layout.components)
+}
+
+/// Refuses components that name an OST pool (see [`check_given_layout`]).
+fn no_pool(m: &MountEntry, comps: &[nacre_core::Component]) -> Result<(), (Errno, String)> {
+    match comps
+        .iter()
+        .find(|c| !c.pool.is_empty() && c.pool != "ignore")
+    {
+        Some(c) => Err((
+            Errno::EINVAL,
+            format!(
+                "pool '{}.{}' does not exist: nacre has no OST pools",
+                m.fsname,
+                c.pool
+                    .strip_prefix(&format!("{}.", m.fsname))
+                    .unwrap_or(&c.pool)
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn ost_count(m: &MountEntry) -> Result<u32, (Errno, String)> {
@@ -787,8 +819,7 @@ fn set_layout(
     layout: &Layout,
     mode: u32,
 ) -> Result<(), (Errno, String)> {
-    let osts = ost_count(m)?;
-    validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
+    check_given_layout(m, layout)?;
     match stat(m, rel) {
         Ok((info, _)) if info.attr.is_dir() => call(
             m,
@@ -1033,9 +1064,14 @@ fn migrate(args: &[String]) -> Result<i32> {
                         .ok_or((Errno::EINVAL, "no layout".to_string()))?,
                 ),
             };
-            let osts = ost_count(&mnt)?;
-            validate(&layout, &LayoutCtx::with_ost_count(osts))
-                .map_err(|e| (e.errno(), e.to_string()))?;
+            // A layout kept from the file itself passes with whatever pool label it has.
+            if m.layout.is_some() || m.template.is_some() {
+                check_given_layout(&mnt, &layout)?;
+            } else {
+                let osts = ost_count(&mnt)?;
+                validate(&layout, &LayoutCtx::with_ost_count(osts))
+                    .map_err(|e| (e.errno(), e.to_string()))?;
+            }
             call(&mnt, &CtlRequest::Migrate { path: rel, layout }).map(|_| ())
         })();
         match res {

@@ -541,3 +541,71 @@ fn a_drained_ost_gets_no_new_objects_and_its_pool_follows_demand() {
     }
     fs.down();
 }
+
+/// nacre has no OST pools, so a layout that names one is refused, as Lustre's lfs refuses
+/// a pool that does not exist, by setstripe (a new file, a directory default, an added
+/// component), migrate and mirror extend, and nothing is made; `-p ''` and `-p inherit`
+/// name no pool and work.
+#[test]
+fn a_layout_naming_an_ost_pool_is_refused_and_makes_nothing() {
+    if !require_fuse() {
+        return;
+    }
+    let fs = UpFs::new(&["--osts", "2"]);
+    let (f, d) = (fs.path("pooled"), fs.path("dir"));
+    std::fs::create_dir(&d).expect("mkdir");
+    let (fp, dp) = (f.to_str().expect("utf8"), d.to_str().expect("utf8"));
+    let plain = fs.path("plain");
+    let pp = plain.to_str().expect("utf8");
+    lfs(&["setstripe", "-c", "1", pp]);
+    std::fs::write(&plain, b"kept").expect("write");
+    let before = lfs(&["getstripe", pp]);
+    for (what, args) in [
+        (
+            "a new file",
+            vec!["setstripe", "-p", "flash", "-c", "1", fp],
+        ),
+        ("a full name", vec!["setstripe", "-p", "nacre.flash", fp]),
+        ("a directory default", vec!["setstripe", "-p", "flash", dp]),
+        (
+            "an added component",
+            vec![
+                "setstripe",
+                "--component-add",
+                "-E",
+                "-1",
+                "-p",
+                "flash",
+                pp,
+            ],
+        ),
+        ("migrate", vec!["migrate", "-c", "1", "-p", "flash", pp]),
+        (
+            "mirror extend",
+            vec!["mirror", "extend", "-N", "-c", "1", "-p", "flash", pp],
+        ),
+    ] {
+        let cmd: Vec<&str> = ["lfs"].into_iter().chain(args).collect();
+        let err = fail(&cmd);
+        assert!(
+            err.contains("pool 'nacre.flash' does not exist"),
+            "{what}: {err}"
+        );
+    }
+    assert!(!f.exists(), "a refused setstripe made the file");
+    assert_eq!(
+        lfs(&["getstripe", pp]),
+        before,
+        "a refused change moved the file"
+    );
+    assert_eq!(std::fs::read(&plain).expect("read"), b"kept");
+    assert!(
+        !lfs(&["getstripe", "-d", dp]).contains("pool"),
+        "a refused default was set"
+    );
+    for (name, p) in [("no-pool", ""), ("inherit", "inherit")] {
+        let g = fs.path(name);
+        lfs(&["setstripe", "-p", p, "-c", "1", g.to_str().expect("utf8")]);
+        assert!(g.exists(), "-p '{p}' made no file");
+    }
+}
