@@ -10,12 +10,15 @@ use nacre_lustreapi as lapi;
 use nacre_lustreapi::find::FindEntry;
 use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
 use nacre_lustreapi::setstripe::{ComponentSelector, MigrateRequest, SetstripeAction};
+use nacre_lustreapi::tgts::TgtKind;
 use nacre_rpc::msg::InodeInfo;
 use std::path::{Path, PathBuf};
 
 pub const USAGE: &str = "usage: nacre lfs COMMAND [ARGS]\n\
 commands (Lustre's syntax and output):\n  \
 df [-h] [-H] [-i] [-v] [PATH]            space and inodes per MDT and OST\n  \
+osts [PATH] | mdts [PATH]                the OSTs or MDTs of each mount (or PATH's)\n  \
+getname [-n|-i] [PATH...]                each mount's FSNAME-INSTANCE (-n: fsname, -i: instance)\n  \
 getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\n  \
 setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
 setstripe -d DIR                         remove a directory's default layout\n  \
@@ -109,6 +112,9 @@ pub fn run(args: &[String]) -> Result<i32> {
     };
     match cmd.as_str() {
         "df" => df(rest),
+        "osts" => tgts(TgtKind::Ost, rest),
+        "mdts" => tgts(TgtKind::Mdt, rest),
+        "getname" => getname(rest),
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
         "mirror" => mirror(rest),
@@ -134,6 +140,106 @@ fn lapi_err(e: lapi::Error) -> anyhow::Error {
     } else {
         anyhow!("{e}")
     }
+}
+
+/// The mounts a command that takes at most one PATH looks at: PATH's, else every one.
+fn mounts_of(cmd: &str, args: &[String]) -> Result<Vec<MountEntry>> {
+    let mounts = match args {
+        [] => ctl::mounts()?,
+        [p] => vec![ctl::find_mount(Path::new(p))?.0],
+        _ => bail!("lfs {cmd}: one PATH at most\n{USAGE}"),
+    };
+    if mounts.is_empty() {
+        bail!("lfs {cmd}: no nacre file system is mounted on this node");
+    }
+    Ok(mounts)
+}
+
+/// `lfs osts` / `lfs mdts`: each mount's targets of that kind, in Lustre's words.
+fn tgts(kind: TgtKind, args: &[String]) -> Result<i32> {
+    let cmd = match kind {
+        TgtKind::Ost => "osts",
+        TgtKind::Mdt => "mdts",
+    };
+    for m in mounts_of(cmd, args)? {
+        let CtlReply::Info {
+            fsname, mdts, osts, ..
+        } = call(&m, &CtlRequest::Info).map_err(|(_, msg)| anyhow!(msg))?
+        else {
+            return Err(unexpected());
+        };
+        let n = match kind {
+            TgtKind::Ost => osts,
+            TgtKind::Mdt => mdts,
+        };
+        // No target is ever deactivated on a nacre client, so each is ACTIVE as Lustre
+        // shows it; whether it answers is for `lfs df` to show.
+        let targets: Vec<(u32, bool)> = (0..n).map(|i| (i, true)).collect();
+        print!("{}", lapi::tgts::tgt_list(kind, &fsname, &targets));
+    }
+    Ok(0)
+}
+
+/// `lfs getname [-n|-i] [PATH...]`: the name (`FSNAME-INSTANCE`) of each mount; the
+/// instance is the one in the mount's `llite.*` parameter names.
+fn getname(args: &[String]) -> Result<i32> {
+    let (mut only_fsname, mut only_instance) = (false, false);
+    let mut paths = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-n" | "--fsname" => only_fsname = true,
+            "-i" | "--instance" => only_instance = true,
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(0);
+            }
+            o if o.starts_with('-') => bail!("lfs getname: unrecognized option '{o}'\n{USAGE}"),
+            p => paths.push(p.to_string()),
+        }
+    }
+    let listed: Vec<(MountEntry, bool)> = if paths.is_empty() {
+        ctl::mounts()?.into_iter().map(|m| (m, true)).collect()
+    } else {
+        let several = paths.len() > 1;
+        paths
+            .iter()
+            .map(|p| ctl::find_mount(Path::new(p)).map(|(m, _)| (m, several)))
+            .collect::<Result<_>>()?
+    };
+    if listed.is_empty() {
+        bail!("lfs getname: no nacre file system is mounted on this node");
+    }
+    for (m, with_mountpoint) in listed {
+        let req = CtlRequest::GetParams {
+            pattern: "llite.*.stats".into(),
+            within: false,
+        };
+        let CtlReply::Params(params) = call(&m, &req).map_err(|(_, msg)| anyhow!(msg))? else {
+            return Err(unexpected());
+        };
+        let prefix = format!("llite.{}-", m.fsname);
+        let instance = params
+            .iter()
+            .find_map(|p| p.name.strip_prefix(&prefix)?.split('.').next())
+            .ok_or_else(|| {
+                anyhow!(
+                    "lfs getname: cannot get instance for '{}': the mount names no llite device",
+                    m.mountpoint.display()
+                )
+            })?;
+        let mountpoint = m.mountpoint.to_string_lossy();
+        print!(
+            "{}",
+            lapi::tgts::getname_line(
+                &m.fsname,
+                instance,
+                only_fsname,
+                only_instance,
+                with_mountpoint.then_some(&*mountpoint),
+            )
+        );
+    }
+    Ok(0)
 }
 
 fn df(args: &[String]) -> Result<i32> {

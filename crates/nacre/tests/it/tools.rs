@@ -24,6 +24,40 @@ fn lfs_and_lctl_on_a_mount() {
     assert!(ok(&["lfs", "df", "-h", &m]).contains("bytes"));
     assert!(ok(&["lfs", "df", "-i", &m]).contains("Inodes"));
 
+    // The mount's name and targets, as Lustre's `lfs getname`, `osts` and `mdts` print
+    // them; the instance is the one in the client's parameter names.
+    let fsname = ok(&["lfs", "getname", "-n", &m]).trim().to_string();
+    let instance = ok(&["lfs", "getname", "-i", &m]).trim().to_string();
+    assert!(
+        instance.len() == 16 && instance.starts_with("ffff"),
+        "{instance}"
+    );
+    assert_eq!(
+        ok(&["lctl", "list_param", "llite.*"]).trim(),
+        format!("llite.{fsname}-{instance}")
+    );
+    assert_eq!(
+        ok(&["lfs", "getname", &m]).trim(),
+        format!("{fsname}-{instance}")
+    );
+    assert_eq!(
+        ok(&["lfs", "getname", &m, &m]),
+        format!("{fsname}-{instance} {m}\n{fsname}-{instance} {m}\n")
+    );
+    assert_eq!(
+        ok(&["lfs", "osts", &m]),
+        format!(
+            "OBDS:\n0: {fsname}-OST0000_UUID ACTIVE\n1: {fsname}-OST0001_UUID ACTIVE\n\
+             2: {fsname}-OST0002_UUID ACTIVE\n"
+        )
+    );
+    assert_eq!(
+        ok(&["lfs", "mdts", &m]),
+        format!("MDTS:\n0: {fsname}-MDT0000_UUID ACTIVE\n")
+    );
+    assert!(fail(&["lfs", "osts", &m, &m]).contains("one PATH at most"));
+    assert!(fail(&["lfs", "getname", "-x", &m]).contains("unrecognized option '-x'"));
+
     // A plain striped file, checked field by field.
     ok(&[
         "lfs",
