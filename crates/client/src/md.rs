@@ -663,6 +663,16 @@ impl Client {
         }
     }
 
+    /// Every target, MDTs first, and whether the configuration has it active (registered,
+    /// not stopped): Lustre's ACTIVE or INACTIVE in `lfs osts`.
+    pub fn target_states(&self) -> Vec<(TargetName, bool)> {
+        self.mdcs()
+            .into_iter()
+            .chain(self.oscs())
+            .map(|i| (i.target(), i.address().is_some()))
+            .collect()
+    }
+
     /// statfs of every target, MDTs first (for `lfs df`).
     pub async fn target_statfs(&self) -> Vec<(TargetName, Result<StatFs, Errno>)> {
         let imports: Vec<_> = self.mdcs().into_iter().chain(self.oscs()).collect();

@@ -8,8 +8,8 @@ pub enum TgtKind {
 }
 
 /// `llapi_ostlist`'s output for one mount: a header (`OBDS:` or `MDTS:`), then one line per
-/// target, `INDEX: FSNAME-OSTxxxx_UUID STATE`. The state is the client's view of the
-/// target (`ACTIVE` unless deactivated), not whether it answers now: that is `lfs check`.
+/// target, `INDEX: FSNAME-OSTxxxx_UUID STATE`. The state is the configuration's (`ACTIVE`
+/// unless the target is deactivated or stopped), not whether it answers this moment.
 pub fn tgt_list(kind: TgtKind, fsname: &str, targets: &[(u32, bool)]) -> String {
     let (header, tag) = match kind {
         TgtKind::Ost => ("OBDS", "OST"),

@@ -53,6 +53,8 @@ pub enum CtlRequest {
         gid: u32,
     },
     Df,
+    /// Every target of the mount and whether the configuration has it active (`lfs osts`).
+    Targets,
     Fid2Path {
         fid: Fid,
     },
@@ -184,6 +186,7 @@ pub enum CtlReply {
     },
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
+    Targets(Vec<(TargetName, bool)>),
     Path(String),
     Params(Vec<ParamValue>),
     /// Names of the parameters a `SetParam` changed.
@@ -481,6 +484,7 @@ impl CtlServer {
                 let st = c.target_statfs().await;
                 CtlReply::Df(st.into_iter().map(|(t, r)| (t, r.ok())).collect())
             }
+            CtlRequest::Targets => CtlReply::Targets(c.target_states()),
             CtlRequest::Fid2Path { fid } => {
                 let p = c.fid2path(fid).await?;
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())

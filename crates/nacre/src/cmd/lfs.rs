@@ -162,20 +162,22 @@ fn tgts(kind: TgtKind, args: &[String]) -> Result<i32> {
         TgtKind::Mdt => "mdts",
     };
     for m in mounts_of(cmd, args)? {
-        let CtlReply::Info {
-            fsname, mdts, osts, ..
-        } = call(&m, &CtlRequest::Info).map_err(|(_, msg)| anyhow!(msg))?
+        let CtlReply::Targets(all) =
+            call(&m, &CtlRequest::Targets).map_err(|(_, msg)| anyhow!(msg))?
         else {
             return Err(unexpected());
         };
-        let n = match kind {
-            TgtKind::Ost => osts,
-            TgtKind::Mdt => mdts,
+        let want = match kind {
+            TgtKind::Ost => nacre_core::TargetKind::Ost,
+            TgtKind::Mdt => nacre_core::TargetKind::Mdt,
         };
-        // No target is ever deactivated on a nacre client, so each is ACTIVE as Lustre
-        // shows it; whether it answers is for `lfs df` to show.
-        let targets: Vec<(u32, bool)> = (0..n).map(|i| (i, true)).collect();
-        print!("{}", lapi::tgts::tgt_list(kind, &fsname, &targets));
+        let mut targets: Vec<(u32, bool)> = all
+            .into_iter()
+            .filter(|(t, _)| t.kind == want)
+            .map(|(t, active)| (t.index, active))
+            .collect();
+        targets.sort_unstable();
+        print!("{}", lapi::tgts::tgt_list(kind, &m.fsname, &targets));
     }
     Ok(0)
 }
