@@ -278,7 +278,6 @@ fn ctl_cred(uid: u32, gid: u32) -> Cred {
     Cred::user(uid, gid, Vec::new(), nacre_rpc::msg::cap::ALL)
 }
 
-/// The directory that would hold `rel`, and the name `rel` has in it.
 /// The first of `ids` that no component of `f` belongs to, as Lustre's `lfs mirror` looks
 /// before it acts.
 fn missing_mirror(f: &InodeInfo, ids: &[u32]) -> Option<u32> {
@@ -290,11 +289,18 @@ fn missing_mirror(f: &InodeInfo, ids: &[u32]) -> Option<u32> {
     ids.iter().copied().find(|id| !have.contains(id))
 }
 
+/// Whether a failed `lfs mirror split` was the MDT's refusal, made before anything moved,
+/// rather than an error that may have come after the split (a lost reply).
+fn split_refused(e: Errno) -> bool {
+    [Errno::EINVAL, Errno::EBUSY, Errno::EPERM, Errno::EACCES].contains(&e)
+}
+
 /// `lfs mirror read` and `write` of a mirror the file does not have, in Lustre's words.
 fn no_such_mirror(id: u32) -> CtlReply {
     CtlReply::err(Errno::EINVAL, format!("cannot find mirror with ID {id}"))
 }
 
+/// The directory that would hold `rel`, and the name `rel` has in it.
 async fn resolve_parent<'a>(
     client: &Client,
     rel: &'a Path,
@@ -611,15 +617,25 @@ impl CtlServer {
                     }
                     Err(e) => {
                         // The MDT refused (the last mirror in sync, a file open for
-                        // writing): the file made for the mirror goes again.
-                        if let Some((parent, name, _)) = victim
-                            && let Err(u) = c.unlink(parent, name, &Cred::root()).await
-                        {
-                            tracing::warn!(
-                                "lfs mirror split: {}: the split failed ({e}) and the new file \
-                                 it made could not be removed: {u}",
-                                String::from_utf8_lossy(name)
-                            );
+                        // writing): nothing moved, and the file made for the mirror goes
+                        // again. After any other error the split may have been made (a
+                        // lost reply, the new file's size not set), so the file, which may
+                        // hold the mirror, stays.
+                        if let Some((parent, name, _)) = victim {
+                            let shown = String::from_utf8_lossy(name);
+                            if split_refused(e) {
+                                if let Err(u) = c.unlink(parent, name, &Cred::root()).await {
+                                    tracing::warn!(
+                                        "lfs mirror split: {shown}: the split was refused \
+                                         ({e}) and the new file could not be removed: {u}"
+                                    );
+                                }
+                            } else {
+                                tracing::warn!(
+                                    "lfs mirror split: {shown}: the split failed ({e}); the \
+                                     new file is kept, as it may hold the mirror"
+                                );
+                            }
                         }
                         return Err(e);
                     }
