@@ -1,26 +1,24 @@
 //! What `lfs osts`, `lfs mdts` and `lfs getname` print (`llapi_ostlist`, `print_instance`).
 
-/// Which targets `lfs osts` / `lfs mdts` lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TgtKind {
-    Ost,
-    Mdt,
-}
+use nacre_core::{TargetKind, TargetName};
 
-/// `llapi_ostlist`'s output for one mount: a header (`OBDS:` or `MDTS:`), then one line per
-/// target, `INDEX: FSNAME-OSTxxxx_UUID STATE`. The state is the configuration's (`ACTIVE`
-/// unless the target is deactivated or stopped), not whether it answers this moment.
-pub fn tgt_list(kind: TgtKind, fsname: &str, targets: &[(u32, bool)]) -> String {
-    let (header, tag) = match kind {
-        TgtKind::Ost => ("OBDS", "OST"),
-        TgtKind::Mdt => ("MDTS", "MDT"),
+/// `llapi_ostlist`'s output for one mount: a header (`OBDS:` for OSTs, `MDTS:` for MDTs),
+/// then one line per target of `targets` of that kind, in index order,
+/// `INDEX: FSNAME-OSTxxxx_UUID STATE`. The state is the configuration's (`ACTIVE` unless
+/// the target is deactivated or stopped), not whether it answers this moment.
+pub fn tgt_list(kind: TargetKind, fsname: &str, targets: &[(TargetName, bool)]) -> String {
+    let header = if kind == TargetKind::Mdt {
+        "MDTS"
+    } else {
+        "OBDS"
     };
+    let mut shown: Vec<&(TargetName, bool)> =
+        targets.iter().filter(|(t, _)| t.kind == kind).collect();
+    shown.sort_unstable_by_key(|(t, _)| t.index);
     let mut out = format!("{header}:\n");
-    for &(index, active) in targets {
-        let state = if active { "ACTIVE" } else { "INACTIVE" };
-        out.push_str(&format!(
-            "{index}: {fsname}-{tag}{index:04x}_UUID {state}\n"
-        ));
+    for (t, active) in shown {
+        let state = if *active { "ACTIVE" } else { "INACTIVE" };
+        out.push_str(&format!("{}: {}_UUID {state}\n", t.index, t.full(fsname)));
     }
     out
 }
@@ -51,14 +49,23 @@ pub fn getname_line(
 mod tests {
     use super::*;
 
+    fn t(kind: TargetKind, index: u32) -> TargetName {
+        TargetName { kind, index }
+    }
+
     #[test]
     fn target_lists_read_as_lustres() {
+        let all = [
+            (t(TargetKind::Ost, 1), false),
+            (t(TargetKind::Mdt, 10), true),
+            (t(TargetKind::Ost, 0), true),
+        ];
         assert_eq!(
-            tgt_list(TgtKind::Ost, "testfs", &[(0, true), (1, false)]),
+            tgt_list(TargetKind::Ost, "testfs", &all),
             "OBDS:\n0: testfs-OST0000_UUID ACTIVE\n1: testfs-OST0001_UUID INACTIVE\n"
         );
         assert_eq!(
-            tgt_list(TgtKind::Mdt, "testfs", &[(10, true)]),
+            tgt_list(TargetKind::Mdt, "testfs", &all),
             "MDTS:\n10: testfs-MDT000a_UUID ACTIVE\n"
         );
     }

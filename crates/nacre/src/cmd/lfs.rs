@@ -5,12 +5,12 @@ use crate::ctl::{self, MountEntry};
 use crate::ctl_server::{Child, CtlReply, CtlRequest};
 use anyhow::{Result, anyhow, bail};
 use nacre_core::layout_rules::{LayoutCtx, validate};
+use nacre_core::target::TargetKind;
 use nacre_core::{Errno, Fid, Layout};
 use nacre_lustreapi as lapi;
 use nacre_lustreapi::find::FindEntry;
 use nacre_lustreapi::getstripe::{FsDefaults, StripeEntry, StripeEntryKind};
 use nacre_lustreapi::setstripe::{ComponentSelector, MigrateRequest, SetstripeAction};
-use nacre_lustreapi::tgts::TgtKind;
 use nacre_rpc::msg::InodeInfo;
 use std::path::{Path, PathBuf};
 
@@ -112,8 +112,8 @@ pub fn run(args: &[String]) -> Result<i32> {
     };
     match cmd.as_str() {
         "df" => df(rest),
-        "osts" => tgts(TgtKind::Ost, rest),
-        "mdts" => tgts(TgtKind::Mdt, rest),
+        "osts" => tgts(TargetKind::Ost, rest),
+        "mdts" => tgts(TargetKind::Mdt, rest),
         "getname" => getname(rest),
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
@@ -156,10 +156,11 @@ fn mounts_of(cmd: &str, args: &[String]) -> Result<Vec<MountEntry>> {
 }
 
 /// `lfs osts` / `lfs mdts`: each mount's targets of that kind, in Lustre's words.
-fn tgts(kind: TgtKind, args: &[String]) -> Result<i32> {
-    let cmd = match kind {
-        TgtKind::Ost => "osts",
-        TgtKind::Mdt => "mdts",
+fn tgts(kind: TargetKind, args: &[String]) -> Result<i32> {
+    let cmd = if kind == TargetKind::Mdt {
+        "mdts"
+    } else {
+        "osts"
     };
     for m in mounts_of(cmd, args)? {
         let CtlReply::Targets(all) =
@@ -167,17 +168,7 @@ fn tgts(kind: TgtKind, args: &[String]) -> Result<i32> {
         else {
             return Err(unexpected());
         };
-        let want = match kind {
-            TgtKind::Ost => nacre_core::TargetKind::Ost,
-            TgtKind::Mdt => nacre_core::TargetKind::Mdt,
-        };
-        let mut targets: Vec<(u32, bool)> = all
-            .into_iter()
-            .filter(|(t, _)| t.kind == want)
-            .map(|(t, active)| (t.index, active))
-            .collect();
-        targets.sort_unstable();
-        print!("{}", lapi::tgts::tgt_list(kind, &m.fsname, &targets));
+        print!("{}", lapi::tgts::tgt_list(kind, &m.fsname, &all));
     }
     Ok(0)
 }
@@ -827,8 +818,7 @@ fn add_components(
         .map_err(|e| (e.errno(), e.to_string()))?;
     let mut whole = existing.clone();
     whole.components.extend(comps.iter().cloned());
-    let osts = ost_count(m)?;
-    validate(&whole, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
+    check_rules(m, &whole)?;
     call(
         m,
         &CtlRequest::AddComponents {
@@ -844,9 +834,14 @@ fn add_components(
 /// lfs does for a pool that does not exist, a pool name is refused: stored as a label it
 /// would place the objects anywhere without saying so.
 fn check_given_layout(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
-    let osts = ost_count(m)?;
-    validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))?;
+    check_rules(m, layout)?;
     no_pool(m, &layout.components)
+}
+
+/// Lustre's layout rules, with this file system's OST count.
+fn check_rules(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
+    let osts = ost_count(m)?;
+    validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))
 }
 
 /// Refuses components that name an OST pool (see [`check_given_layout`]).
@@ -1176,9 +1171,7 @@ fn migrate(args: &[String]) -> Result<i32> {
             if m.layout.is_some() || m.template.is_some() {
                 check_given_layout(&mnt, &layout)?;
             } else {
-                let osts = ost_count(&mnt)?;
-                validate(&layout, &LayoutCtx::with_ost_count(osts))
-                    .map_err(|e| (e.errno(), e.to_string()))?;
+                check_rules(&mnt, &layout)?;
             }
             call(&mnt, &CtlRequest::Migrate { path: rel, layout }).map(|_| ())
         })();
