@@ -386,6 +386,11 @@ impl Client {
         self.mgc.set_param(name, value).await.map_err(|e| e.errno())
     }
 
+    /// `lctl pool_*` through the MGS (see `nacre_core::pool::apply`).
+    pub async fn pool(&self, pool: &str, op: nacre_core::pool::PoolOp) -> Result<(), Errno> {
+        self.mgc.pool(pool, op).await.map_err(|e| e.errno())
+    }
+
     /// Applies a changed recovery timeout to every import.
     pub fn refresh_imports(&self) {
         let t = self.tunables.recovery_timeout();

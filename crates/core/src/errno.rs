@@ -69,7 +69,8 @@ errnos!(
     EREMCHG,
     EINTR,
     EDEADLK,
-    ENOLCK
+    ENOLCK,
+    ENOMEDIUM
 );
 
 impl Errno {

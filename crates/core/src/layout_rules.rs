@@ -14,8 +14,7 @@ use crate::layout::{
     MIN_STRIPE_SIZE, OstLayout, Pattern, STRIPE_COUNT_ALL, STRIPE_OFFSET_ANY,
 };
 
-/// `LOV_MAXPOOLNAME`.
-pub const MAX_POOL_NAME: usize = 15;
+pub use crate::pool::MAX_POOL_NAME;
 
 /// The most bytes a layout may take as Lustre stores it (its LOV EA): ldiskfs keeps it in
 /// an xattr. One component of 2,000 stripes takes 48,112; the bound keeps a client from
@@ -140,6 +139,8 @@ pub enum LayoutError {
     MultipleDom { first: usize, second: usize },
     #[error("component {comp}: Data-on-MDT size {size} is over the 1GiB limit")]
     DomTooLarge { comp: usize, size: u64 },
+    #[error("component {comp}: a Data-on-MDT component cannot have a pool ('{pool}')")]
+    DomPool { comp: usize, pool: String },
     #[error("component {comp}: Data-on-MDT stripe size {size} must equal the component end {end}")]
     DomStripeSize { comp: usize, size: u32, end: u64 },
     #[error(
@@ -289,6 +290,13 @@ pub fn validate(layout: &Layout, ctx: &LayoutCtx) -> std::result::Result<(), Lay
                 }
                 if c.end > MAX_DOM_SIZE {
                     return Err(LayoutError::DomTooLarge { comp, size: c.end });
+                }
+                // `lod_verify_striping`: "DoM component cannot have pool assigned".
+                if !c.pool.is_empty() {
+                    return Err(LayoutError::DomPool {
+                        comp,
+                        pool: c.pool.clone(),
+                    });
                 }
                 if u64::from(c.stripe_size) != c.end {
                     return Err(LayoutError::DomStripeSize {
@@ -523,5 +531,19 @@ mod tests {
         assert_eq!(validate(&many(629, 2000), &LayoutCtx::default()), Ok(()));
         assert!(validate(&many(630, 1), &LayoutCtx::default()).is_err());
         assert!(validate(&many(100_000, 1), &LayoutCtx::default()).is_err());
+    }
+
+    #[test]
+    fn a_data_on_mdt_component_with_a_pool_is_refused() {
+        let mut l = Layout::composite(vec![
+            Component::dom(1 << 20),
+            Component::raid0(1 << 20, EOF, 1, 1 << 20, -1),
+        ]);
+        l.components[1].pool = "flash".into();
+        assert_eq!(validate(&l, &LayoutCtx::default()), Ok(()));
+        l.components[0].pool = "flash".into();
+        let e = validate(&l, &LayoutCtx::default()).expect_err("pool on DoM");
+        assert!(matches!(e, LayoutError::DomPool { comp: 1, .. }), "{e:?}");
+        assert_eq!(e.errno(), Errno::EINVAL);
     }
 }

@@ -17,6 +17,7 @@ pub mod layout;
 pub mod layout_rules;
 pub mod lmv;
 pub mod log_limit;
+pub mod pool;
 pub mod size;
 pub mod target;
 

@@ -1,6 +1,6 @@
 //! Lustre's user-space formats, as `lfs`, `lctl` and liblustreapi define them: the option
 //! syntax of the commands, layout validation, and the exact text `lfs getstripe`,
-//! `lfs getdirstripe`, `lfs df`, `lfs osts` and `lfs getname` print, plus `lfs find` predicates, `lctl`
+//! `lfs getdirstripe`, `lfs df`, `lfs osts`, `lfs getname` and the pool commands print, plus `lfs find` predicates, `lctl`
 //! parameter-name matching and LFSCK's commands and status files.
 //!
 //! Everything here is pure: parsers take argument lists and return requests, printers take
@@ -15,6 +15,7 @@ pub mod fnmatch;
 pub mod getstripe;
 pub mod lctl;
 pub mod lfsck;
+pub mod pool;
 pub mod setstripe;
 pub mod size;
 pub mod tgts;

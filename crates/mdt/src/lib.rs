@@ -282,14 +282,19 @@ impl Mdt {
         Ok(mdt)
     }
 
-    /// Creates the proxy (and its data sequence) of every OST in `config` not yet known.
+    /// Creates the proxy (and its data sequence) of every OST in `config` not yet known,
+    /// and takes the configuration's OST pools.
     async fn add_osts(
         &self,
         config: &watch::Receiver<FsConfig>,
         conn: &ConnConfig,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<(), Errno> {
-        let osts: Vec<TargetName> = config.borrow().osts.iter().map(|t| t.name).collect();
+        let osts: Vec<TargetName> = {
+            let c = config.borrow();
+            self.lod.set_pools(&c.pools);
+            c.osts.iter().map(|t| t.name).collect()
+        };
         for t in osts {
             let idx = t.index;
             if (idx as usize) < self.lod.ost_count() {
@@ -337,7 +342,8 @@ impl Mdt {
         Ok(())
     }
 
-    /// Adds OSTs that join later (a cluster whose OSTs start after the MDT).
+    /// Adds OSTs that join later (a cluster whose OSTs start after the MDT) and follows
+    /// pool changes.
     async fn follow_osts(
         self: Arc<Self>,
         mut config: watch::Receiver<FsConfig>,

@@ -3,7 +3,10 @@
 //! A new file takes the layout asked for, else its directory's default, else the root's,
 //! else the file system default (`lod.*.stripecount`, `stripesize`, `stripeoffset`), with
 //! unset fields filled as Lustre fills them. Objects are allocated round-robin over the
-//! OSTs that are reachable and not full, starting at the requested index if there is one.
+//! OSTs that are reachable and not full, starting at the requested index if there is one;
+//! a component naming an OST pool (`lfs setstripe -p`) takes only the pool's OSTs, as
+//! Lustre's `lod_find_pool` confines allocation, and a pool the configuration does not
+//! have confines nothing.
 
 use crate::osp::Osp;
 use nacre_core::layout::{
@@ -11,6 +14,7 @@ use nacre_core::layout::{
     LCME_FL_INIT, LCME_FL_STALE, Layout, MIN_STRIPE_SIZE, Pattern, pflr_id,
 };
 use nacre_core::layout_rules::{LayoutCtx, validate};
+use nacre_core::pool::OstPool;
 use nacre_core::{Errno, StripeObject};
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
@@ -40,6 +44,8 @@ pub struct Lod {
     /// One proxy per OST, by index; grows when OSTs join.
     osps: RwLock<Vec<Arc<Osp>>>,
     params: Mutex<LodParams>,
+    /// The file system's OST pools, as the MGS's configuration has them.
+    pools: RwLock<Vec<OstPool>>,
     rr: AtomicUsize,
 }
 
@@ -48,6 +54,7 @@ impl Lod {
         Lod {
             osps: RwLock::new(osps),
             params: Mutex::new(LodParams::default()),
+            pools: RwLock::new(Vec::new()),
             // Spread the first files of different MDTs over different OSTs.
             rr: AtomicUsize::new(rand::random::<u16>() as usize),
         }
@@ -59,6 +66,28 @@ impl Lod {
 
     pub fn set_params(&self, p: LodParams) {
         *self.params.lock() = p;
+    }
+
+    /// Follows the configuration's pools (`lctl pool_*`).
+    pub fn set_pools(&self, pools: &[OstPool]) {
+        let mut p = self.pools.write();
+        if p.as_slice() != pools {
+            *p = pools.to_vec();
+        }
+    }
+
+    /// The OST pools this MDT follows.
+    pub fn pools(&self) -> Vec<OstPool> {
+        self.pools.read().clone()
+    }
+
+    /// The members of the pool `name` names, if the configuration has such a pool
+    /// (`lod_find_pool`: none for "" or a reserved name such as "ignore").
+    pub fn pool_members(&self, name: &str) -> Option<Vec<u32>> {
+        if name.is_empty() || nacre_core::pool::is_reserved(name) {
+            return None;
+        }
+        nacre_core::pool::find(&self.pools.read(), name).map(|p| p.osts.clone())
     }
 
     pub fn ost_count(&self) -> usize {
@@ -98,6 +127,9 @@ impl Lod {
             .or(root_default)
             .cloned()
             .unwrap_or_else(|| Layout::plain(p.stripe_count, p.stripe_size, p.stripe_offset));
+        if explicit.is_some() {
+            self.inherit_pool(&mut l, parent_default.or(root_default));
+        }
         l.layout_gen = 0;
         apply_dom_limit(&mut l, p.dom_stripesize)?;
         let mut prev: Option<(i32, u32)> = None;
@@ -130,6 +162,34 @@ impl Lod {
         Ok(l)
     }
 
+    /// As `lod_ah_init` fills a plain layout a client gave: with no pool named, the file
+    /// takes the pool of the default it would otherwise have had (its directory's, else
+    /// the root's), unless it asks for a first OST outside that pool
+    /// (`lod_qos_set_pool` drops the pool then). `-p ignore` keeps a file out of it.
+    fn inherit_pool(&self, l: &mut Layout, default: Option<&Layout>) {
+        if l.composite || l.components.len() != 1 || !l.components[0].pool.is_empty() {
+            return;
+        }
+        let Some(def) = default.and_then(|d| d.components.first()) else {
+            return;
+        };
+        if def.pool.is_empty() || nacre_core::pool::is_reserved(&def.pool) {
+            return;
+        }
+        let c = &mut l.components[0];
+        if c.pattern == Pattern::Mdt || !c.ost_list.is_empty() {
+            return;
+        }
+        if c.stripe_offset >= 0
+            && self
+                .pool_members(&def.pool)
+                .is_some_and(|m| !m.contains(&(c.stripe_offset as u32)))
+        {
+            return;
+        }
+        c.pool = def.pool.clone();
+    }
+
     /// Instantiates what a new file gets at create: its first component, and for a
     /// mirrored file the first component of every mirror (as Lustre's
     /// `lod_prepare_create` instantiates every component starting at 0), each mirror's
@@ -154,7 +214,18 @@ impl Lod {
     /// when one is broken. A stripe count above the OSTs passes: [`Lod::instantiate`] gives
     /// the file every OST instead.
     pub fn check(&self, l: &Layout) -> Result<(), Errno> {
-        check_layout(l, &self.layout_ctx())
+        check_layout(l, &self.layout_ctx())?;
+        // `lod_verify_striping`: a requested first OST must be in the component's pool.
+        for c in &l.components {
+            if c.stripe_offset >= 0
+                && let Some(members) = self.pool_members(&c.pool)
+                && !members.contains(&(c.stripe_offset as u32))
+            {
+                tracing::debug!(target: "lod", "OST index {} is not in pool {}", c.stripe_offset, c.pool);
+                return Err(Errno::EINVAL);
+            }
+        }
+        Ok(())
     }
 
     /// What the layout rules know of this file system: its OSTs.
@@ -205,20 +276,35 @@ impl Lod {
             }
             objs
         } else {
-            let usable = osps.iter().filter(|o| self.usable(o)).count();
+            // The OSTs this component may use: its pool's, or all.
+            let cands: Vec<&Arc<Osp>> = match self.pool_members(&c.pool) {
+                Some(members) => osps
+                    .iter()
+                    .filter(|o| members.contains(&o.ost_idx))
+                    .collect(),
+                None => osps.iter().collect(),
+            };
+            let n = cands.len();
+            if n == 0 {
+                tracing::warn!(target: "lod", "pool {} has no OSTs to allocate from", c.pool);
+                return Err(Errno::ENOSPC);
+            }
+            let usable = cands.iter().filter(|o| self.usable(o)).count();
             let want = match c.stripe_count {
                 -1 => usable.max(1),
                 k if k > 0 => (k as usize).min(n),
                 _ => 1,
             };
-            let start = if c.stripe_offset >= 0 && (c.stripe_offset as usize) < n {
-                c.stripe_offset as usize
-            } else {
-                self.rr.fetch_add(1, Ordering::Relaxed) % n
+            let start = match usize::try_from(c.stripe_offset)
+                .ok()
+                .and_then(|off| cands.iter().position(|o| o.ost_idx as usize == off))
+            {
+                Some(at) => at,
+                None => self.rr.fetch_add(1, Ordering::Relaxed) % n,
             };
             let mut objs: Vec<StripeObject> = Vec::with_capacity(want);
             let mut last_err = Errno::ENOSPC;
-            let spare = osps
+            let spare = cands
                 .iter()
                 .filter(|o| self.usable(o) && !avoid.contains(&o.ost_idx))
                 .count();
@@ -234,7 +320,7 @@ impl Lod {
                     if objs.len() >= want {
                         break;
                     }
-                    let osp = &osps[(start + k) % n];
+                    let osp = cands[(start + k) % n];
                     if objs.iter().any(|o| o.ost_idx == osp.ost_idx) {
                         continue;
                     }

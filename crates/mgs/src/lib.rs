@@ -1,7 +1,7 @@
 //! The management service (MGS): the registry a file system is mounted from.
 //!
 //! It owns the file system's name, the list of its targets with their current addresses, and
-//! the parameters set with `lctl set_param -P`. Targets register their address each time they
+//! the parameters set with `lctl set_param -P` and the OST pools made with `lctl pool_new`. Targets register their address each time they
 //! start; clients fetch the configuration at mount and then wait on it (a long poll), so a
 //! restarted target or a new persistent parameter reaches every node at once, as Lustre's
 //! config llog and lock revocation do. The state is one JSON file, replaced atomically, and
@@ -58,6 +58,7 @@ struct Stored {
     mdts: Vec<TargetName>,
     osts: Vec<TargetName>,
     params: Vec<(String, String)>,
+    pools: Vec<nacre_core::pool::OstPool>,
 }
 
 impl Stored {
@@ -67,6 +68,7 @@ impl Stored {
             mdts: c.mdts.iter().map(|t| t.name).collect(),
             osts: c.osts.iter().map(|t| t.name).collect(),
             params: c.params.clone(),
+            pools: c.pools.clone(),
         }
     }
 }
@@ -224,6 +226,18 @@ impl Mgs {
         .map(|_| ())
     }
 
+    /// `lctl pool_new/pool_destroy/pool_add/pool_remove` on pool `pool` (the name without
+    /// the file system's): an OST joins a pool only if the file system has it.
+    pub fn pool(&self, pool: &str, op: &nacre_core::pool::PoolOp) -> Result<(), Errno> {
+        self.update(|c| {
+            let osts: Vec<u32> = c.osts.iter().map(|t| t.name.index).collect();
+            nacre_core::pool::apply(&mut c.pools, pool, op, &osts)
+        })
+        .map(|_| ())?;
+        tracing::info!(target: "mgs", "pool {}.{pool}: {op:?}", self.state.lock().config.fsname);
+        Ok(())
+    }
+
     async fn wait_newer(&self, generation: u64) -> FsConfig {
         let mut rx = self.changed.subscribe();
         let _ = tokio::time::timeout(CONFIG_POLL, rx.wait_for(|c| c.generation > generation)).await;
@@ -302,6 +316,10 @@ impl Service for Mgs {
                 self.set_param(&name, value.as_deref())?;
                 Reply::Ok
             }
+            Request::MgsPool { pool, op } => {
+                self.pool(&pool, &op)?;
+                Reply::Ok
+            }
             // A request meant for another kind of target.
             _ => return Err(Errno::EPROTO),
         };
@@ -347,6 +365,45 @@ mod tests {
             "addresses must be re-registered after restart"
         );
         assert!(m.set_param("bad name", Some("1")).is_err());
+    }
+
+    #[test]
+    fn pools_are_kept_across_restarts_and_checked_against_the_osts() {
+        use nacre_core::pool::PoolOp;
+        let d = tempfile::tempdir().expect("tmp");
+        Mgs::format(d.path(), "testfs").expect("format");
+        let m = Mgs::open(d.path()).expect("open");
+        m.register(TargetName::ost(0), "127.0.0.1:8").expect("reg");
+        m.register(TargetName::ost(1), "127.0.0.1:9").expect("reg");
+        m.pool("flash", &PoolOp::New).expect("new");
+        let before = m.config().generation;
+        m.pool("flash", &PoolOp::Add(1)).expect("add");
+        assert!(
+            m.config().generation > before,
+            "a pool change is a new generation"
+        );
+        assert_eq!(m.pool("flash", &PoolOp::Add(5)), Err(Errno::ENODEV));
+        assert_eq!(m.pool("flash", &PoolOp::Destroy), Err(Errno::ENOTEMPTY));
+        drop(m);
+        let m = Mgs::open(d.path()).expect("reopen");
+        let c = m.config();
+        assert_eq!(c.pools.len(), 1);
+        assert_eq!(
+            (c.pools[0].name.as_str(), c.pools[0].osts.clone()),
+            ("flash", vec![1])
+        );
+    }
+
+    #[test]
+    fn a_configuration_written_before_pools_opens() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(
+            d.path().join("config.json"),
+            r#"{"fsname":"old","mdts":[],"osts":[],"params":[],"generation":3}"#,
+        )
+        .expect("write");
+        let m = Mgs::open(d.path()).expect("open");
+        assert!(m.config().pools.is_empty());
     }
 
     /// The identity of config.json's current version: inode (it is replaced by rename),

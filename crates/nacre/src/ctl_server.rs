@@ -55,6 +55,14 @@ pub enum CtlRequest {
     Df,
     /// Every target of the mount and whether the configuration has it active (`lfs osts`).
     Targets,
+    /// The OST pools of the mount's configuration (`lfs pool_list`, `lfs df --pool`).
+    Pools,
+    /// `lctl pool_new/pool_destroy/pool_add/pool_remove`: to the MGS served here, else
+    /// through the client (which the MGS refuses unless it holds the file system key).
+    Pool {
+        pool: String,
+        op: nacre_core::pool::PoolOp,
+    },
     Fid2Path {
         fid: Fid,
     },
@@ -187,6 +195,11 @@ pub enum CtlReply {
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
     Targets(Vec<(TargetName, bool)>),
+    /// The configuration's pools and its generation (which grows with every change).
+    Pools {
+        pools: Vec<nacre_core::pool::OstPool>,
+        generation: u64,
+    },
     Path(String),
     Params(Vec<ParamValue>),
     /// Names of the parameters a `SetParam` changed.
@@ -363,6 +376,13 @@ impl CtlServer {
                 },
                 None => return Err(CtlRequest::SetParamPersistent { name, value }),
             },
+            CtlRequest::Pool { pool, op } => match &self.targets.mgs {
+                Some((mgs, _)) => match mgs.pool(&pool, &op) {
+                    Ok(()) => CtlReply::Ok,
+                    Err(e) => CtlReply::err(e, e.describe()),
+                },
+                None => return Err(CtlRequest::Pool { pool, op }),
+            },
             CtlRequest::Inject { target, op } => {
                 tracing::warn!("inject on {target}: {op:?}");
                 match self.targets.inject(&target, op).await {
@@ -491,6 +511,23 @@ impl CtlServer {
                 CtlReply::Df(st.into_iter().map(|(t, r)| (t, r.ok())).collect())
             }
             CtlRequest::Targets => CtlReply::Targets(c.target_states()),
+            CtlRequest::Pools => {
+                let cfg = c.config();
+                CtlReply::Pools {
+                    pools: cfg.pools,
+                    generation: cfg.generation,
+                }
+            }
+            CtlRequest::Pool { pool, op } => match c.pool(&pool, op).await {
+                Ok(()) => CtlReply::Ok,
+                Err(Errno::EPERM) => CtlReply::err(
+                    Errno::EPERM,
+                    "pool commands are for the MGS's node: this client holds the client key, \
+                     which the MGS refuses them to (run it where the MGS is served, or mount \
+                     with the file system key)",
+                ),
+                Err(e) => CtlReply::err(e, e.describe()),
+            },
             CtlRequest::Fid2Path { fid } => {
                 let p = c.fid2path(fid).await?;
                 CtlReply::Path(String::from_utf8_lossy(&p).into_owned())

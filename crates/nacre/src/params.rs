@@ -95,6 +95,14 @@ impl ParamSource for ClientParams {
             })
             .collect();
         let fs = &self.client.fsname;
+        // `lov.*.pools.NAME`: each pool's OSTs, as the configuration has them.
+        for pool in self.client.config().pools {
+            v.push(ParamValue {
+                name: format!("lov.{fs}-clilov-{}.pools.{}", self.sb, pool.name),
+                value: nacre_lustreapi::pool::members(fs, &pool.osts),
+                writable: false,
+            });
+        }
         for i in 0..self.client.ost_count() {
             v.push(ParamValue {
                 name: format!("osc.{fs}-OST{i:04x}-osc-{}.rpc_stats", self.sb),
@@ -502,6 +510,13 @@ impl ParamSource for MdtParams {
                 writable: false,
             },
         ];
+        for pool in self.mdt.lod().pools() {
+            v.push(ParamValue {
+                name: format!("{lod}.pools.{}", pool.name),
+                value: nacre_lustreapi::pool::members(&self.fsname, &pool.osts),
+                writable: false,
+            });
+        }
         let mdt = format!("mdt.{}-MDT{:04x}", self.fsname, self.mdt.index);
         let (soft, hard) = self.mdt.recovery.window();
         v.push(ParamValue {

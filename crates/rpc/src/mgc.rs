@@ -116,6 +116,16 @@ impl Mgc {
         .map(|_| ())
     }
 
+    /// `lctl pool_*` (see [`Request::MgsPool`]).
+    pub async fn pool(&self, pool: &str, op: nacre_core::pool::PoolOp) -> Result<(), RpcError> {
+        self.call(&Request::MgsPool {
+            pool: pool.to_string(),
+            op,
+        })
+        .await
+        .map(|_| ())
+    }
+
     pub fn stop(&self) {
         let _ = self.stop.send(true);
     }

@@ -111,6 +111,10 @@ pub struct FsConfig {
     pub osts: Vec<TargetInfo>,
     /// `set_param -P` settings, in the order they were made.
     pub params: Vec<(String, String)>,
+    /// OST pools, by name (`lctl pool_new`); absent from configurations written before
+    /// pools existed.
+    #[serde(default)]
+    pub pools: Vec<nacre_core::pool::OstPool>,
     /// Bumped on every change, so clients can tell they are current.
     pub generation: u64,
 }
@@ -680,6 +684,14 @@ pub enum Request {
     OstSyncGetattr {
         objs: Vec<Fid>,
     },
+
+    // --- OST pools (appended) ---
+    /// `lctl pool_new/pool_destroy/pool_add/pool_remove FSNAME.POOL`: the MGS changes its
+    /// configuration's pools (see `nacre_core::pool::apply`).
+    MgsPool {
+        pool: String,
+        op: nacre_core::pool::PoolOp,
+    },
 }
 
 pub use nacre_core::flock::{FileLock, FlockMode};
@@ -1114,6 +1126,7 @@ impl Request {
             Request::AppendUnlock { .. } => 87,
             Request::Flock { .. } => 88,
             Request::OstSyncGetattr { .. } => 89,
+            Request::MgsPool { .. } => 90,
         }
     }
 
@@ -1195,6 +1208,7 @@ impl Request {
             87 => "append_unlock",
             88 => "ldlm_flock",
             89 => "ost_sync_getattr",
+            90 => "mgs_pool",
             _ => "other",
         }
     }
@@ -1258,6 +1272,7 @@ impl Request {
             Request::Tracked { req, .. } | Request::Replay { req, .. } => req.needs_server_role(),
             Request::MgsRegister { .. }
             | Request::MgsSetParam { .. }
+            | Request::MgsPool { .. }
             | Request::OstDestroy { .. }
             | Request::OstPrecreate { .. }
             | Request::OstGetLastId { .. }

@@ -190,6 +190,14 @@ const WORDS: &[&str] = &[
     "mgc.MGC1.2.3.4@tcp.import",
     "é",
     "\u{0}",
+    "fs.flash",
+    "OST[0-3]",
+    "OST[ffffffff-ffffffff/7]",
+    "OST[0-ffffffff]",
+    "OST[1,",
+    "OSTaaaé",
+    "fs-OST0001_UUID",
+    "--nowait",
 ];
 
 fn random_args(rng: &mut Rng) -> Vec<String> {
@@ -296,6 +304,17 @@ fn parsers_never_panic() {
         let _ = parse_get_param(&args);
         let _ = parse_list_param(&args);
         let _ = parse_set_param(&args);
+        for cmd in [
+            "pool_new",
+            "pool_add",
+            "pool_remove",
+            "pool_destroy",
+            "pool_list",
+        ] {
+            if let Some(c) = nacre_lustreapi::pool::PoolCmd::of(cmd) {
+                let _ = nacre_lustreapi::pool::parse(c, &args);
+            }
+        }
         if let Ok(r) = nacre_lustreapi::lfsck::parse_start(&args) {
             let _ = nacre_lustreapi::lfsck::format_started("fs-MDT0000", r.active);
         }

@@ -22,9 +22,16 @@ set_param -P -d NAME...                  delete such a record\n  \
 list_param [-F] PATTERN...               list parameter names\n  \
 lfsck_start [-M DEV] [-A] [-t TYPES] ... start the online checker (lfsck_start -h)\n  \
 lfsck_stop [-M DEV] [-A]                 stop it\n  \
-lfsck_query [-M DEV] [-t TYPES] [-w]     every target's checker status\n\
+lfsck_query [-M DEV] [-t TYPES] [-w]     every target's checker status\n  \
+pool_new [-n] FSNAME.POOL                make an OST pool (on the MGS's node)\n  \
+pool_add [-n] FSNAME.POOL OST...         add OSTs: OST0001, FSNAME-OST0001_UUID, OST[0-3,6]\n  \
+pool_remove [-n] FSNAME.POOL OST...      take OSTs out of a pool\n  \
+pool_destroy [-n] FSNAME.POOL            remove an empty pool\n  \
+pool_list FSNAME[.POOL] | PATH           the pools of a file system, or one pool's OSTs\n\
 examples:\n  nacre lctl get_param osc.*.max_rpcs_in_flight\n  \
-nacre lctl set_param lod.*.dom_stripesize=65536\n  nacre lctl set_param -P llite.*.max_read_ahead_mb=128\n";
+nacre lctl set_param lod.*.dom_stripesize=65536\n  nacre lctl set_param -P llite.*.max_read_ahead_mb=128\n  \
+nacre lctl pool_new nacre.flash && nacre lctl pool_add nacre.flash OST[0-1]\n  \
+nacre lfs setstripe -p flash -c 2 /mnt/nacre/fast\n";
 
 fn processes() -> Result<Vec<MountEntry>> {
     let mut m = ctl::servers()?;
@@ -138,6 +145,10 @@ pub fn run(args: &[String]) -> Result<i32> {
         "lfsck_start" => lfsck_start(rest),
         "lfsck_stop" => lfsck_stop(rest),
         "lfsck_query" => lfsck_query(rest),
+        word if lapi::pool::PoolCmd::of(word).is_some() => {
+            let cmd = lapi::pool::PoolCmd::of(word).ok_or_else(|| anyhow!("{word}"))?;
+            pool(cmd, rest)
+        }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
@@ -211,6 +222,116 @@ fn set_param(args: &[String]) -> Result<i32> {
             eprintln!("error: set_param: param_path '{name}': No such file or directory");
             rc = 2;
         }
+    }
+    Ok(rc)
+}
+
+/// How long a pool command waits for its change to reach this node's client
+/// (`check_pool_cmd_result`: twice the MGC's requeue time and 2 s).
+const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(12);
+
+/// `lctl pool_new/pool_destroy/pool_add/pool_remove/pool_list` (`jt_pool_cmd`).
+fn pool(cmd: lapi::pool::PoolCmd, args: &[String]) -> Result<i32> {
+    use lapi::pool::{PoolCmd, describe_error, result_line};
+    let r = match lapi::pool::parse(cmd, args) {
+        Ok(r) => r,
+        Err(e) if e.is_usage() => {
+            eprintln!("{}", lapi::pool::usage(cmd));
+            return Ok(Errno::EINVAL.code());
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(e.errno().code());
+        }
+    };
+    if cmd == PoolCmd::List {
+        let mut lfs_args = vec!["pool_list".to_string()];
+        lfs_args.extend(args.iter().cloned());
+        return super::lfs::run(&lfs_args);
+    }
+    let ops: Vec<(Option<u32>, nacre_core::pool::PoolOp)> = match cmd {
+        PoolCmd::Add | PoolCmd::Remove => r
+            .osts
+            .iter()
+            .filter_map(|&o| r.op(Some(o)).map(|op| (Some(o), op)))
+            .collect(),
+        _ => r.op(None).map(|op| (None, op)).into_iter().collect(),
+    };
+    let procs: Vec<MountEntry> = ctl::servers()?
+        .into_iter()
+        .chain(ctl::mounts()?)
+        .filter(|m| m.fsname == r.fsname)
+        .collect();
+    if procs.is_empty() {
+        eprintln!(
+            "{}: Lustre filesystem '{}' not found on this node",
+            cmd.name(),
+            r.fsname
+        );
+        return Ok(Errno::ENODEV.code());
+    }
+    let mut rc = 0;
+    let mut done: Vec<(Option<u32>, nacre_core::pool::PoolOp)> = Vec::new();
+    for (ost, op) in ops {
+        let req = CtlRequest::Pool {
+            pool: r.pool.clone(),
+            op: op.clone(),
+        };
+        let mut result: Result<(), (Errno, String)> = Err((Errno::ENOTCONN, String::new()));
+        for m in &procs {
+            match call(m, &req) {
+                Ok(_) => {
+                    result = Ok(());
+                    break;
+                }
+                // Not the MGS's process and no client to send it with: the next.
+                Err((e, _)) if e == Errno::ENOTCONN => {}
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        match result {
+            Ok(()) => done.push((ost, op)),
+            Err((e, msg)) => {
+                if e == Errno::EPERM || e == Errno::ENOTCONN {
+                    let msg = if msg.is_empty() {
+                        "no nacre process on this node serves the MGS or mounts the file system"
+                            .to_string()
+                    } else {
+                        msg
+                    };
+                    eprintln!("{}: {msg}", cmd.name());
+                } else {
+                    eprintln!("{}", describe_error(cmd, &r.fsname, &r.pool, ost, e));
+                }
+                rc = e.code();
+            }
+        }
+    }
+    if r.nowait || done.is_empty() {
+        return Ok(rc);
+    }
+    // As `check_pool_cmd_result`: wait until this node's client sees each change.
+    let Some(client) = ctl::mounts()?.into_iter().find(|m| m.fsname == r.fsname) else {
+        eprintln!(
+            "Warning, no client of \"{}\" on this node, unable to check pool updates on clients.",
+            r.fsname
+        );
+        return Ok(rc);
+    };
+    let deadline = std::time::Instant::now() + POOL_WAIT;
+    let visible = |op: &nacre_core::pool::PoolOp| -> bool {
+        matches!(call(&client, &CtlRequest::Pools), Ok(CtlReply::Pools { pools, .. }) if lapi::pool::op_visible(&pools, &r.pool, op))
+    };
+    for (ost, op) in &done {
+        let mut seen = visible(op);
+        while !seen && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            seen = visible(op);
+        }
+        eprint!("{}", result_line(cmd, &r.fsname, &r.pool, *ost, seen));
     }
     Ok(rc)
 }

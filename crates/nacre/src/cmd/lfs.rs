@@ -19,6 +19,7 @@ commands (Lustre's syntax and output):\n  \
 df [-h] [-H] [-i] [-v] [PATH]            space and inodes per MDT and OST\n  \
 osts [PATH] | mdts [PATH]                the OSTs or MDTs of each mount (or PATH's)\n  \
 getname [-n|-i] [PATH...]                each mount's FSNAME-INSTANCE (-n: fsname, -i: instance)\n  \
+pool_list FSNAME[.POOL] | PATH           the OST pools of a file system, or one pool's OSTs\n  \
 getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\n  \
 setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
 setstripe -d DIR                         remove a directory's default layout\n  \
@@ -115,6 +116,7 @@ pub fn run(args: &[String]) -> Result<i32> {
         "osts" => tgts(TargetKind::Ost, rest),
         "mdts" => tgts(TargetKind::Mdt, rest),
         "getname" => getname(rest),
+        "pool_list" => pool_list(rest),
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
         "mirror" => mirror(rest),
@@ -253,6 +255,7 @@ fn df(args: &[String]) -> Result<i32> {
         else {
             return Err(unexpected());
         };
+        let pools = pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?;
         let targets: Vec<lapi::df::TargetStat> = stats
             .into_iter()
             .map(|(t, s)| {
@@ -269,7 +272,11 @@ fn df(args: &[String]) -> Result<i32> {
                     ffree: s.ffree,
                     state: 0,
                     active: s.bsize != 0,
-                    pools: Vec::new(),
+                    pools: pools
+                        .iter()
+                        .filter(|p| t.kind == TargetKind::Ost && p.osts.contains(&t.index))
+                        .map(|p| p.name.clone())
+                        .collect(),
                 }
             })
             .collect();
@@ -729,10 +736,10 @@ fn mirror_extend(args: &[String]) -> Result<i32> {
     };
     let components = template(layout.clone()).components;
     Ok(each_file(CMD, &req.paths, |_, m, rel| {
-        no_pool(m, &components)?;
+        let components = pools_exist(m, &components)?;
         let r = CtlRequest::MirrorExtend {
             path: rel.to_path_buf(),
-            components: components.clone(),
+            components,
         };
         call(m, &r).map(|_| 0)
     }))
@@ -809,7 +816,7 @@ fn add_components(
     rel: &Path,
     comps: Vec<nacre_core::Component>,
 ) -> Result<(), (Errno, String)> {
-    no_pool(m, &comps)?;
+    let comps = pools_exist(m, &comps)?;
     let (info, _) = stat(m, rel)?;
     let existing = info
         .layout
@@ -830,12 +837,13 @@ fn add_components(
 }
 
 /// Checks a layout a user gave before it is sent: Lustre's rules for this file system's OST
-/// count, and no OST pool. nacre has no OST pools (no `lctl pool_new`), so, as Lustre's
-/// lfs does for a pool that does not exist, a pool name is refused: stored as a label it
-/// would place the objects anywhere without saying so.
-fn check_given_layout(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
+/// count, and that each pool it names exists and has OSTs (`llapi_file_open_param`). The
+/// layout comes back with `FSNAME.POOL` names cut to the pool's, as lfs sends them.
+fn check_given_layout(m: &MountEntry, layout: &Layout) -> Result<Layout, (Errno, String)> {
     check_rules(m, layout)?;
-    no_pool(m, &layout.components)
+    let mut l = layout.clone();
+    l.components = pools_exist(m, &layout.components)?;
+    Ok(l)
 }
 
 /// Lustre's layout rules, with this file system's OST count.
@@ -844,23 +852,86 @@ fn check_rules(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
     validate(layout, &LayoutCtx::with_ost_count(osts)).map_err(|e| (e.errno(), e.to_string()))
 }
 
-/// Refuses components that name an OST pool (see [`check_given_layout`]).
-fn no_pool(m: &MountEntry, comps: &[nacre_core::Component]) -> Result<(), (Errno, String)> {
-    match comps
+/// The OST pools of `m`'s file system, as its client knows them.
+fn pools_of(m: &MountEntry) -> Result<Vec<nacre_core::pool::OstPool>, (Errno, String)> {
+    match call(m, &CtlRequest::Pools)? {
+        CtlReply::Pools { pools, .. } => Ok(pools),
+        _ => Err((Errno::EPROTO, "unexpected reply".into())),
+    }
+}
+
+/// `comps` with each pool name checked as `llapi_file_open_param` checks it: a
+/// `FSNAME.POOL` name must be of this file system (and is cut to `POOL`), and the pool
+/// must exist and have OSTs. "ignore" (no pool) passes.
+fn pools_exist(
+    m: &MountEntry,
+    comps: &[nacre_core::Component],
+) -> Result<Vec<nacre_core::Component>, (Errno, String)> {
+    let mut out = comps.to_vec();
+    if out
         .iter()
-        .find(|c| !c.pool.is_empty() && c.pool != "ignore")
+        .all(|c| c.pool.is_empty() || nacre_core::pool::is_ignored(&c.pool))
     {
-        Some(c) => Err((
-            Errno::EINVAL,
-            format!(
-                "pool '{}.{}' does not exist: nacre has no OST pools",
-                m.fsname,
-                c.pool
-                    .strip_prefix(&format!("{}.", m.fsname))
-                    .unwrap_or(&c.pool)
-            ),
-        )),
-        None => Ok(()),
+        return Ok(out);
+    }
+    let pools = pools_of(m)?;
+    for c in out.iter_mut() {
+        if c.pool.is_empty() || nacre_core::pool::is_ignored(&c.pool) {
+            continue;
+        }
+        if let Some((fs, pool)) = c.pool.split_once('.') {
+            if fs != m.fsname {
+                return Err((
+                    Errno::EINVAL,
+                    format!("Pool '{}' is not on filesystem '{}'", c.pool, m.fsname),
+                ));
+            }
+            c.pool = pool.to_string();
+        }
+        match nacre_core::pool::find(&pools, &c.pool) {
+            Some(p) if !p.osts.is_empty() => {}
+            found => {
+                let why = if found.is_some() {
+                    "has no OSTs"
+                } else {
+                    "does not exist"
+                };
+                return Err((
+                    Errno::EINVAL,
+                    format!("pool '{}.{}' {why}", m.fsname, c.pool),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `lfs pool_list FSNAME[.POOL] | PATH`: the pools of a mounted file system, or one
+/// pool's OSTs (`llapi_poollist`).
+fn pool_list(args: &[String]) -> Result<i32> {
+    use lapi::pool::{PoolCmd, parse};
+    let r = parse(PoolCmd::List, args).map_err(lapi_err)?;
+    let (m, fsname, pool) = if r.full.starts_with('/') {
+        let (m, _) = ctl::find_mount(Path::new(&r.full))?;
+        let fs = m.fsname.clone();
+        (m, fs, String::new())
+    } else {
+        let m = ctl::mounts()?
+            .into_iter()
+            .find(|m| m.fsname == r.fsname)
+            .ok_or_else(|| anyhow!("Lustre filesystem '{}' not found", r.fsname))?;
+        (m, r.fsname.clone(), r.pool.clone())
+    };
+    let pools = pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?;
+    match lapi::pool::list(&fsname, &pool, &pools) {
+        Ok(text) => {
+            print!("{text}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("lfs pool_list: {}.{pool}: {}", fsname, e.describe());
+            Ok(e.code())
+        }
     }
 }
 
@@ -922,7 +993,7 @@ fn set_layout(
     layout: &Layout,
     mode: u32,
 ) -> Result<(), (Errno, String)> {
-    check_given_layout(m, layout)?;
+    let layout = &check_given_layout(m, layout)?;
     match stat(m, rel) {
         Ok((info, _)) if info.attr.is_dir() => call(
             m,
@@ -1167,12 +1238,14 @@ fn migrate(args: &[String]) -> Result<i32> {
                         .ok_or((Errno::EINVAL, "no layout".to_string()))?,
                 ),
             };
-            // A layout kept from the file itself passes with whatever pool label it has.
-            if m.layout.is_some() || m.template.is_some() {
-                check_given_layout(&mnt, &layout)?;
+            // A layout kept from the file itself passes with whatever pool it names,
+            // even one destroyed since (the MDT then confines nothing).
+            let layout = if m.layout.is_some() || m.template.is_some() {
+                check_given_layout(&mnt, &layout)?
             } else {
                 check_rules(&mnt, &layout)?;
-            }
+                layout
+            };
             call(&mnt, &CtlRequest::Migrate { path: rel, layout }).map(|_| ())
         })();
         match res {

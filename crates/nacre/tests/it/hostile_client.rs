@@ -29,6 +29,7 @@ use std::time::Duration;
 const SERVERS_OWN: &[&str] = &[
     "MgsRegister",
     "MgsSetParam",
+    "MgsPool",
     "OstDestroy",
     "OstPrecreate",
     "OstGetLastId",

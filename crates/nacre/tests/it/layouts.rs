@@ -542,12 +542,12 @@ fn a_drained_ost_gets_no_new_objects_and_its_pool_follows_demand() {
     fs.down();
 }
 
-/// nacre has no OST pools, so a layout that names one is refused, as Lustre's lfs refuses
-/// a pool that does not exist, by setstripe (a new file, a directory default, an added
-/// component), migrate and mirror extend, and nothing is made; `-p ''` and `-p inherit`
-/// name no pool and work.
+/// A layout that names a pool the file system does not have is refused, as Lustre's lfs
+/// refuses it, by setstripe (a new file, a directory default, an added component),
+/// migrate and mirror extend, and nothing is made; `-p ''` and `-p inherit` name no pool
+/// and work. (Pools that exist: `pools::`.)
 #[test]
-fn a_layout_naming_an_ost_pool_is_refused_and_makes_nothing() {
+fn a_layout_naming_a_pool_that_does_not_exist_is_refused_and_makes_nothing() {
     if !require_fuse() {
         return;
     }

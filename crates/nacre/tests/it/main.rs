@@ -42,6 +42,7 @@ mod oi_scrub;
 mod ost_replay;
 mod owner_log;
 mod permissions;
+mod pools;
 mod posix_ops;
 mod power_cut;
 mod reconnect;
