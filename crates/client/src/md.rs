@@ -10,6 +10,11 @@ use nacre_core::attr::SetAttr;
 use nacre_core::fid::mdt_of_seq;
 use nacre_core::{Errno, Fid, Layout, TargetName};
 use nacre_rpc::RpcError;
+use std::time::Duration;
+
+/// How long `lfs check` waits for each target's ping: a target that answers in no more
+/// than this is "active", so the command ends within it however many targets are down.
+pub const TARGET_CHECK_BOUND: Duration = Duration::from_secs(5);
 use nacre_rpc::import::Import;
 use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
 
@@ -671,6 +676,37 @@ impl Client {
             .chain(self.oscs())
             .map(|i| (i.target(), i.address().is_some()))
             .collect()
+    }
+
+    /// `lfs check`: pings every MDT and OST at once, each answer awaited at most `bound`
+    /// (see [`TARGET_CHECK_BOUND`]).
+    /// A target the configuration has no address for, or that does not answer in time
+    /// or cannot be reached, is ENOTCONN (Lustre's "inactive"); MDTs first.
+    pub async fn check_targets(&self, bound: Duration) -> Vec<(TargetName, Result<(), Errno>)> {
+        let imports: Vec<_> = self.mdcs().into_iter().chain(self.oscs()).collect();
+        let pings = imports.iter().map(|i| async move {
+            if i.address().is_none() {
+                return (i.target(), Err(Errno::ENOTCONN));
+            }
+            let r = match tokio::time::timeout(bound, i.call(&Request::Ping, Bytes::new())).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) if e.is_transport() => Err(Errno::ENOTCONN),
+                Ok(Err(e)) => Err(e.errno()),
+                Err(_) => Err(Errno::ENOTCONN),
+            };
+            (i.target(), r)
+        });
+        futures::future::join_all(pings).await
+    }
+
+    /// `lfs check mgts`: [`Client::check_targets`] for the MGS.
+    pub async fn check_mgs(&self, bound: Duration) -> Result<(), Errno> {
+        match tokio::time::timeout(bound, self.mgc().ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e.is_transport() => Err(Errno::ENOTCONN),
+            Ok(Err(e)) => Err(e.errno()),
+            Err(_) => Err(Errno::ENOTCONN),
+        }
     }
 
     /// statfs of every target, MDTs first (for `lfs df`).

@@ -1,4 +1,5 @@
-//! What `lfs osts`, `lfs mdts` and `lfs getname` print (`llapi_ostlist`, `print_instance`).
+//! What `lfs osts`, `lfs mdts`, `lfs getname` and `lfs check` print (`llapi_ostlist`,
+//! `print_instance`, `llapi_target_check`).
 
 use nacre_core::{TargetKind, TargetName};
 
@@ -45,6 +46,46 @@ pub fn getname_line(
     }
 }
 
+/// The device types `lfs check TYPE` pings, in the order it lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckType {
+    Osc,
+    Mdc,
+    Mgc,
+}
+
+/// `lfs check osts|mdts|mds|mgts|servers|all`: the device types, in Lustre's order.
+pub fn parse_check(word: &str) -> Option<Vec<CheckType>> {
+    Some(match word {
+        "osts" => vec![CheckType::Osc],
+        "mdts" | "mds" => vec![CheckType::Mdc],
+        "mgts" => vec![CheckType::Mgc],
+        "servers" | "all" => vec![CheckType::Osc, CheckType::Mdc, CheckType::Mgc],
+        _ => return None,
+    })
+}
+
+/// A client device's name as `lfs check` and `lctl` show it: `FSNAME-OST0000-osc-INSTANCE`,
+/// `FSNAME-MDT0000-mdc-INSTANCE`.
+pub fn client_device(fsname: &str, target: TargetName, instance: &str) -> String {
+    let class = if target.kind == TargetKind::Mdt {
+        "mdc"
+    } else {
+        "osc"
+    };
+    format!("{}-{class}-{instance}", target.full(fsname))
+}
+
+/// `do_target_check`'s line for one device: `NAME active.` or `NAME inactive.` (ENOTCONN)
+/// on standard output, or the error for standard error.
+pub fn check_line(device: &str, result: Result<(), nacre_core::Errno>) -> Result<String, String> {
+    match result {
+        Ok(()) => Ok(format!("{device} active.\n")),
+        Err(e) if e == nacre_core::Errno::ENOTCONN => Ok(format!("{device} inactive.\n")),
+        Err(e) => Err(format!("error: check '{device}': {}", e.describe())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +126,31 @@ mod tests {
         assert_eq!(
             getname_line("testfs", inst, true, true, None),
             format!("testfs-{inst}\n")
+        );
+    }
+
+    #[test]
+    fn check_names_devices_and_states_as_lustre_does() {
+        assert_eq!(
+            parse_check("servers"),
+            Some(vec![CheckType::Osc, CheckType::Mdc, CheckType::Mgc])
+        );
+        assert_eq!(parse_check("mds"), Some(vec![CheckType::Mdc]));
+        assert_eq!(parse_check("clients"), None);
+        let dev = client_device("testfs", t(TargetKind::Ost, 1), "ffff88");
+        assert_eq!(dev, "testfs-OST0001-osc-ffff88");
+        assert_eq!(
+            client_device("testfs", t(TargetKind::Mdt, 0), "ffff88"),
+            "testfs-MDT0000-mdc-ffff88"
+        );
+        assert_eq!(check_line(&dev, Ok(())), Ok(format!("{dev} active.\n")));
+        assert_eq!(
+            check_line(&dev, Err(nacre_core::Errno::ENOTCONN)),
+            Ok(format!("{dev} inactive.\n"))
+        );
+        assert_eq!(
+            check_line(&dev, Err(nacre_core::Errno::EIO)),
+            Err(format!("error: check '{dev}': Input/output error"))
         );
     }
 }

@@ -57,6 +57,8 @@ pub enum CtlRequest {
     Targets,
     /// The OST pools of the mount's configuration (`lfs pool_list`, `lfs df --pool`).
     Pools,
+    /// Pings every target and the MGS (`lfs check`).
+    Check,
     /// `lctl pool_new/pool_destroy/pool_add/pool_remove`: to the MGS served here, else
     /// through the client (which the MGS refuses unless it holds the file system key).
     Pool {
@@ -195,6 +197,12 @@ pub enum CtlReply {
     Layout(Option<Layout>),
     Df(Vec<(TargetName, Option<StatFs>)>),
     Targets(Vec<(TargetName, bool)>),
+    /// Each target's answer to a ping, and the MGS's with its device name (`lfs check`).
+    Checked {
+        targets: Vec<(TargetName, Result<(), Errno>)>,
+        mgc: String,
+        mgs: Result<(), Errno>,
+    },
     /// The configuration's pools and its generation (which grows with every change).
     Pools {
         pools: Vec<nacre_core::pool::OstPool>,
@@ -376,6 +384,17 @@ impl CtlServer {
                 },
                 None => return Err(CtlRequest::SetParamPersistent { name, value }),
             },
+            // A process without a client answers with its MGS's configuration.
+            CtlRequest::Pools if self.client.is_none() => match &self.targets.mgs {
+                Some((mgs, _)) => {
+                    let cfg = mgs.config();
+                    CtlReply::Pools {
+                        pools: cfg.pools,
+                        generation: cfg.generation,
+                    }
+                }
+                None => return Err(CtlRequest::Pools),
+            },
             CtlRequest::Pool { pool, op } => match &self.targets.mgs {
                 Some((mgs, _)) => match mgs.pool(&pool, &op) {
                     Ok(()) => CtlReply::Ok,
@@ -511,6 +530,15 @@ impl CtlServer {
                 CtlReply::Df(st.into_iter().map(|(t, r)| (t, r.ok())).collect())
             }
             CtlRequest::Targets => CtlReply::Targets(c.target_states()),
+            CtlRequest::Check => {
+                let bound = nacre_client::md::TARGET_CHECK_BOUND;
+                let (targets, mgs) = tokio::join!(c.check_targets(bound), c.check_mgs(bound));
+                CtlReply::Checked {
+                    targets,
+                    mgc: c.mgc().device_name(),
+                    mgs,
+                }
+            }
             CtlRequest::Pools => {
                 let cfg = c.config();
                 CtlReply::Pools {

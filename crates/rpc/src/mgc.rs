@@ -116,6 +116,11 @@ impl Mgc {
         .map(|_| ())
     }
 
+    /// Pings the MGS (`lfs check mgts`).
+    pub async fn ping(&self) -> Result<(), RpcError> {
+        self.call(&Request::Ping).await.map(|_| ())
+    }
+
     /// `lctl pool_*` (see [`Request::MgsPool`]).
     pub async fn pool(&self, pool: &str, op: nacre_core::pool::PoolOp) -> Result<(), RpcError> {
         self.call(&Request::MgsPool {

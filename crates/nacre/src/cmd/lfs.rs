@@ -20,6 +20,7 @@ df [-h] [-H] [-i] [-v] [PATH]            space and inodes per MDT and OST\n  \
 osts [PATH] | mdts [PATH]                the OSTs or MDTs of each mount (or PATH's)\n  \
 getname [-n|-i] [PATH...]                each mount's FSNAME-INSTANCE (-n: fsname, -i: instance)\n  \
 pool_list FSNAME[.POOL] | PATH           the OST pools of a file system, or one pool's OSTs\n  \
+check osts|mdts|mgts|servers [PATH]      ping the targets: 'DEVICE active.' or 'inactive.'\n  \
 getstripe [-v] [-y] [-d] [-c] [-S] [-i] [-L] [-I ID] ... PATH...   show layouts\n  \
 setstripe [-c N] [-S SIZE] [-i IDX] [-o LIST] [-E END [-L mdt] ...] PATH   set a layout or directory default\n  \
 setstripe -d DIR                         remove a directory's default layout\n  \
@@ -117,6 +118,7 @@ pub fn run(args: &[String]) -> Result<i32> {
         "mdts" => tgts(TargetKind::Mdt, rest),
         "getname" => getname(rest),
         "pool_list" => pool_list(rest),
+        "check" => check(rest),
         "getstripe" | "find-stripe" => getstripe(rest),
         "setstripe" => setstripe(rest),
         "mirror" => mirror(rest),
@@ -205,34 +207,102 @@ fn getname(args: &[String]) -> Result<i32> {
         bail!("lfs getname: no nacre file system is mounted on this node");
     }
     for (m, with_mountpoint) in listed {
-        let req = CtlRequest::GetParams {
-            pattern: "llite.*.stats".into(),
-            within: false,
-        };
-        let CtlReply::Params(params) = call(&m, &req).map_err(|(_, msg)| anyhow!(msg))? else {
-            return Err(unexpected());
-        };
-        let prefix = format!("llite.{}-", m.fsname);
-        let instance = params
-            .iter()
-            .find_map(|p| p.name.strip_prefix(&prefix)?.split('.').next())
-            .ok_or_else(|| {
-                anyhow!(
-                    "lfs getname: cannot get instance for '{}': the mount names no llite device",
-                    m.mountpoint.display()
-                )
-            })?;
+        let instance = instance_of(&m).map_err(|e| anyhow!("lfs getname: {e:#}"))?;
         let mountpoint = m.mountpoint.to_string_lossy();
         print!(
             "{}",
             lapi::tgts::getname_line(
                 &m.fsname,
-                instance,
+                &instance,
                 only_fsname,
                 only_instance,
                 with_mountpoint.then_some(&*mountpoint),
             )
         );
+    }
+    Ok(0)
+}
+
+/// The instance of mount `m` (Lustre's superblock address): the one in its `llite.*`
+/// parameter names.
+fn instance_of(m: &MountEntry) -> Result<String> {
+    let req = CtlRequest::GetParams {
+        pattern: "llite.*.stats".into(),
+        within: false,
+    };
+    let CtlReply::Params(params) = call(m, &req).map_err(|(_, msg)| anyhow!(msg))? else {
+        return Err(unexpected());
+    };
+    let prefix = format!("llite.{}-", m.fsname);
+    params
+        .iter()
+        .find_map(|p| p.name.strip_prefix(&prefix)?.split('.').next())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            anyhow!(
+                "cannot get instance for '{}': the mount names no llite device",
+                m.mountpoint.display()
+            )
+        })
+}
+
+/// `lfs check osts|mdts|mds|mgts|servers|all [PATH]`: pings the targets of each mount
+/// (or PATH's) and prints `DEVICE active.` or `DEVICE inactive.` for each, OSCs, then
+/// MDCs, then the MGC (`llapi_target_check`). Each ping is bounded
+/// (`nacre_client::md::TARGET_CHECK_BOUND`), so a down target cannot hold the command.
+fn check(args: &[String]) -> Result<i32> {
+    use lapi::tgts::{CheckType, check_line, client_device, parse_check};
+    let Some((word, rest)) = args.split_first() else {
+        bail!("lfs check: server type must be specified\n{USAGE}");
+    };
+    if rest.len() > 1 {
+        bail!("lfs check: server type must be specified\n{USAGE}");
+    }
+    let types = parse_check(word)
+        .ok_or_else(|| anyhow!("lfs check: unrecognized option '{word}'\n{USAGE}"))?;
+    let mounts = match rest.first() {
+        Some(p) => vec![ctl::find_mount(Path::new(p))?.0],
+        None => ctl::mounts()?,
+    };
+    if mounts.is_empty() {
+        bail!("lfs check: cannot find mounted Lustre filesystem: No such device");
+    }
+    let mut mgcs_shown: Vec<String> = Vec::new();
+    for m in mounts {
+        let instance = instance_of(&m).map_err(|e| anyhow!("lfs check: {e:#}"))?;
+        let CtlReply::Checked { targets, mgc, mgs } =
+            call(&m, &CtlRequest::Check).map_err(|(_, msg)| anyhow!(msg))?
+        else {
+            return Err(unexpected());
+        };
+        for t in &types {
+            let devices: Vec<(String, Result<(), Errno>)> = match t {
+                CheckType::Osc | CheckType::Mdc => {
+                    let kind = if *t == CheckType::Osc {
+                        TargetKind::Ost
+                    } else {
+                        TargetKind::Mdt
+                    };
+                    targets
+                        .iter()
+                        .filter(|(n, _)| n.kind == kind)
+                        .map(|(n, r)| (client_device(&m.fsname, *n, &instance), *r))
+                        .collect()
+                }
+                // One MGC serves every mount of a node's file system.
+                CheckType::Mgc if mgcs_shown.contains(&mgc) => Vec::new(),
+                CheckType::Mgc => {
+                    mgcs_shown.push(mgc.clone());
+                    vec![(mgc.clone(), mgs)]
+                }
+            };
+            for (dev, r) in devices {
+                match check_line(&dev, r) {
+                    Ok(line) => print!("{line}"),
+                    Err(line) => eprintln!("{line}"),
+                }
+            }
+        }
     }
     Ok(0)
 }
@@ -916,8 +986,10 @@ fn pool_list(args: &[String]) -> Result<i32> {
         let fs = m.fsname.clone();
         (m, fs, String::new())
     } else {
+        // A client of the file system, else (lctl on a server node) its MGS's process.
         let m = ctl::mounts()?
             .into_iter()
+            .chain(ctl::servers()?)
             .find(|m| m.fsname == r.fsname)
             .ok_or_else(|| anyhow!("Lustre filesystem '{}' not found", r.fsname))?;
         (m, r.fsname.clone(), r.pool.clone())

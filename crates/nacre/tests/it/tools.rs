@@ -56,6 +56,41 @@ fn lfs_and_lctl_on_a_mount() {
         format!("MDTS:\n0: {fsname}-MDT0000_UUID ACTIVE\n")
     );
     assert!(fail(&["lfs", "osts", &m, &m]).contains("one PATH at most"));
+    // `lfs check`: every device answers its ping; OSCs, MDCs, then the MGC.
+    let checked = ok(&["lfs", "check", "servers", &m]);
+    let lines: Vec<&str> = checked.lines().collect();
+    assert_eq!(lines.len(), 5, "{checked}");
+    for (line, dev) in lines.iter().zip([
+        format!("{fsname}-OST0000-osc-{instance}"),
+        format!("{fsname}-OST0001-osc-{instance}"),
+        format!("{fsname}-OST0002-osc-{instance}"),
+        format!("{fsname}-MDT0000-mdc-{instance}"),
+    ]) {
+        assert_eq!(*line, format!("{dev} active."), "{checked}");
+    }
+    assert!(
+        lines[4].starts_with("MGC127.0.0.1@tcp") && lines[4].ends_with(" active."),
+        "{checked}"
+    );
+    assert_eq!(ok(&["lfs", "check", "mdts", &m]), format!("{}\n", lines[3]));
+    assert!(fail(&["lfs", "check", "clients", &m]).contains("unrecognized option 'clients'"));
+    // An OST whose replies are lost is inactive, within the ping's bound.
+    ok(&["inject", "c-Network", "--target", "OST0001"]);
+    let t0 = std::time::Instant::now();
+    let osts = ok(&["lfs", "check", "osts", &m]);
+    assert!(
+        t0.elapsed() < nacre_client::md::TARGET_CHECK_BOUND + std::time::Duration::from_secs(5),
+        "lfs check took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        osts,
+        format!(
+            "{fsname}-OST0000-osc-{instance} active.\n{fsname}-OST0001-osc-{instance} inactive.\n\
+             {fsname}-OST0002-osc-{instance} active.\n"
+        )
+    );
+    ok(&["inject", "c-Network", "--target", "OST0001", "--clear"]);
     assert!(fail(&["lfs", "getname", "-x", &m]).contains("unrecognized option '-x'"));
 
     // A plain striped file, checked field by field.
