@@ -12,6 +12,17 @@ use nacre_core::{Errno, Fid, Layout, TargetName};
 use nacre_rpc::RpcError;
 use std::time::Duration;
 
+/// What a bounded ping says of its target: answered, or ENOTCONN when it could not be
+/// reached or did not answer in time (Lustre's "inactive"), or the error it answered with.
+fn ping_state(r: Result<Result<(), RpcError>, tokio::time::error::Elapsed>) -> Result<(), Errno> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if e.is_transport() => Err(Errno::ENOTCONN),
+        Ok(Err(e)) => Err(e.errno()),
+        Err(_) => Err(Errno::ENOTCONN),
+    }
+}
+
 /// How long `lfs check` waits for each target's ping: a target that answers in no more
 /// than this is "active", so the command ends within it however many targets are down.
 pub const TARGET_CHECK_BOUND: Duration = Duration::from_secs(5);
@@ -688,25 +699,15 @@ impl Client {
             if i.address().is_none() {
                 return (i.target(), Err(Errno::ENOTCONN));
             }
-            let r = match tokio::time::timeout(bound, i.call(&Request::Ping, Bytes::new())).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) if e.is_transport() => Err(Errno::ENOTCONN),
-                Ok(Err(e)) => Err(e.errno()),
-                Err(_) => Err(Errno::ENOTCONN),
-            };
-            (i.target(), r)
+            let r = tokio::time::timeout(bound, i.call(&Request::Ping, Bytes::new())).await;
+            (i.target(), ping_state(r.map(|r| r.map(|_| ()))))
         });
         futures::future::join_all(pings).await
     }
 
     /// `lfs check mgts`: [`Client::check_targets`] for the MGS.
     pub async fn check_mgs(&self, bound: Duration) -> Result<(), Errno> {
-        match tokio::time::timeout(bound, self.mgc().ping()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) if e.is_transport() => Err(Errno::ENOTCONN),
-            Ok(Err(e)) => Err(e.errno()),
-            Err(_) => Err(Errno::ENOTCONN),
-        }
+        ping_state(tokio::time::timeout(bound, self.mgc().ping()).await)
     }
 
     /// statfs of every target, MDTs first (for `lfs df`).
