@@ -10,6 +10,8 @@ use nacre_core::attr::SetAttr;
 use nacre_core::fid::mdt_of_seq;
 use nacre_core::{Errno, Fid, Layout, TargetName};
 use nacre_rpc::RpcError;
+use nacre_rpc::import::Import;
+use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
 use std::time::Duration;
 
 /// What a bounded ping says of its target: answered, or ENOTCONN when it could not be
@@ -26,8 +28,6 @@ fn ping_state(r: Result<Result<(), RpcError>, tokio::time::error::Elapsed>) -> R
 /// How long `lfs check` waits for each target's ping: a target that answers in no more
 /// than this is "active", so the command ends within it however many targets are down.
 pub const TARGET_CHECK_BOUND: Duration = Duration::from_secs(5);
-use nacre_rpc::import::Import;
-use nacre_rpc::msg::{Cred, Dirent, InodeInfo, LayoutRequest, OpenFlags, Reply, Request, StatFs};
 
 /// Has the MDT commit rather than keep more: a sync covers every reply so far.
 async fn mdt_commit(imp: &Import, rep: &ReplayList) -> Result<(), Errno> {

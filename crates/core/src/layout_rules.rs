@@ -77,6 +77,9 @@ pub fn lov_ea_size(layout: &Layout, ctx: &LayoutCtx) -> usize {
 pub struct LayoutCtx {
     /// Indexes of the OSTs that exist. `None`: unknown, target checks are skipped.
     pub osts: Option<Vec<u32>>,
+    /// The file system's OST pools, for a layout asked for now (`None`: not checked; a
+    /// stored or replayed layout is not held to pools changed since).
+    pub pools: Option<Vec<crate::pool::OstPool>>,
 }
 
 impl LayoutCtx {
@@ -84,6 +87,7 @@ impl LayoutCtx {
     pub fn with_ost_count(count: u32) -> LayoutCtx {
         LayoutCtx {
             osts: Some((0..count).collect()),
+            pools: None,
         }
     }
 
@@ -151,6 +155,12 @@ pub enum LayoutError {
     InvalidStripeOffset { comp: usize, offset: i32 },
     #[error("component {comp}: OST index {ost} does not exist")]
     UnknownOst { comp: usize, ost: u32 },
+    #[error("component {comp}: stripe offset {offset} is not in pool '{pool}'")]
+    OffsetNotInPool {
+        comp: usize,
+        offset: i32,
+        pool: String,
+    },
     #[error("component {comp}: OST index {ost} is listed twice")]
     DuplicateOst { comp: usize, ost: u32 },
     #[error("component {comp}: stripe count {count} does not match the {listed} OSTs listed")]
@@ -453,6 +463,22 @@ fn check_raid0(
             ost: c.stripe_offset as u32,
         });
     }
+    // `lod_verify_striping`: a first OST asked for must be in the component's pool; an
+    // instantiated component was placed already (Lustre's `is_from_disk`).
+    if c.stripe_offset >= 0
+        && c.flags & LCME_FL_INIT == 0
+        && let Some(pool) = ctx
+            .pools
+            .as_deref()
+            .and_then(|pools| crate::pool::named(pools, &c.pool))
+        && !pool.osts.contains(&(c.stripe_offset as u32))
+    {
+        return Err(LayoutError::OffsetNotInPool {
+            comp,
+            offset: c.stripe_offset,
+            pool: c.pool.clone(),
+        });
+    }
     if c.flags & LCME_FL_INIT != 0 {
         for o in &c.objects {
             if !ctx.ost_exists(o.ost_idx) {
@@ -545,5 +571,44 @@ mod tests {
         let e = validate(&l, &LayoutCtx::default()).expect_err("pool on DoM");
         assert!(matches!(e, LayoutError::DomPool { comp: 1, .. }), "{e:?}");
         assert_eq!(e.errno(), Errno::EINVAL);
+    }
+
+    #[test]
+    fn a_first_ost_outside_the_pool_is_refused_unless_placed_already() {
+        use crate::pool::OstPool;
+        let mut ctx = LayoutCtx::with_ost_count(4);
+        let mut l = Layout::plain(1, 1 << 20, 0);
+        l.components[0].pool = "flash".into();
+        // Pools not known (a stored layout, or lfs): not checked.
+        assert_eq!(validate(&l, &ctx), Ok(()));
+        ctx.pools = Some(vec![OstPool {
+            name: "flash".into(),
+            osts: vec![1, 3],
+        }]);
+        let e = validate(&l, &ctx).expect_err("offset 0 outside the pool");
+        assert!(
+            matches!(
+                e,
+                LayoutError::OffsetNotInPool {
+                    comp: 1,
+                    offset: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.errno(), Errno::EINVAL);
+        l.components[0].stripe_offset = 3;
+        assert_eq!(validate(&l, &ctx), Ok(()));
+        // A pool the file system does not have, or "ignore", confines nothing.
+        l.components[0].stripe_offset = 0;
+        for name in ["gone", "ignore"] {
+            l.components[0].pool = name.into();
+            assert_eq!(validate(&l, &ctx), Ok(()), "{name}");
+        }
+        // An instantiated component was placed already.
+        l.components[0].pool = "flash".into();
+        l.components[0].flags = LCME_FL_INIT;
+        assert_eq!(validate(&l, &ctx), Ok(()));
     }
 }

@@ -81,6 +81,15 @@ pub fn find<'a>(pools: &'a [OstPool], name: &str) -> Option<&'a OstPool> {
     pools.iter().find(|p| p.name == name)
 }
 
+/// The pool a layout component naming `name` is confined to (`lod_find_pool`): none for
+/// no name, a reserved one such as "ignore", or a pool the file system does not have.
+pub fn named<'a>(pools: &'a [OstPool], name: &str) -> Option<&'a OstPool> {
+    if name.is_empty() || is_reserved(name) {
+        return None;
+    }
+    find(pools, name)
+}
+
 /// Applies `op` on pool `name` to `pools`, for a file system whose OSTs are `osts`.
 /// The errnos are the ones `lctl` explains (`pool_cmd_interpret_err`): EEXIST for a pool
 /// that exists or an OST already in it, ENOENT for a pool to destroy that does not exist

@@ -122,10 +122,11 @@ pub fn parse<S: AsRef<str>>(cmd: PoolCmd, args: &[S]) -> Result<PoolRequest> {
             osts: Vec::new(),
         });
     }
-    let (fsname, pool) = match full.split_once('.') {
-        Some((fs, pool)) => (fs, Some(pool)),
-        None if cmd == PoolCmd::List => (full, None),
-        None => return Err(invalid(Errno::EINVAL, Errno::EINVAL.describe())),
+    let (fsname, pool) = match nacre_core::pool::split_full_name(full) {
+        (_, None) if cmd != PoolCmd::List => {
+            return Err(invalid(Errno::EINVAL, Errno::EINVAL.describe()));
+        }
+        parts => parts,
     };
     if fsname.is_empty() {
         return Err(invalid(Errno::EINVAL, Errno::EINVAL.describe()));

@@ -68,7 +68,7 @@ impl Mdt {
             c.dom_object = None;
         }
         let params = self.lod().params();
-        let ctx = self.lod().layout_ctx();
+        let ctx = self.lod().new_layout_ctx();
         let t = now();
         let (ino, ()) = self
             .change_layout(fid, move |_, layout, attr| {

@@ -70,10 +70,7 @@ impl Lod {
 
     /// Follows the configuration's pools (`lctl pool_*`).
     pub fn set_pools(&self, pools: &[OstPool]) {
-        let mut p = self.pools.write();
-        if p.as_slice() != pools {
-            *p = pools.to_vec();
-        }
+        *self.pools.write() = pools.to_vec();
     }
 
     /// The OST pools this MDT follows.
@@ -84,10 +81,7 @@ impl Lod {
     /// The members of the pool `name` names, if the configuration has such a pool
     /// (`lod_find_pool`: none for "" or a reserved name such as "ignore").
     pub fn pool_members(&self, name: &str) -> Option<Vec<u32>> {
-        if name.is_empty() || nacre_core::pool::is_reserved(name) {
-            return None;
-        }
-        nacre_core::pool::find(&self.pools.read(), name).map(|p| p.osts.clone())
+        nacre_core::pool::named(&self.pools.read(), name).map(|p| p.osts.clone())
     }
 
     pub fn ost_count(&self) -> usize {
@@ -214,23 +208,22 @@ impl Lod {
     /// when one is broken. A stripe count above the OSTs passes: [`Lod::instantiate`] gives
     /// the file every OST instead.
     pub fn check(&self, l: &Layout) -> Result<(), Errno> {
-        check_layout(l, &self.layout_ctx())?;
-        // `lod_verify_striping`: a requested first OST must be in the component's pool.
-        for c in &l.components {
-            if c.stripe_offset >= 0
-                && let Some(members) = self.pool_members(&c.pool)
-                && !members.contains(&(c.stripe_offset as u32))
-            {
-                tracing::debug!(target: "lod", "OST index {} is not in pool {}", c.stripe_offset, c.pool);
-                return Err(Errno::EINVAL);
-            }
-        }
-        Ok(())
+        check_layout(l, &self.new_layout_ctx())
     }
 
-    /// What the layout rules know of this file system: its OSTs.
+    /// What the layout rules know of this file system for any layout, a stored or
+    /// replayed one too: its OSTs.
     pub fn layout_ctx(&self) -> LayoutCtx {
         LayoutCtx::with_ost_count(u32::try_from(self.ost_count()).unwrap_or(u32::MAX))
+    }
+
+    /// What a layout a client asks for now must meet: its OSTs and its pools (a first
+    /// OST inside the component's pool).
+    pub fn new_layout_ctx(&self) -> LayoutCtx {
+        LayoutCtx {
+            pools: Some(self.pools()),
+            ..self.layout_ctx()
+        }
     }
 
     /// Usable OSTs: reachable, not full, and not drained (`max_create_count=0`).

@@ -1,8 +1,8 @@
 //! The management service (MGS): the registry a file system is mounted from.
 //!
-//! It owns the file system's name, the list of its targets with their current addresses, and
-//! the parameters set with `lctl set_param -P` and the OST pools made with `lctl pool_new`. Targets register their address each time they
-//! start; clients fetch the configuration at mount and then wait on it (a long poll), so a
+//! It owns the file system's name, the list of its targets with their current addresses,
+//! the parameters set with `lctl set_param -P` and the OST pools made with `lctl pool_new`.
+//! Targets register their address each time they start; clients fetch the configuration at mount and then wait on it (a long poll), so a
 //! restarted target or a new persistent parameter reaches every node at once, as Lustre's
 //! config llog and lock revocation do. The state is one JSON file, replaced atomically, and
 //! it holds only what outlives a run (see [`Stored`]): a restart that brings no new target
@@ -229,12 +229,11 @@ impl Mgs {
     /// `lctl pool_new/pool_destroy/pool_add/pool_remove` on pool `pool` (the name without
     /// the file system's): an OST joins a pool only if the file system has it.
     pub fn pool(&self, pool: &str, op: &nacre_core::pool::PoolOp) -> Result<(), Errno> {
-        self.update(|c| {
+        let c = self.update(|c| {
             let osts: Vec<u32> = c.osts.iter().map(|t| t.name.index).collect();
             nacre_core::pool::apply(&mut c.pools, pool, op, &osts)
-        })
-        .map(|_| ())?;
-        tracing::info!(target: "mgs", "pool {}.{pool}: {op:?}", self.state.lock().config.fsname);
+        })?;
+        tracing::info!(target: "mgs", "pool {}.{pool}: {op:?}", c.fsname);
         Ok(())
     }
 

@@ -203,11 +203,8 @@ pub enum CtlReply {
         mgc: String,
         mgs: Result<(), Errno>,
     },
-    /// The configuration's pools and its generation (which grows with every change).
-    Pools {
-        pools: Vec<nacre_core::pool::OstPool>,
-        generation: u64,
-    },
+    /// The configuration's pools.
+    Pools(Vec<nacre_core::pool::OstPool>),
     Path(String),
     Params(Vec<ParamValue>),
     /// Names of the parameters a `SetParam` changed.
@@ -386,13 +383,7 @@ impl CtlServer {
             },
             // A process without a client answers with its MGS's configuration.
             CtlRequest::Pools if self.client.is_none() => match &self.targets.mgs {
-                Some((mgs, _)) => {
-                    let cfg = mgs.config();
-                    CtlReply::Pools {
-                        pools: cfg.pools,
-                        generation: cfg.generation,
-                    }
-                }
+                Some((mgs, _)) => CtlReply::Pools(mgs.config().pools),
                 None => return Err(CtlRequest::Pools),
             },
             CtlRequest::Pool { pool, op } => match &self.targets.mgs {
@@ -539,13 +530,7 @@ impl CtlServer {
                     mgs,
                 }
             }
-            CtlRequest::Pools => {
-                let cfg = c.config();
-                CtlReply::Pools {
-                    pools: cfg.pools,
-                    generation: cfg.generation,
-                }
-            }
+            CtlRequest::Pools => CtlReply::Pools(c.config().pools),
             CtlRequest::Pool { pool, op } => match c.pool(&pool, op).await {
                 Ok(()) => CtlReply::Ok,
                 Err(Errno::EPERM) => CtlReply::err(

@@ -740,6 +740,7 @@ fn validate_against_the_file_system() {
     // An OST set with a hole: index 2 is gone.
     let holes = LayoutCtx {
         osts: Some(vec![0, 1, 3]),
+        pools: None,
     };
     assert!(validate(&Layout::plain(1, 0, 2), &holes).is_err());
     let mut inst = Layout::plain(1, 0, -1);

@@ -145,15 +145,14 @@ pub fn run(args: &[String]) -> Result<i32> {
         "lfsck_start" => lfsck_start(rest),
         "lfsck_stop" => lfsck_stop(rest),
         "lfsck_query" => lfsck_query(rest),
-        word if lapi::pool::PoolCmd::of(word).is_some() => {
-            let cmd = lapi::pool::PoolCmd::of(word).ok_or_else(|| anyhow!("{word}"))?;
-            pool(cmd, rest)
-        }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
         }
-        other => bail!("lctl: unknown command '{other}'\n{USAGE}"),
+        other => match lapi::pool::PoolCmd::of(other) {
+            Some(cmd) => pool(cmd, rest),
+            None => bail!("lctl: unknown command '{other}'\n{USAGE}"),
+        },
     }
 }
 
@@ -323,7 +322,7 @@ fn pool(cmd: lapi::pool::PoolCmd, args: &[String]) -> Result<i32> {
     };
     let deadline = std::time::Instant::now() + POOL_WAIT;
     let visible = |op: &nacre_core::pool::PoolOp| -> bool {
-        matches!(call(&client, &CtlRequest::Pools), Ok(CtlReply::Pools { pools, .. }) if lapi::pool::op_visible(&pools, &r.pool, op))
+        matches!(call(&client, &CtlRequest::Pools), Ok(CtlReply::Pools(pools)) if lapi::pool::op_visible(&pools, &r.pool, op))
     };
     for (ost, op) in &done {
         let mut seen = visible(op);

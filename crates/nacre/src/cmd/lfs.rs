@@ -325,7 +325,11 @@ fn df(args: &[String]) -> Result<i32> {
         else {
             return Err(unexpected());
         };
-        let pools = pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?;
+        // Which pools each OST is in matters to `--pool` only.
+        let pools = match req.options.pool {
+            Some(_) => pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?,
+            None => Vec::new(),
+        };
         let targets: Vec<lapi::df::TargetStat> = stats
             .into_iter()
             .map(|(t, s)| {
@@ -925,7 +929,7 @@ fn check_rules(m: &MountEntry, layout: &Layout) -> Result<(), (Errno, String)> {
 /// The OST pools of `m`'s file system, as its client knows them.
 fn pools_of(m: &MountEntry) -> Result<Vec<nacre_core::pool::OstPool>, (Errno, String)> {
     match call(m, &CtlRequest::Pools)? {
-        CtlReply::Pools { pools, .. } => Ok(pools),
+        CtlReply::Pools(pools) => Ok(pools),
         _ => Err((Errno::EPROTO, "unexpected reply".into())),
     }
 }
@@ -949,7 +953,7 @@ fn pools_exist(
         if c.pool.is_empty() || nacre_core::pool::is_ignored(&c.pool) {
             continue;
         }
-        if let Some((fs, pool)) = c.pool.split_once('.') {
+        if let (fs, Some(pool)) = nacre_core::pool::split_full_name(&c.pool) {
             if fs != m.fsname {
                 return Err((
                     Errno::EINVAL,
