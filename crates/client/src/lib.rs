@@ -377,6 +377,11 @@ impl Client {
     }
 
     /// The link to the MGS (`mgc.*` parameters).
+    /// This mount's identity on the MDTs (Lustre's client UUID).
+    pub fn uuid(&self) -> u64 {
+        self.uuid
+    }
+
     pub fn mgc(&self) -> &Mgc {
         &self.mgc
     }

@@ -169,6 +169,8 @@ pub enum CtlRequest {
         target: String,
         op: InjectOp,
     },
+    /// The devices of this process (`lctl dl`).
+    Devices,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -227,6 +229,7 @@ pub enum CtlReply {
     Resynced(nacre_client::mirror::ResyncOutcome),
     Verified(nacre_client::mirror::MirrorVerify),
     Injected(Vec<InjectedItem>),
+    Devices(Vec<nacre_lustreapi::devices::Device>),
 }
 
 /// A directory entry as a tree walk sees it.
@@ -381,6 +384,14 @@ impl CtlServer {
                 },
                 None => return Err(CtlRequest::SetParamPersistent { name, value }),
             },
+            CtlRequest::Devices => {
+                let mut devs = match &self.targets.mgs {
+                    Some((mgs, _)) => crate::params::mgs_devices(mgs),
+                    None => Vec::new(),
+                };
+                devs.extend(self.params.devices());
+                CtlReply::Devices(devs)
+            }
             // A process without a client answers with its MGS's configuration.
             CtlRequest::Pools if self.client.is_none() => match &self.targets.mgs {
                 Some((mgs, _)) => CtlReply::Pools(mgs.config().pools),
@@ -732,7 +743,8 @@ impl CtlServer {
             | CtlRequest::LfsckStart { .. }
             | CtlRequest::LfsckStop { .. }
             | CtlRequest::LfsckQuery { .. }
-            | CtlRequest::Inject { .. } => return Err(Errno::EPROTO),
+            | CtlRequest::Inject { .. }
+            | CtlRequest::Devices => return Err(Errno::EPROTO),
         })
     }
 

@@ -8,6 +8,7 @@
 
 use nacre_client::Client;
 use nacre_core::size::parse_size;
+use nacre_lustreapi::devices::{Device, DeviceStatus};
 use nacre_lustreapi::lctl::ParamPattern;
 use nacre_mdt::Mdt;
 use nacre_mdt::lod::LodParams;
@@ -26,6 +27,42 @@ pub trait ParamSource: Send + Sync {
     fn list(&self) -> Vec<ParamValue>;
     /// Sets one parameter by its full name.
     fn set(&self, name: &str, value: &str) -> Result<(), String>;
+    /// The devices whose parameters these are, as `lctl dl` lists them, in the order
+    /// Lustre sets them up.
+    fn devices(&self) -> Vec<Device> {
+        Vec::new()
+    }
+}
+
+/// A device of this process, `Up` unless `inactive`.
+fn device(class: &str, name: String, uuid: String, refcount: usize, inactive: bool) -> Device {
+    Device {
+        status: if inactive {
+            DeviceStatus::Inactive
+        } else {
+            DeviceStatus::Up
+        },
+        class: class.to_string(),
+        name,
+        uuid,
+        refcount: u32::try_from(refcount).unwrap_or(u32::MAX),
+        conn: None,
+    }
+}
+
+/// The devices of the MGS this process serves: its storage and the service.
+pub fn mgs_devices(mgs: &Arc<nacre_mgs::Mgs>) -> Vec<Device> {
+    let refs = Arc::strong_count(mgs);
+    vec![
+        device(
+            "osd-nacre",
+            "MGS-osd".into(),
+            "MGS-osd_UUID".into(),
+            refs,
+            false,
+        ),
+        device("mgs", "MGS".into(), "MGS".into(), refs, false),
+    ]
 }
 
 fn num(name: &str, value: &str) -> Result<u64, String> {
@@ -84,6 +121,58 @@ impl ClientParams {
 }
 
 impl ParamSource for ClientParams {
+    fn devices(&self) -> Vec<Device> {
+        let c = &self.client;
+        let (fs, sb) = (&c.fsname, &self.sb);
+        // Every device of a mount shares the mount's UUID, as Lustre's client devices do.
+        let uuid = format!("{:016x}", c.uuid());
+        let refs = Arc::strong_count(c);
+        let config = c.config();
+        let mgc = c.mgc();
+        let mut v = vec![
+            device("mgc", mgc.device_name(), uuid.clone(), refs, false),
+            device(
+                "lov",
+                format!("{fs}-clilov-{sb}"),
+                uuid.clone(),
+                refs,
+                false,
+            ),
+            device(
+                "lmv",
+                format!("{fs}-clilmv-{sb}"),
+                uuid.clone(),
+                refs,
+                false,
+            ),
+        ];
+        let imports = c.mdcs().into_iter().chain(c.oscs());
+        for imp in imports {
+            let t = imp.target();
+            let listed = match t.kind {
+                nacre_core::TargetKind::Mdt => &config.mdts,
+                _ => &config.osts,
+            };
+            let entry = listed.iter().find(|e| e.name == t);
+            let class = if t.kind == nacre_core::TargetKind::Mdt {
+                "mdc"
+            } else {
+                "osc"
+            };
+            let mut d = device(
+                class,
+                nacre_lustreapi::tgts::client_device(fs, t, sb),
+                uuid.clone(),
+                // Less the one this loop holds.
+                Arc::strong_count(&imp) - 1,
+                !entry.is_some_and(|e| e.active),
+            );
+            d.conn = entry.map(|e| nacre_lustreapi::devices::nid_of(&e.addr));
+            v.push(d);
+        }
+        v
+    }
+
     fn list(&self) -> Vec<ParamValue> {
         let mut v: Vec<ParamValue> = self
             .names()
@@ -323,6 +412,23 @@ impl ParamSource for TimeoutParams {
     }
 }
 
+/// `version`: this nacre's version (Lustre's `lctl get_param version`).
+pub struct VersionParam;
+
+impl ParamSource for VersionParam {
+    fn list(&self) -> Vec<ParamValue> {
+        vec![ParamValue {
+            name: "version".into(),
+            value: env!("CARGO_PKG_VERSION").into(),
+            writable: false,
+        }]
+    }
+
+    fn set(&self, name: &str, _value: &str) -> Result<(), String> {
+        Err(format!("{name}: read-only parameter"))
+    }
+}
+
 impl ServerStats {
     /// A target's device (`mdt.<target>`, `obdfilter.<target>`) and the name of its
     /// request statistics there; the MGS has none.
@@ -381,6 +487,28 @@ impl OstParams {
 }
 
 impl ParamSource for OstParams {
+    fn devices(&self) -> Vec<Device> {
+        let name = format!("{}-OST{:04x}", self.fsname, self.ost.index);
+        let refs = Arc::strong_count(&self.ost);
+        vec![
+            device(
+                "osd-nacre",
+                format!("{name}-osd"),
+                format!("{name}-osd_UUID"),
+                refs,
+                false,
+            ),
+            device("ost", "OSS".into(), "OSS_uuid".into(), refs, false),
+            device(
+                "obdfilter",
+                name.clone(),
+                format!("{name}_UUID"),
+                refs,
+                false,
+            ),
+        ]
+    }
+
     fn list(&self) -> Vec<ParamValue> {
         let pre = self.prefix();
         self.ost
@@ -429,6 +557,45 @@ impl MdtParams {
 }
 
 impl ParamSource for MdtParams {
+    fn devices(&self) -> Vec<Device> {
+        let (fs, i) = (&self.fsname, self.mdt.index);
+        let name = format!("{fs}-MDT{i:04x}");
+        let lov = format!("{name}-mdtlov");
+        let refs = Arc::strong_count(&self.mdt);
+        let mut v = vec![
+            device(
+                "osd-nacre",
+                format!("{name}-osd"),
+                format!("{name}-osd_UUID"),
+                refs,
+                false,
+            ),
+            device("mds", "MDS".into(), "MDS_uuid".into(), refs, false),
+            device("lod", lov.clone(), format!("{lov}_UUID"), refs, false),
+            device("mdt", name.clone(), format!("{name}_UUID"), refs, false),
+            device(
+                "mdd",
+                format!("{fs}-MDD{i:04x}"),
+                format!("{fs}-MDD{i:04x}_UUID"),
+                refs,
+                false,
+            ),
+        ];
+        for osp in self.mdt.lod().osps() {
+            // `osp.NAME` less the class.
+            let dev = self.osp_name(osp.ost_idx);
+            let dev = dev.strip_prefix("osp.").unwrap_or(&dev).to_string();
+            v.push(device(
+                "osp",
+                dev,
+                format!("{lov}_UUID"),
+                Arc::strong_count(&osp) - 1,
+                false,
+            ));
+        }
+        v
+    }
+
     fn list(&self) -> Vec<ParamValue> {
         let p = self.mdt.lod().params();
         let lod = self.lod();
@@ -726,6 +893,18 @@ impl NodeParams {
                 }
             })
             .collect()
+    }
+
+    /// Every device of the process, in set-up order; a node-wide service (`MDS`, `OSS`)
+    /// once.
+    pub fn devices(&self) -> Vec<Device> {
+        let mut out: Vec<Device> = Vec::new();
+        for d in self.sources.iter().flat_map(|s| s.devices()) {
+            if !out.iter().any(|o| o.class == d.class && o.name == d.name) {
+                out.push(d);
+            }
+        }
+        out
     }
 
     /// Sets every parameter matching `pattern`; returns the names set.

@@ -304,6 +304,9 @@ fn parsers_never_panic() {
         let _ = parse_get_param(&args);
         let _ = parse_list_param(&args);
         let _ = parse_set_param(&args);
+        if let Ok(o) = nacre_lustreapi::devices::parse_dl(&args) {
+            let _ = nacre_lustreapi::devices::format_dl(&[], o);
+        }
         for cmd in [
             "pool_new",
             "pool_add",

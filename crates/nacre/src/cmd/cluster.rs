@@ -164,6 +164,7 @@ fn target_params(
 ) -> Vec<std::sync::Arc<dyn crate::params::ParamSource>> {
     let mut sources: Vec<_> = s.params(fsname).into_iter().collect();
     sources.push(std::sync::Arc::new(crate::params::TimeoutParams));
+    sources.push(std::sync::Arc::new(crate::params::VersionParam));
     sources
 }
 

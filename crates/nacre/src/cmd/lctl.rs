@@ -20,6 +20,7 @@ set_param [-n] NAME=VALUE...             change parameters on this node until re
 set_param -P NAME=VALUE...               record through the MGS, for every node now and later\n  \
 set_param -P -d NAME...                  delete such a record\n  \
 list_param [-F] PATTERN...               list parameter names\n  \
+dl [-t] [-y]                             the devices of this node (device_list)\n  \
 lfsck_start [-M DEV] [-A] [-t TYPES] ... start the online checker (lfsck_start -h)\n  \
 lfsck_stop [-M DEV] [-A]                 stop it\n  \
 lfsck_query [-M DEV] [-t TYPES] [-w]     every target's checker status\n  \
@@ -141,10 +142,15 @@ pub fn run(args: &[String]) -> Result<i32> {
             }
             Ok(rc)
         }
+        "dl" | "device_list" => device_list(rest),
         "set_param" => set_param(rest),
         "lfsck_start" => lfsck_start(rest),
         "lfsck_stop" => lfsck_stop(rest),
         "lfsck_query" => lfsck_query(rest),
+        "--version" => {
+            println!("lctl {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
@@ -154,6 +160,28 @@ pub fn run(args: &[String]) -> Result<i32> {
             None => bail!("lctl: unknown command '{other}'\n{USAGE}"),
         },
     }
+}
+
+/// `lctl dl [-t] [-y]`: the devices of every nacre process on this node, numbered in
+/// the order the processes list them (a node-wide service such as `OSS` once).
+fn device_list(args: &[String]) -> Result<i32> {
+    let o = lapi::devices::parse_dl(args).map_err(usage_err)?;
+    let mut devs: Vec<lapi::devices::Device> = Vec::new();
+    for m in processes()? {
+        match call(&m, &CtlRequest::Devices) {
+            Ok(CtlReply::Devices(ds)) => {
+                for d in ds {
+                    if !devs.iter().any(|o| o.class == d.class && o.name == d.name) {
+                        devs.push(d);
+                    }
+                }
+            }
+            Ok(_) => return Err(anyhow!("unexpected reply from {}", m.socket.display())),
+            Err((_, msg)) => eprintln!("lctl: {}: {msg}", m.mountpoint.display()),
+        }
+    }
+    print!("{}", lapi::devices::format_dl(&devs, o));
+    Ok(0)
 }
 
 fn set_param(args: &[String]) -> Result<i32> {

@@ -985,20 +985,31 @@ fn pools_exist(
 fn pool_list(args: &[String]) -> Result<i32> {
     use lapi::pool::{PoolCmd, parse};
     let r = parse(PoolCmd::List, args).map_err(lapi_err)?;
-    let (m, fsname, pool) = if r.full.starts_with('/') {
+    let (pools, fsname, pool) = if r.full.starts_with('/') {
         let (m, _) = ctl::find_mount(Path::new(&r.full))?;
-        let fs = m.fsname.clone();
-        (m, fs, String::new())
+        let pools = pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?;
+        (pools, m.fsname, String::new())
     } else {
-        // A client of the file system, else (lctl on a server node) its MGS's process.
-        let m = ctl::mounts()?
+        // A client of the file system, else (lctl on a server node) its MGS's process:
+        // a process with neither answers ENOTCONN, and the next is asked.
+        let procs: Vec<MountEntry> = ctl::mounts()?
             .into_iter()
             .chain(ctl::servers()?)
-            .find(|m| m.fsname == r.fsname)
-            .ok_or_else(|| anyhow!("Lustre filesystem '{}' not found", r.fsname))?;
-        (m, r.fsname.clone(), r.pool.clone())
+            .filter(|m| m.fsname == r.fsname)
+            .collect();
+        let mut found = Err((
+            Errno::ENODEV,
+            format!("Lustre filesystem '{}' not found", r.fsname),
+        ));
+        for m in &procs {
+            found = pools_of(m);
+            if !matches!(&found, Err((e, _)) if *e == Errno::ENOTCONN) {
+                break;
+            }
+        }
+        let pools = found.map_err(|(_, msg)| anyhow!(msg))?;
+        (pools, r.fsname.clone(), r.pool.clone())
     };
-    let pools = pools_of(&m).map_err(|(_, msg)| anyhow!(msg))?;
     match lapi::pool::list(&fsname, &pool, &pools) {
         Ok(text) => {
             print!("{text}");

@@ -85,12 +85,15 @@ pub fn mount_client(
         let _g = rt.enter();
         crate::ctl_server::bind(&entry)?
     };
-    let mut sources: Vec<Arc<dyn ParamSource>> = vec![
-        Arc::new(ClientParams::new(client.clone())),
+    // The servers first: `lctl dl` lists devices in this order, and Lustre sets a node's
+    // servers up before its client.
+    let mut sources: Vec<Arc<dyn ParamSource>> = servers.to_vec();
+    sources.extend([
+        Arc::new(ClientParams::new(client.clone())) as Arc<dyn ParamSource>,
         Arc::new(crate::memory::MemoryParams),
         Arc::new(crate::params::TimeoutParams),
-    ];
-    sources.extend(servers.iter().cloned());
+        Arc::new(crate::params::VersionParam),
+    ]);
     let params = Arc::new(NodeParams { sources });
     let server = Arc::new(CtlServer {
         client: Some(client.clone()),

@@ -74,6 +74,49 @@ fn lfs_and_lctl_on_a_mount() {
     );
     assert_eq!(ok(&["lfs", "check", "mdts", &m]), format!("{}\n", lines[3]));
     assert!(fail(&["lfs", "check", "clients", &m]).contains("unrecognized option 'clients'"));
+    // `lctl dl`, as sanity.sh 104d reads it: a client device per target, each server
+    // device once, numbered from 0; `-t` adds each client device's NID, `-y` is YAML.
+    let dl = ok(&["lctl", "dl"]);
+    let rows: Vec<Vec<&str>> = dl.lines().map(|l| l.split_whitespace().collect()).collect();
+    let count = |class: &str, prefix: &str| {
+        rows.iter()
+            .filter(|r| r[2] == class && r[3].starts_with(prefix))
+            .count()
+    };
+    assert_eq!(count("osc", &format!("{fsname}-OST")), 3, "{dl}");
+    assert_eq!(count("mdc", &format!("{fsname}-MDT")), 1, "{dl}");
+    assert_eq!(count("obdfilter", &format!("{fsname}-OST")), 3, "{dl}");
+    assert_eq!(count("mdt", &format!("{fsname}-MDT")), 1, "{dl}");
+    assert_eq!(count("osp", &format!("{fsname}-OST")), 3, "{dl}");
+    assert_eq!((count("mgs", "MGS"), count("ost", "OSS")), (1, 1), "{dl}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(
+            (r.len(), r[0], r[1]),
+            (6, i.to_string().as_str(), "UP"),
+            "{dl}"
+        );
+        assert!(r[5].parse::<u32>().is_ok_and(|n| n > 0), "{dl}");
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r[2] == "osc" && r[3] == format!("{fsname}-OST0002-osc-{instance}"))
+    );
+    let with_nids = ok(&["lctl", "dl", "-t"]);
+    for line in with_nids.lines() {
+        let client_dev = line.contains(" osc ") || line.contains(" mdc ");
+        assert_eq!(line.ends_with(" 127.0.0.1@tcp"), client_dev, "{with_nids}");
+    }
+    let yaml = ok(&["lctl", "dl", "--yaml"]);
+    assert!(
+        yaml.starts_with("devices:\n  - index: 0\n    status: UP\n"),
+        "{yaml}"
+    );
+    assert_eq!(yaml.matches("  - index: ").count(), rows.len(), "{yaml}");
+    assert!(fail(&["lctl", "dl", "osc"]).contains("unexpected 'osc'"));
+    assert_eq!(
+        ok(&["lctl", "get_param", "-n", "version"]).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
     // An OST whose replies are lost is inactive, within the ping's bound.
     ok(&["inject", "c-Network", "--target", "OST0001"]);
     let t0 = std::time::Instant::now();
@@ -590,4 +633,63 @@ fn inject_makes_what_a_dry_run_counts_and_a_repair_fixes() {
     let (p, data) = &untouched[0];
     assert_eq!(std::fs::read_to_string(p).expect("read"), *data);
     fs.down();
+}
+
+/// `lctl` on server nodes with no mount, one `nacre serve` process per target: `lctl dl`
+/// lists every process's devices, the node-wide `OSS` once; the pool commands and
+/// `pool_list` find the MGS's process among the others (ost-pools.sh run on the MGS).
+#[test]
+fn lctl_on_server_processes_without_a_mount() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let p = |n: &str| tmp.path().join(n);
+    let mut cl = common::procs::ServeCluster::format(
+        "srvonly",
+        &p("mgs"),
+        &[p("mdt0")],
+        &[p("ost0"), p("ost1")],
+    );
+    cl.start_all();
+    let dl = ok(&["lctl", "dl"]);
+    let classes: Vec<&str> = dl
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap_or_default())
+        .collect();
+    let n = |c: &str| classes.iter().filter(|x| **x == c).count();
+    assert_eq!(
+        [
+            n("mgs"),
+            n("mdt"),
+            n("mds"),
+            n("osp"),
+            n("ost"),
+            n("obdfilter")
+        ],
+        [1, 1, 1, 2, 1, 2],
+        "{dl}"
+    );
+    assert_eq!((n("osc"), n("mdc")), (0, 0), "{dl}");
+    assert!(
+        dl.contains(" obdfilter srvonly-OST0001 srvonly-OST0001_UUID "),
+        "{dl}"
+    );
+    // Numbered across the processes, from 0.
+    for (i, l) in dl.lines().enumerate() {
+        assert_eq!(
+            l.split_whitespace().next(),
+            Some(i.to_string().as_str()),
+            "{dl}"
+        );
+    }
+
+    ok(&["lctl", "pool_new", "srvonly.fast"]);
+    ok(&["lctl", "pool_add", "srvonly.fast", "OST0001"]);
+    assert_eq!(
+        ok(&["lctl", "pool_list", "srvonly"]),
+        "Pools from srvonly:\nsrvonly.fast\n"
+    );
+    assert_eq!(
+        ok(&["lctl", "pool_list", "srvonly.fast"]),
+        "Pool: srvonly.fast\nsrvonly-OST0001_UUID\n"
+    );
+    cl.stop_all();
 }
