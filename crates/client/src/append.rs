@@ -10,6 +10,11 @@
 //!
 //! One append per file at a time on this client ([`FileAppends::turn`]): the lock is one
 //! handle's, and a callback gives it back only between appends.
+//!
+//! A kept lock is in the MDC's replay list ([`crate::replay::ReplayList::append_kept`]): a
+//! restarted MDT gets it back in the replay, so bytes appended under it that wait in
+//! write-behind land (at the reconnect's callback of every kept lock) before another
+//! client reads the end of file.
 
 use crate::Client;
 use crate::file::OpenFile;
@@ -144,6 +149,11 @@ impl Client {
                     changes: self.local_changes.of(&f.fid),
                     generation,
                 });
+                // Bytes appended under it may wait in write-behind: a restart of the MDT
+                // must not give the lock to another client before they land.
+                if let Ok(r) = self.mdc_replay(mdt) {
+                    r.append_kept(f.fid, f.handle);
+                }
             }
             _ => {
                 // Earlier appends under a kept lock may still be on their way: the next
@@ -179,6 +189,9 @@ impl Client {
     }
 
     async fn append_unlock(&self, fid: Fid, handle: u64) {
+        if let Ok(r) = self.mdc_replay(self.mdt_of(&fid)) {
+            r.append_released(fid, handle);
+        }
         let unlock = Request::AppendUnlock { fid, handle };
         if let Err(e) = self.md_call(self.mdt_of(&fid), unlock).await {
             // The handle's close gives it back, or the MDT's bound.
@@ -224,6 +237,9 @@ impl Client {
             let mut kept = file.turn.lock().await;
             if kept.is_some_and(|k| k.handle == handle) {
                 *kept = None;
+                if let Ok(r) = self.mdc_replay(self.mdt_of(&fid)) {
+                    r.append_released(fid, handle);
+                }
             }
         }
         drop(file);

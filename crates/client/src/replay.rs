@@ -23,7 +23,10 @@
 //!
 //! So are the `fcntl`/`flock` locks this client holds ([`LOCKS_KEPT_MAX`] owners' locks
 //! of a file): after the reopens, each is taken again ([`FlockOp::Reclaim`]) through a
-//! handle of its owner's, before the MDT lets anyone else ask for a lock.
+//! handle of its owner's, before the MDT lets anyone else ask for a lock. So are the
+//! append locks it keeps ([`Request::AppendReclaim`], one per file, through its handle):
+//! what it appended under one and has not sent lands before another client reads the end
+//! of file.
 
 use bytes::Bytes;
 use nacre_core::flock::FileLock;
@@ -122,6 +125,8 @@ enum Step {
     Reopen(u64, KeptOpen),
     /// A lock taken again: its file, owner, a handle of the owner's, the lock.
     Relock(Fid, u64, u64, FileLock),
+    /// A kept append lock taken again: its file and handle.
+    Reappend(Fid, u64),
 }
 
 /// A step sent: a replay's transno, a reopen's handle and file, a lock's file.
@@ -129,6 +134,7 @@ enum Sent {
     Replay(u64),
     Reopen(u64, Fid),
     Relock(Fid),
+    Reappend(Fid),
 }
 
 #[derive(Default)]
@@ -149,6 +155,9 @@ struct List {
     locks: HashMap<(Fid, u64), KeptLocks>,
     /// Owners' locks not kept because the list was full (warned about once).
     locks_dropped: u64,
+    /// The append lock kept of each file, by the handle that keeps it (one of `opens`,
+    /// so as bounded).
+    appends: HashMap<Fid, u64>,
 }
 
 /// One MDC's or OSC's recovery state: its client identity, request numbers and replay
@@ -373,6 +382,31 @@ impl ReplayList {
         if !l.locks.is_empty() {
             l.locks.retain(|_, k| !k.handles.contains(&handle));
         }
+        if !l.appends.is_empty() {
+            l.appends.retain(|_, h| *h != handle);
+        }
+    }
+
+    /// Handle `handle` keeps `fid`'s append lock after an append: taken again in a replay
+    /// (only a handle the list keeps open can be reopened to take it).
+    pub fn append_kept(&self, fid: Fid, handle: u64) {
+        let mut l = self.list.lock();
+        if l.opens.contains_key(&handle) {
+            l.appends.insert(fid, handle);
+        }
+    }
+
+    /// Handle `handle` gives `fid`'s append lock back.
+    pub fn append_released(&self, fid: Fid, handle: u64) {
+        let mut l = self.list.lock();
+        if l.appends.get(&fid) == Some(&handle) {
+            l.appends.remove(&fid);
+        }
+    }
+
+    /// Append locks kept now.
+    pub fn appends_kept(&self) -> usize {
+        self.list.lock().appends.len()
     }
 
     /// The MDT granted `lock` (which may be an unlock) on `fid` to `owner` through
@@ -493,6 +527,11 @@ impl ReplayList {
                     steps.push(((u64::MAX, 2), step));
                 }
             }
+            for (fid, h) in &l.appends {
+                if l.opens.contains_key(h) {
+                    steps.push(((u64::MAX, 3), Step::Reappend(*fid, *h)));
+                }
+            }
             (l.kept.len(), l.opens.len(), steps)
         };
         let target = self.target_word();
@@ -532,6 +571,11 @@ impl ReplayList {
                     Bytes::new(),
                     Sent::Relock(fid),
                 ),
+                Step::Reappend(fid, handle) => (
+                    Request::AppendReclaim { fid, handle },
+                    Bytes::new(),
+                    Sent::Reappend(fid),
+                ),
             };
             match (call(req, bulk).await, sent) {
                 (Ok(_), Sent::Replay(_)) => {
@@ -548,6 +592,13 @@ impl ReplayList {
                 }
                 (Err(RpcError::Errno(e)), Sent::Relock(fid)) => {
                     tracing::warn!(target: "client", "a lock on {fid} could not be taken again after the MDT restarted: {e}");
+                }
+                (Ok(_), Sent::Reappend(_)) => {
+                    self.relocked.fetch_add(1, Ordering::Relaxed);
+                }
+                (Err(RpcError::Errno(e)), Sent::Reappend(fid)) if e != Errno::ESTALE => {
+                    self.list.lock().appends.remove(&fid);
+                    tracing::warn!(target: "client", "the append lock on {fid} could not be taken again after the MDT restarted: {e}");
                 }
                 (Err(RpcError::Errno(Errno::ESTALE)), _) => return self.evicted(instance),
                 (Err(RpcError::Errno(e)), Sent::Replay(transno)) => {
@@ -593,6 +644,7 @@ impl ReplayList {
             // Its handles are gone with the export, and the locks taken through them.
             l.opens.clear();
             l.locks.clear();
+            l.appends.clear();
             l.kept_bytes = 0;
             std::mem::take(&mut l.kept)
         };
@@ -726,6 +778,10 @@ mod tests {
                     self.steps.lock().push(format!("reopen {handle}"));
                     Ok(Reply::Ok)
                 }
+                Request::AppendReclaim { handle, .. } => {
+                    self.steps.lock().push(format!("reappend {handle}"));
+                    Ok(Reply::Ok)
+                }
                 Request::ReplayDone { .. } => {
                     self.done.fetch_add(1, Ordering::Relaxed);
                     Ok(Reply::Recovered { last_committed: 12 })
@@ -766,6 +822,55 @@ mod tests {
         assert_eq!(*restarted.replayed.lock(), vec![10, 11, 12]);
         assert_eq!(restarted.done.load(Ordering::Relaxed), 1);
         assert_eq!(r.kept(), 0, "recovery commits what was replayed");
+    }
+
+    /// A kept append lock is taken again after its handle's reopen, and only while the
+    /// handle keeps it: one given back, or whose handle closed, is not; a handle the list
+    /// does not hold open cannot keep one.
+    #[tokio::test]
+    async fn kept_append_locks_are_taken_again_after_their_reopens() {
+        let r = ReplayList::new(CLIENT, TargetKind::Mdt, Duration::from_secs(1));
+        let (f1, f2, f3) = (
+            Fid::new(0x200000401, 1, 0),
+            Fid::new(0x200000401, 2, 0),
+            Fid::new(0x200000401, 3, 0),
+        );
+        let w = OpenFlags {
+            write: true,
+            append: true,
+            ..OpenFlags::default()
+        };
+        for (h, f) in [(5, f1), (6, f2), (7, f3)] {
+            r.opened(h, f, w, &Cred::root());
+        }
+        r.append_kept(f1, 5);
+        r.append_kept(f2, 6);
+        r.append_kept(f3, 7);
+        r.append_kept(Fid::new(0x200000401, 4, 0), 99);
+        assert_eq!(r.appends_kept(), 3, "a handle not open keeps nothing");
+        r.append_released(f2, 6);
+        r.append_released(f3, 5);
+        r.closed(7);
+        assert_eq!(r.appends_kept(), 1, "released, and closed with its handle");
+        connect(&r, &FakeMdt::new(1, None)).await.expect("connect");
+        let restarted = FakeMdt::new(2, None);
+        connect(&r, &restarted)
+            .await
+            .expect("connect after the restart");
+        let steps = restarted.steps.lock().clone();
+        let at = |s: &str| steps.iter().position(|x| x == s);
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with("reappend")).count(),
+            1,
+            "{steps:?}"
+        );
+        assert!(
+            at("reopen 5") < at("reappend 5") && at("reopen 5").is_some(),
+            "{steps:?}"
+        );
+        assert_eq!(r.relocked.load(Ordering::Relaxed), 1);
+        // Still kept: the lock is the handle's until it gives it back.
+        assert_eq!(r.appends_kept(), 1);
     }
 
     /// Kept data is counted in as writes are kept and out as commits drop them.

@@ -20,6 +20,11 @@
 //! [`APPEND_HOLD_MAX`] past its grant, or past being called back (a client hung), loses it
 //! to the next taker, with a warning. The table holds at most one entry per write handle,
 //! and handles are bounded by [`crate::open::MAX_OPEN_HANDLES`].
+//!
+//! The table is not stored: after a restart a client that kept a lock takes it again in
+//! its replay, after its handle's reopen ([`AppendLocks::reclaim`]), before any other
+//! client may ask for it. Bytes it appended under the lock and had not sent then land
+//! before another client reads the end of file, as they would have without the restart.
 
 use nacre_core::Fid;
 use parking_lot::Mutex;
@@ -127,6 +132,27 @@ impl AppendLocks {
         }
     }
 
+    /// Takes `fid`'s lock again for `handle` of connection `conn`, kept, as it held it
+    /// before this MDT restarted (the client's replay): at once, never waiting; `false`
+    /// when another handle holds it (taken since the restart, or claimed twice).
+    pub fn reclaim(&self, fid: Fid, handle: u64, conn: u64) -> bool {
+        let mut held = self.held.lock();
+        if held.get(&fid).is_some_and(|h| h.handle != handle) {
+            return false;
+        }
+        held.insert(
+            fid,
+            Holder {
+                handle,
+                conn,
+                kept: true,
+                called: false,
+                since: Instant::now(),
+            },
+        );
+        true
+    }
+
     /// Gives `fid`'s lock back if `handle` holds it; whether it did.
     pub fn release(&self, fid: &Fid, handle: u64) -> bool {
         let mut held = self.held.lock();
@@ -180,6 +206,34 @@ mod tests {
         assert!(locks.release(&fid(1), 12));
         assert!(locks.release(&fid(2), 11));
         assert!(locks.is_empty());
+    }
+
+    /// A lock taken again in a replay is kept: the next taker calls its holder back and
+    /// waits for it; a second claim by another handle is refused.
+    #[tokio::test]
+    async fn a_reclaimed_lock_is_kept_until_its_holder_gives_it_back() {
+        let locks = Arc::new(AppendLocks::default());
+        assert!(locks.reclaim(fid(1), 10, 7));
+        assert!(locks.reclaim(fid(1), 10, 7), "the same handle twice");
+        assert!(!locks.reclaim(fid(1), 11, 8), "another handle's claim");
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let taker = {
+            let (locks, calls) = (locks.clone(), calls.clone());
+            tokio::spawn(async move {
+                locks
+                    .take(fid(1), 11, 8, false, move |c| calls.lock().push(c))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!taker.is_finished(), "took a reclaimed lock");
+        assert_eq!(*calls.lock(), vec![7]);
+        assert!(locks.release(&fid(1), 10));
+        tokio::time::timeout(Duration::from_secs(5), taker)
+            .await
+            .expect("taken once given back")
+            .expect("join");
+        assert!(locks.release(&fid(1), 11));
     }
 
     #[tokio::test]

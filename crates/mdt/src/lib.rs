@@ -1664,6 +1664,16 @@ impl Mdt {
                     }
                 }
             }
+            Request::AppendReclaim { fid, handle } => {
+                if !self.opens.is_writer(handle, &fid, ctx.conn_id) {
+                    return Err(Errno::EBADF);
+                }
+                if !self.appends.reclaim(fid, handle, ctx.conn_id) {
+                    tracing::warn!(target: "mdt", "MDT{:04x}: file {fid}: a replayed append lock of connection {} is held by another handle: not taken", self.index, ctx.conn_id);
+                    return Err(Errno::EBUSY);
+                }
+                Ok(Reply::Ok)
+            }
             Request::AppendUnlock { fid, handle } => {
                 if self.opens.held_by_other(handle, ctx.conn_id) {
                     return Err(Errno::EBADF);
@@ -1944,6 +1954,7 @@ fn runs_during_recovery(req: &Request) -> bool {
                     op: FlockOp::Reclaim(_),
                     ..
                 }
+                | Request::AppendReclaim { .. }
         )
 }
 

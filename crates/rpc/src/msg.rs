@@ -692,6 +692,17 @@ pub enum Request {
         pool: String,
         op: nacre_core::pool::PoolOp,
     },
+
+    // --- Append locks through a restart (appended) ---
+    /// Client to MDT, in its replay after the MDT restarted (after the handle's reopen):
+    /// the append lock `handle` kept before the restart is its again, so no other client
+    /// appends at an end of file that leaves out the bytes it appended under the lock and
+    /// has not sent yet (Lustre replays its extent locks). Runs while the MDT recovers;
+    /// EBUSY when another handle holds the lock already. See `nacre_mdt::append`.
+    AppendReclaim {
+        fid: Fid,
+        handle: u64,
+    },
 }
 
 pub use nacre_core::flock::{FileLock, FlockMode};
@@ -1127,6 +1138,7 @@ impl Request {
             Request::Flock { .. } => 88,
             Request::OstSyncGetattr { .. } => 89,
             Request::MgsPool { .. } => 90,
+            Request::AppendReclaim { .. } => 91,
         }
     }
 
@@ -1209,6 +1221,7 @@ impl Request {
             88 => "ldlm_flock",
             89 => "ost_sync_getattr",
             90 => "mgs_pool",
+            91 => "append_reclaim",
             _ => "other",
         }
     }

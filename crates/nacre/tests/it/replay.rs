@@ -1348,3 +1348,78 @@ async fn locks_held_through_a_power_cut_are_taken_again_in_the_replay() {
     b.unmount();
     tokio::task::block_in_place(|| rig.stop_and_check());
 }
+
+/// A client keeps the append lock of a shared log after an append, its bytes still in
+/// write-behind, and the MDT restarts. Its replay takes the lock again (after the log's
+/// reopen), so another client's append after the recovery waits for those bytes and
+/// lands after them, not at the end of file the OST had before they came: both records
+/// are there, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_append_lock_is_taken_again_after_an_mdt_restart() {
+    use nacre_rpc::msg::OpenFlags;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cl = common::cluster::start(tmp.path(), "rpappend", 1, 1).await;
+    let a = common::cluster::mount(&cl).await;
+    let b = common::cluster::mount(&cl).await;
+    let log = create(&a, Fid::ROOT, b"log", FILE)
+        .await
+        .expect("create")
+        .attr
+        .fid;
+    let appending = OpenFlags {
+        write: true,
+        append: true,
+        ..OpenFlags::default()
+    };
+    let (fa, _) = a.open(log, appending, &cred()).await.expect("open on a");
+    // The MDT lets a client keep the lock once its callback poll is in.
+    let ra = a.mdc_replay(0).expect("a's MDC");
+    let t = std::time::Instant::now();
+    let first = loop {
+        let at = a
+            .append(&fa, Bytes::from_static(b"A-first\n"))
+            .await
+            .expect("a appends");
+        if ra.appends_kept() == 1 {
+            break at;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "the MDT never let a keep its append lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    cl.stop_mdt(0).await;
+    cl.start_mdt(0).await.expect("restart");
+    let both = OpenFlags {
+        read: true,
+        ..appending
+    };
+    let (fb, _) = b.open(log, both, &cred()).await.expect("open on b");
+    let at = b
+        .append(&fb, Bytes::from_static(b"B-after\n"))
+        .await
+        .expect("b appends");
+    assert_eq!(at, first + 8, "b's record is not right after a's last");
+    assert_eq!(
+        ra.relocked.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "a's replay did not take its append lock again"
+    );
+    a.fsync(&fa).await.expect("fsync on a");
+    b.fsync(&fb).await.expect("fsync on b");
+    let mut want = b"A-first\n".repeat(first as usize / 8 + 1);
+    want.extend_from_slice(b"B-after\n");
+    let got = b
+        .read(&fb, 0, want.len() as u64 + 100)
+        .await
+        .expect("read on b");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+    a.release(&fa).await.expect("close on a");
+    b.release(&fb).await.expect("close on b");
+    a.unmount();
+    b.unmount();
+}
