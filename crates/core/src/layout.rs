@@ -650,6 +650,39 @@ impl Layout {
         ids
     }
 
+    /// `lfs mirror extend`'s merge (`lod_layout_convert`, then the new mirrors after
+    /// the last): a file not mirrored yet becomes mirror 1 (its instantiated components
+    /// marked so), and each of `comps` joins the mirror its own mirror id (taken as one
+    /// when zero) names past the last, under the next component ids. `fill` completes
+    /// each new component, given the stripe count and size of the component before it in
+    /// the same new mirror.
+    pub fn add_mirrors(
+        &mut self,
+        comps: Vec<Component>,
+        mut fill: impl FnMut(&mut Component, Option<(i32, u32)>),
+    ) {
+        if !self.is_mirrored() {
+            self.composite = true;
+            for (i, c) in self.components.iter_mut().enumerate() {
+                c.id = pflr_id(1, i as u32 + 1);
+                if !c.objects.is_empty() || c.dom_object.is_some() {
+                    c.flags |= LCME_FL_INIT;
+                }
+            }
+        }
+        let base = self.mirror_ids().into_iter().max().unwrap_or(0);
+        let first = self.next_component_id();
+        let mut prev: Option<(u32, (i32, u32))> = None;
+        for (seq, mut c) in (first..).zip(comps) {
+            let m = base + c.mirror_id().max(1);
+            let p = prev.filter(|(pm, _)| *pm == m).map(|(_, p)| p);
+            fill(&mut c, p);
+            prev = Some((m, (c.stripe_count, c.stripe_size)));
+            c.id = pflr_id(m, seq);
+            self.components.push(c);
+        }
+    }
+
     /// Whether the file has more than one mirror (FLR).
     pub fn is_mirrored(&self) -> bool {
         let first = self.components.first().map(Component::mirror_id);

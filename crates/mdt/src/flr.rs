@@ -13,8 +13,8 @@
 use crate::mdd;
 use crate::{Mdt, now, perm};
 use nacre_core::layout::{
-    LCM_FL_RDONLY, LCM_FL_SYNC_PENDING, LCM_FL_WRITE_PENDING, LCME_FL_INIT, LCME_FL_PREF_RW,
-    LCME_FL_STALE, Pattern, StaleError, pflr_id,
+    LCM_FL_RDONLY, LCM_FL_SYNC_PENDING, LCM_FL_WRITE_PENDING, LCME_FL_PREF_RW, LCME_FL_STALE,
+    Pattern, StaleError, pflr_id,
 };
 use nacre_core::{Component, Errno, Fid};
 use nacre_rpc::msg::{Cred, MirrorOp, Reply};
@@ -175,27 +175,7 @@ impl Mdt {
                 if !attr.is_reg() {
                     return Err(Errno::EINVAL);
                 }
-                if !layout.is_mirrored() {
-                    // The file's own components become mirror 1 (lod_layout_convert).
-                    layout.composite = true;
-                    for (i, c) in layout.components.iter_mut().enumerate() {
-                        c.id = pflr_id(1, i as u32 + 1);
-                        if !c.objects.is_empty() || c.dom_object.is_some() {
-                            c.flags |= LCME_FL_INIT;
-                        }
-                    }
-                }
-                let base = layout.mirror_ids().into_iter().max().unwrap_or(0);
-                let first = layout.next_component_id();
-                let mut prev: Option<(u32, (i32, u32))> = None;
-                for (seq, mut c) in (first..).zip(comps) {
-                    let m = base + c.mirror_id().max(1);
-                    let p = prev.filter(|(pm, _)| *pm == m).map(|(_, p)| p);
-                    crate::lod::fill_raid0(&mut c, p, &params);
-                    prev = Some((m, (c.stripe_count, c.stripe_size)));
-                    c.id = pflr_id(m, seq);
-                    layout.components.push(c);
-                }
+                layout.add_mirrors(comps, |c, prev| crate::lod::fill_raid0(c, prev, &params));
                 crate::lod::check_layout(layout, &ctx)?;
                 layout.set_flr_state(LCM_FL_WRITE_PENDING);
                 attr.ctime = t;

@@ -637,6 +637,14 @@ impl CtlServer {
             }
             CtlRequest::MirrorExtend { path, components } => {
                 let f = resolve(c, &path).await?;
+                // The merged layout checked first, as Lustre's lfs does
+                // (`llapi_layout_sanity`): the MDT refuses it too, with an errno alone.
+                if let Some(mut merged) = f.layout.clone() {
+                    merged.add_mirrors(components.clone(), |_, _| {});
+                    if let Err(e) = nacre_core::layout_rules::check_structure(&merged) {
+                        return Ok(CtlReply::err(e.errno(), format!("Invalid layout: {e}")));
+                    }
+                }
                 let info = c.mirror_extend(f.attr.fid, components).await?;
                 let mdt = c.mdt_of(&info.attr.fid);
                 CtlReply::Inode { info, mdt }

@@ -684,6 +684,20 @@ fn lfs_mirror_resync_verify_read_write_extend_split() {
     assert_eq!(lfs(&["getstripe", "-N", fp]).trim(), "1");
     assert!(std::fs::read(&f).expect("read") == data, "contents differ");
     assert!(lfs(&["mirror", "--help"]).contains("resync [--only MIRROR_ID[,...]]"));
+    // A file whose layout ends before EOF cannot gain a mirror: every mirror must reach
+    // EOF (`LSE_INCOMPLETE_MIRROR`), and lfs says so rather than a bare EINVAL.
+    let short = fs.path("short");
+    let sp = short.to_str().expect("utf8");
+    lfs(&["setstripe", "-E", "1M", "-c", "1", sp]);
+    std::fs::write(&short, b"first megabyte").expect("write");
+    let err = fail(&["lfs", "mirror", "extend", "-N", sp]);
+    assert!(
+        err.contains(
+            "Invalid layout: component 1: mirror 1 ends at 1048576; every mirror must extend to EOF"
+        ),
+        "{err}"
+    );
+    assert_eq!(lfs(&["getstripe", "-N", sp]).trim(), "1");
 }
 
 /// Bit flips at random offsets in the objects of 50 mirrored files: verify finds every
