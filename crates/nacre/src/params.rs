@@ -50,17 +50,22 @@ fn device(class: &str, name: String, uuid: String, refcount: usize, inactive: bo
     }
 }
 
+/// The storage device of target `name` (`MGS`, `FSNAME-MDT0000`, `FSNAME-OST0000`).
+fn osd_device(name: &str, refcount: usize) -> Device {
+    device(
+        "osd-nacre",
+        format!("{name}-osd"),
+        format!("{name}-osd_UUID"),
+        refcount,
+        false,
+    )
+}
+
 /// The devices of the MGS this process serves: its storage and the service.
 pub fn mgs_devices(mgs: &Arc<nacre_mgs::Mgs>) -> Vec<Device> {
     let refs = Arc::strong_count(mgs);
     vec![
-        device(
-            "osd-nacre",
-            "MGS-osd".into(),
-            "MGS-osd_UUID".into(),
-            refs,
-            false,
-        ),
+        osd_device("MGS", refs),
         device("mgs", "MGS".into(), "MGS".into(), refs, false),
     ]
 }
@@ -491,13 +496,7 @@ impl ParamSource for OstParams {
         let name = format!("{}-OST{:04x}", self.fsname, self.ost.index);
         let refs = Arc::strong_count(&self.ost);
         vec![
-            device(
-                "osd-nacre",
-                format!("{name}-osd"),
-                format!("{name}-osd_UUID"),
-                refs,
-                false,
-            ),
+            osd_device(&name, refs),
             device("ost", "OSS".into(), "OSS_uuid".into(), refs, false),
             device(
                 "obdfilter",
@@ -563,13 +562,7 @@ impl ParamSource for MdtParams {
         let lov = format!("{name}-mdtlov");
         let refs = Arc::strong_count(&self.mdt);
         let mut v = vec![
-            device(
-                "osd-nacre",
-                format!("{name}-osd"),
-                format!("{name}-osd_UUID"),
-                refs,
-                false,
-            ),
+            osd_device(&name, refs),
             device("mds", "MDS".into(), "MDS_uuid".into(), refs, false),
             device("lod", lov.clone(), format!("{lov}_UUID"), refs, false),
             device("mdt", name.clone(), format!("{name}_UUID"), refs, false),
