@@ -79,6 +79,13 @@ impl fmt::Display for TargetName {
 }
 
 /// Checks a file system name: 1 to 8 characters of `[A-Za-z0-9_]`.
+/// The LNet NID of a TCP address (`HOST:PORT`, `[V6]:PORT`): `HOST@tcp`, as Lustre names
+/// a peer in `MGC<nid>` and `*_conn_uuid`.
+pub fn nid_of(addr: &str) -> String {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    format!("{}@tcp", host.trim_start_matches('[').trim_end_matches(']'))
+}
+
 pub fn validate_fsname(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > FSNAME_MAX {
         return Err(format!(

@@ -14,8 +14,6 @@ pub enum DeviceStatus {
     Up,
     /// Set up, but the configuration has its target deactivated or stopped (`IN`).
     Inactive,
-    /// Being stopped (`ST`).
-    Stopping,
 }
 
 impl DeviceStatus {
@@ -23,7 +21,6 @@ impl DeviceStatus {
         match self {
             DeviceStatus::Up => "UP",
             DeviceStatus::Inactive => "IN",
-            DeviceStatus::Stopping => "ST",
         }
     }
 }
@@ -78,12 +75,6 @@ pub fn parse_dl<S: AsRef<str>>(args: &[S]) -> Result<DlOptions> {
         }
     }
     Ok(o)
-}
-
-/// The NID a client reaches a target at (`HOST:PORT` of the configuration): `HOST@tcp`.
-pub fn nid_of(addr: &str) -> String {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    format!("{}@tcp", host.trim_start_matches('[').trim_end_matches(']'))
 }
 
 /// The node's device list, numbered from 0 in the order given.
@@ -190,6 +181,7 @@ mod tests {
         );
         assert!(parse_dl(&["-x"]).expect_err("bad option").is_usage());
         assert!(parse_dl(&["osc"]).expect_err("operand").is_usage());
+        use nacre_core::target::nid_of;
         assert_eq!(nid_of("10.0.0.3:9880"), "10.0.0.3@tcp");
         assert_eq!(nid_of("[::1]:9880"), "::1@tcp");
     }

@@ -172,7 +172,7 @@ impl ParamSource for ClientParams {
                 Arc::strong_count(&imp) - 1,
                 !entry.is_some_and(|e| e.active),
             );
-            d.conn = entry.map(|e| nacre_lustreapi::devices::nid_of(&e.addr));
+            d.conn = entry.map(|e| nacre_core::target::nid_of(&e.addr));
             v.push(d);
         }
         v
@@ -889,15 +889,9 @@ impl NodeParams {
     }
 
     /// Every device of the process, in set-up order; a node-wide service (`MDS`, `OSS`)
-    /// once.
+    /// comes with each target, and `lctl dl` lists it once for the node.
     pub fn devices(&self) -> Vec<Device> {
-        let mut out: Vec<Device> = Vec::new();
-        for d in self.sources.iter().flat_map(|s| s.devices()) {
-            if !out.iter().any(|o| o.class == d.class && o.name == d.name) {
-                out.push(d);
-            }
-        }
-        out
+        self.sources.iter().flat_map(|s| s.devices()).collect()
     }
 
     /// Sets every parameter matching `pattern`; returns the names set.

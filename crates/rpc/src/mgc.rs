@@ -72,14 +72,7 @@ impl Mgc {
 
     /// Lustre's name of this MGC device: `MGC` and the MGS's NID (`MGC192.168.1.1@tcp`).
     pub fn device_name(&self) -> String {
-        let host = self
-            .addr
-            .rsplit_once(':')
-            .map_or(self.addr.as_str(), |(h, _)| h);
-        format!(
-            "MGC{}@tcp",
-            host.trim_start_matches('[').trim_end_matches(']')
-        )
+        format!("MGC{}", nacre_core::target::nid_of(&self.addr))
     }
 
     fn connect_again(&self) -> impl std::future::Future<Output = Result<Conn, RpcError>> + '_ {
